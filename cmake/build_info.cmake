@@ -1,0 +1,18 @@
+# Writes OUTPUT with the commit the binary was built from; rewrites it only when it changed.
+execute_process(COMMAND git -C ${SOURCE_DIR} rev-parse --short=12 HEAD
+                OUTPUT_VARIABLE commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0 OR commit STREQUAL "")
+  set(commit "unknown")
+endif()
+execute_process(COMMAND git -C ${SOURCE_DIR} status --porcelain --untracked-files=no
+                OUTPUT_VARIABLE dirty OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+if(NOT dirty STREQUAL "")
+  set(commit "${commit}-dirty")
+endif()
+set(text "namespace rlgemm {\nextern const char kBuildCommit[];\nextern const char kVersion[];\nconst char kBuildCommit[] = \"${commit}\";\nconst char kVersion[] = \"${VERSION}\";\n}\n")
+if(EXISTS ${OUTPUT})
+  file(READ ${OUTPUT} old)
+endif()
+if(NOT old STREQUAL text)
+  file(WRITE ${OUTPUT} "${text}")
+endif()

@@ -1,0 +1,90 @@
+// A kernel design: every decision that shapes one generated HGEMM kernel, as one plain value.
+//
+// The generator turns a Design (plus the problem's B layout) into CUDA source, the search proposes
+// Designs, the tuning database stores them by their text form, and the dispatcher looks them up. The text
+// form is canonical: to_string(parse_design(t)) == t for every valid t, and it is printed and parsed in
+// design.cpp alone.
+//
+// Text form, fields in this order, separated by '/':
+//   sm90: sm90.ws.{coop|pingpong}/BMxBNxBK/sS/cCMxCN/raster_{m|n}.gG/SPLIT/epi_{reg|tma}[/swap][/static]
+//   sm80: sm80/BMxBNxBK/wWMxWN/sS/{swz|pad}/raster_{m|n}.gG/SPLIT/epi_{reg|smem}[/swap][/static]
+//   test: test.{fault|hang|wrong}          (fault-injection designs, used by tests of the tuner's isolation)
+// where SPLIT is one of: splitk1 | splitkN.serial | splitkN.parallel | streamk
+// e.g. sm90.ws.pingpong/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma
+//      sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "rlgemm/problem.h"
+
+namespace rlgemm {
+
+enum class Family {
+  kSm80,  // mma.sync m16n8k16 + ldmatrix + cp.async; sm_80 and later
+  kSm90,  // wgmma + TMA + mbarrier, warp-specialized, persistent; sm_90a only
+  kTest,  // fault-injection designs for tests; never proposed by a search
+};
+
+enum class Sm90Schedule {
+  kCooperative,  // two consumer warpgroups share one BM x BN tile (each takes BM/2 rows)
+  kPingpong,     // two consumer warpgroups alternate whole tiles: one's epilogue overlaps the other's MMA
+};
+
+enum class Raster { kAlongM, kAlongN };  // which tile index varies fastest within a group
+
+enum class SplitK {
+  kNone,      // splitk1
+  kSerial,    // splitkN.serial: N slices of K, reduced in place in C in turn (tile semaphore)
+  kParallel,  // splitkN.parallel: N slices write fp32 partials to a workspace, a second pass reduces
+  kStreamK,   // streamk: the persistent grid divides the total MAC-loop iterations evenly among CTAs
+};
+
+enum class Epilogue {
+  kRegisters,  // epi_reg: accumulators converted and stored to global memory straight from registers
+  kTma,        // epi_tma (sm90): stmatrix into shared memory, then a TMA store
+  kSmem,       // epi_smem (sm80): staged through shared memory for 16-byte coalesced stores
+};
+
+enum class SmemLayout { kSwizzle, kPad };  // sm80 shared-memory layout: XOR swizzle or padded rows
+
+enum class TestBehavior { kFault, kHang, kWrong };
+
+struct Design {
+  Family family = Family::kSm90;
+  Sm90Schedule schedule = Sm90Schedule::kCooperative;  // sm90 only
+  int bm = 128;
+  int bn = 128;
+  int bk = 64;
+  int warp_m = 64;  // sm80 only: warp tile
+  int warp_n = 64;  // sm80 only
+  int stages = 4;
+  int cluster_m = 1;  // sm90 only: CTAs per cluster along M (they share B tiles by TMA multicast)
+  int cluster_n = 1;  // sm90 only: CTAs per cluster along N (they share A tiles)
+  Raster raster = Raster::kAlongM;
+  int group = 8;  // tile-order group size (1 = plain row-major order of tiles)
+  SplitK split = SplitK::kNone;
+  int splits = 1;  // slices of K for kSerial / kParallel; 1 otherwise
+  Epilogue epilogue = Epilogue::kRegisters;
+  SmemLayout smem = SmemLayout::kSwizzle;  // sm80 only
+  bool swap_ab = false;       // compute C^T = B^T A^T (helps when M is small)
+  bool static_shape = false;  // bake M, N, K into the kernel as compile-time constants
+  TestBehavior test = TestBehavior::kFault;  // kTest only
+
+  friend bool operator==(const Design&, const Design&) = default;
+};
+
+std::string to_string(const Design& design);
+
+// Parses the canonical text form; throws Error(kInvalidInput) naming the field that does not parse.
+// Parsing checks syntax only; why_invalid() checks feasibility.
+Design parse_design(std::string_view text);
+
+// Why this design cannot be built or run for this layout (shared memory over the limit, accumulators that
+// would spill, a tile that the instruction shapes do not divide, TMA alignment, ...), or nullopt when it
+// can. `smem_limit_bytes` is the device's opt-in per-block limit (227 KiB on H100).
+std::optional<std::string> why_invalid(const Design& design, Layout layout, int smem_limit_bytes = 232448);
+
+}  // namespace rlgemm
