@@ -1,0 +1,29 @@
+// The CUDA driver API entry points rlgemm uses, resolved at run time through the CUDA runtime
+// (cudaGetDriverEntryPointByVersion) so that nothing links libcuda: binaries load and their CPU tests run
+// on machines without a GPU driver.
+#pragma once
+
+#include <cuda.h>
+
+namespace rlgemm {
+
+struct DriverApi {
+  decltype(&::cuModuleLoadData) cuModuleLoadData = nullptr;
+  decltype(&::cuModuleUnload) cuModuleUnload = nullptr;
+  decltype(&::cuModuleGetFunction) cuModuleGetFunction = nullptr;
+  decltype(&::cuFuncSetAttribute) cuFuncSetAttribute = nullptr;
+  decltype(&::cuLaunchKernelEx) cuLaunchKernelEx = nullptr;
+  decltype(&::cuTensorMapEncodeTiled) cuTensorMapEncodeTiled = nullptr;
+  decltype(&::cuGetErrorName) cuGetErrorName = nullptr;
+  decltype(&::cuGetErrorString) cuGetErrorString = nullptr;
+};
+
+// Resolves the entry points once (thread-safe); throws Error(kNoDevice) when no driver is present.
+const DriverApi& driver();
+
+// Throws Error(kRuntime) naming the call and the driver's error name when `status` is not CUDA_SUCCESS.
+void check_driver(CUresult status, const char* call);
+
+#define RLGEMM_CU_CHECK(call) ::rlgemm::check_driver((call), #call)
+
+}  // namespace rlgemm
