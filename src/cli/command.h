@@ -23,4 +23,7 @@ struct RegisteredCommand {
 };
 std::vector<RegisteredCommand>& registered_commands();
 
+// The command line as typed, recorded in result files.
+const std::string& command_line();
+
 }  // namespace rlgemm::cli

@@ -14,6 +14,9 @@ std::vector<RegisteredCommand>& registered_commands() {
   return commands;
 }
 
+static std::string g_command_line;
+const std::string& command_line() { return g_command_line; }
+
 CommandRegistration::CommandRegistration(std::string name, CommandSetup setup) {
   registered_commands().push_back({std::move(name), std::move(setup)});
 }
@@ -22,6 +25,7 @@ CommandRegistration::CommandRegistration(std::string name, CommandSetup setup) {
 
 int main(int argc, char** argv) {
   using namespace rlgemm;
+  for (int i = 0; i < argc; ++i) cli::g_command_line += (i ? " " : "") + std::string(argv[i]);
   CLI::App app{"rlgemm: generates, checks and tunes half-precision GEMM kernels for NVIDIA GPUs"};
   app.set_version_flag("--version", std::string(version()) + " (" + build_commit() + ")");
   app.require_subcommand(1);

@@ -1,0 +1,92 @@
+#include "bench/correctness.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/cuda_util.h"
+
+namespace rlgemm::bench {
+
+CheckResult compare_samples(const std::vector<half>& got, const Reference& ref, const std::string& what) {
+  CheckResult result;
+  if (got.size() != ref.value.size()) {
+    result.ok = false;
+    result.why = what + ": sample count mismatch";
+    return result;
+  }
+  for (size_t t = 0; t < got.size(); ++t) {
+    const double c = double(__half2float(got[t]));
+    const double tol = kRelTol * std::fabs(ref.value[t]) + kSumTol * ref.abs_sum[t] + 1e-30;
+    const double err = std::fabs(c - ref.value[t]);
+    const double ratio = std::isfinite(c) ? err / tol : INFINITY;
+    if (ratio > result.worst_ratio) result.worst_ratio = ratio;
+    if (!(ratio <= 1.0) && result.ok) {
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "%s: sample %zu is %.6g, reference %.6g (error %.3g > tolerance %.3g)",
+                    what.c_str(), t, c, ref.value[t], err, tol);
+      result.ok = false;
+      result.why = buf;
+    }
+  }
+  return result;
+}
+
+void Gate::load(const Problem& p, uint64_t seed, cudaStream_t stream) {
+  problem_ = p;
+  seed_ = seed;
+  for (int s = 0; s < 2; ++s) {
+    a_[s].reserve(size_t(p.a_elems()), stream);
+    b_[s].reserve(size_t(p.b_elems()), stream);
+    const Fill fill = s ? Fill::kUniformPositive : Fill::kNormal;
+    fill_random(a_[s].data(), size_t(p.a_elems()), fill, seed + 2 * s, stream);
+    fill_random(b_[s].data(), size_t(p.b_elems()), fill, seed + 2 * s + 1, stream);
+  }
+  c_.reserve(size_t(p.c_elems()), stream);
+  samples_ = choose_samples(p.shape, seed);
+  for (int s = 0; s < 2; ++s) ref_[s] = compute_reference(p, a_[s].data(), b_[s].data(), samples_, stream);
+}
+
+void Gate::rewrite_inputs(cudaStream_t stream) {
+  fill_random(a_[0].data(), size_t(problem_.a_elems()), Fill::kNormal, seed_, stream);
+  fill_random(b_[0].data(), size_t(problem_.b_elems()), Fill::kNormal, seed_ + 1, stream);
+}
+
+CheckResult Gate::check(Implementation& impl, cudaStream_t stream) {
+  CheckResult normal = check_set(impl, 0, stream);
+  if (!normal.ok) return normal;
+  CheckResult positive = check_set(impl, 1, stream);
+  positive.worst_ratio = std::max(positive.worst_ratio, normal.worst_ratio);
+  return positive;
+}
+
+CheckResult Gate::check_set(Implementation& impl, int set, cudaStream_t stream) {
+  const Problem& p = problem_;
+  const std::string what = set ? "positive inputs" : "normal inputs";
+  const Operands x{a_[set].data(), b_[set].data(), c_.data()};
+  fill_nan(c_.data(), size_t(p.c_elems()), stream);
+  a_[set].arm_guards(size_t(p.a_elems()), stream);
+  b_[set].arm_guards(size_t(p.b_elems()), stream);
+  c_.arm_guards(size_t(p.c_elems()), stream);
+  impl.run(p, x, stream);
+  RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  RLGEMM_CHECK_LAUNCH();
+  CheckResult r;
+  const GuardedBuffer* guarded[3] = {&a_[set], &b_[set], &c_};
+  const char* names[3] = {"A", "B", "C"};
+  for (int t = 0; t < 3; ++t)
+    if (!guarded[t]->guards_intact(stream)) {
+      r.ok = false;
+      r.why = what + ": a write strayed outside " + names[t];
+      return r;
+    }
+  const int64_t bad = count_nonfinite(c_.data(), size_t(p.c_elems()), stream);
+  if (bad) {
+    r.ok = false;
+    r.why = what + ": " + std::to_string(bad) + " elements of C not written or not finite";
+    return r;
+  }
+  return compare_samples(gather_samples(p, c_.data(), samples_, stream), ref_[set], what);
+}
+
+}  // namespace rlgemm::bench

@@ -1,0 +1,178 @@
+// cuBLAS and cuBLASLt as baselines. Row-major C[M,N] = A[M,K] B is computed as the column-major product
+// C^T[N,M] = B^T A^T: the first cuBLAS operand is B (op N for the nn layout, where row-major K x N is
+// column-major N x K; op T for tn, where row-major N x K is column-major K x N), the second is A (op N).
+#include <cublasLt.h>
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "bench/implementation.h"
+#include "bench/timing.h"
+#include "core/cuda_util.h"
+#include "rlgemm/error.h"
+
+namespace rlgemm::bench {
+namespace {
+
+void check_cublas(cublasStatus_t status, const char* call) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw Error(status == CUBLAS_STATUS_ALLOC_FAILED ? ErrorKind::kOutOfMemory : ErrorKind::kRuntime,
+                std::string("cuBLAS error ") + cublasGetStatusName(status) + " in " + call);
+}
+#define CUBLAS_CHECK(call) check_cublas((call), #call)
+
+constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
+constexpr int kLtMaxCandidates = 100;
+
+class CublasGemmEx final : public Implementation {
+ public:
+  explicit CublasGemmEx(Layout layout) : layout_(layout) { CUBLAS_CHECK(cublasCreate(&handle_)); }
+  ~CublasGemmEx() override { cublasDestroy(handle_); }
+  std::string name() const override { return layout_ == Layout::kNN ? "cublas_nn" : "cublas_tn"; }
+  bool supports(const Problem& p) const override { return p.layout == layout_; }
+  void run(const Problem& p, const Operands& x, cudaStream_t stream) override {
+    const float alpha = 1.0f, beta = 0.0f;
+    CUBLAS_CHECK(cublasSetStream(handle_, stream));
+    const auto op_b = p.layout == Layout::kNN ? CUBLAS_OP_N : CUBLAS_OP_T;
+    CUBLAS_CHECK(cublasGemmEx(handle_, op_b, CUBLAS_OP_N, int(p.shape.n), int(p.shape.m), int(p.shape.k), &alpha,
+                              x.b, CUDA_R_16F, int(p.ldb()), x.a, CUDA_R_16F, int(p.lda()), &beta, x.c, CUDA_R_16F,
+                              int(p.ldc()), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+
+ private:
+  Layout layout_;
+  cublasHandle_t handle_ = nullptr;
+};
+
+// One cuBLASLt matmul description per problem, with the heuristic's candidate algorithms.
+class LtBase : public Implementation {
+ public:
+  LtBase() {
+    CUBLAS_CHECK(cublasLtCreate(&handle_));
+    RLGEMM_CUDA_CHECK(cudaMalloc(&workspace_, kLtWorkspaceBytes));
+  }
+  ~LtBase() override {
+    release_descriptors();
+    cudaFree(workspace_);
+    cublasLtDestroy(handle_);
+  }
+
+  void prepare(const Problem& p, const Operands& x, cudaStream_t stream) override {
+    describe(p);
+    cublasLtMatmulPreference_t pref = nullptr;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t ws = kLtWorkspaceBytes;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    std::vector<cublasLtMatmulHeuristicResult_t> results(kLtMaxCandidates);
+    int returned = 0;
+    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, op_, b_desc_, a_desc_, c_desc_, c_desc_, pref,
+                                                           kLtMaxCandidates, results.data(), &returned);
+    cublasLtMatmulPreferenceDestroy(pref);
+    CUBLAS_CHECK(status);
+    if (returned == 0) throw Error(ErrorKind::kRuntime, "cuBLASLt heuristic returned no algorithm for " + p.shape.to_string());
+    results.resize(returned);
+    choose(p, x, stream, results);
+  }
+
+  void run(const Problem&, const Operands& x, cudaStream_t stream) override {
+    const float alpha = 1.0f, beta = 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(handle_, op_, &alpha, x.b, b_desc_, x.a, a_desc_, &beta, x.c, c_desc_, x.c, c_desc_,
+                                &algo_, workspace_, kLtWorkspaceBytes, stream));
+  }
+  std::string detail() const override { return detail_; }
+
+ protected:
+  virtual void choose(const Problem& p, const Operands& x, cudaStream_t stream,
+                      const std::vector<cublasLtMatmulHeuristicResult_t>& candidates) = 0;
+  cublasLtMatmulAlgo_t algo_{};
+  std::string detail_;
+
+ private:
+  void describe(const Problem& p) {
+    release_descriptors();
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t tb = p.layout == Layout::kNN ? CUBLAS_OP_N : CUBLAS_OP_T, ta = CUBLAS_OP_N;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &tb, sizeof tb));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &ta, sizeof ta));
+    const uint64_t m = p.shape.m, n = p.shape.n, k = p.shape.k;
+    // Column-major views: B^T is N x K (nn) or stored K x N (tn); A^T is K x M; C^T is N x M.
+    if (p.layout == Layout::kNN)
+      CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_desc_, CUDA_R_16F, n, k, p.ldb()));
+    else
+      CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_desc_, CUDA_R_16F, k, n, p.ldb()));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_desc_, CUDA_R_16F, k, m, p.lda()));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c_desc_, CUDA_R_16F, n, m, p.ldc()));
+  }
+  void release_descriptors() {
+    if (op_) cublasLtMatmulDescDestroy(op_);
+    if (a_desc_) cublasLtMatrixLayoutDestroy(a_desc_);
+    if (b_desc_) cublasLtMatrixLayoutDestroy(b_desc_);
+    if (c_desc_) cublasLtMatrixLayoutDestroy(c_desc_);
+    op_ = nullptr;
+    a_desc_ = b_desc_ = c_desc_ = nullptr;
+  }
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t a_desc_ = nullptr, b_desc_ = nullptr, c_desc_ = nullptr;
+};
+
+class LtHeuristic final : public LtBase {
+ public:
+  std::string name() const override { return "lt_heuristic"; }
+
+ protected:
+  void choose(const Problem&, const Operands&, cudaStream_t,
+              const std::vector<cublasLtMatmulHeuristicResult_t>& candidates) override {
+    algo_ = candidates.front().algo;
+    detail_ = "first of " + std::to_string(candidates.size()) + " heuristic candidates";
+  }
+};
+
+// Times every candidate the heuristic offers (up to 100) with a short offline measurement and keeps the
+// fastest. A candidate that fails to launch is skipped and counted.
+class LtAuto final : public LtBase {
+ public:
+  std::string name() const override { return "lt_auto"; }
+
+ protected:
+  void choose(const Problem& p, const Operands& x, cudaStream_t stream,
+              const std::vector<cublasLtMatmulHeuristicResult_t>& candidates) override {
+    double best = INFINITY;
+    int best_index = -1, failed = 0;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      algo_ = candidates[i].algo;
+      try {
+        const double t = screen_time_us([&](cudaStream_t s) { run(p, x, s); }, stream);
+        if (t < best) {
+          best = t;
+          best_index = int(i);
+        }
+      } catch (const Error&) {
+        ++failed;
+      }
+    }
+    if (best_index < 0) throw Error(ErrorKind::kRuntime, "no cuBLASLt candidate ran for " + p.shape.to_string());
+    algo_ = candidates[best_index].algo;
+    detail_ = "candidate " + std::to_string(best_index) + " of " + std::to_string(candidates.size()) + " timed";
+    if (failed) detail_ += " (" + std::to_string(failed) + " failed)";
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> cublas_implementation_names() { return {"cublas_nn", "cublas_tn", "lt_heuristic", "lt_auto"}; }
+
+ImplementationPtr make_cublas_implementation(const std::string& name) {
+  if (name == "cublas_nn") return std::make_unique<CublasGemmEx>(Layout::kNN);
+  if (name == "cublas_tn") return std::make_unique<CublasGemmEx>(Layout::kTN);
+  if (name == "lt_heuristic") return std::make_unique<LtHeuristic>();
+  if (name == "lt_auto") return std::make_unique<LtAuto>();
+  return nullptr;
+}
+
+}  // namespace rlgemm::bench

@@ -1,0 +1,290 @@
+#include "bench/harness.h"
+
+#include <algorithm>
+
+#include <cublasLt.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "bench/correctness.h"
+#include "bench/device_data.h"
+#include "core/cuda_util.h"
+#include "rlgemm/error.h"
+
+namespace rlgemm::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string now_iso8601() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::filesystem::path json_path_for(const std::string& csv) {
+  std::filesystem::path p(csv);
+  return p.replace_extension(".json");
+}
+
+// For cold mode: enough input sets of one problem to exceed twice the L2.
+class ColdSets {
+ public:
+  std::vector<half*> cold_sets;  // a, b, c pointers, three per set
+  size_t cold_set_elems[3] = {0, 0, 0};
+
+  ~ColdSets() { release_cold(); }
+  void release_cold() {
+    for (half* p : cold_sets) cudaFree(p);
+    cold_sets.clear();
+  }
+  void prepare_cold(const Problem& p, const DeviceInfo& dev, cudaStream_t stream, uint64_t seed) {
+    release_cold();
+    const size_t set_bytes = size_t(p.a_elems() + p.b_elems() + p.c_elems()) * sizeof(half);
+    const size_t sets = std::max<size_t>(2, (2 * size_t(dev.l2_bytes) + set_bytes - 1) / set_bytes + 1);
+    const int64_t elems[3] = {p.a_elems(), p.b_elems(), p.c_elems()};
+    for (size_t s = 0; s < sets; ++s)
+      for (int t = 0; t < 3; ++t) {
+        half* ptr = nullptr;
+        RLGEMM_CUDA_CHECK(cudaMalloc(&ptr, size_t(elems[t]) * sizeof(half)));
+        cold_sets.push_back(ptr);
+        fill_random(ptr, size_t(elems[t]), Fill::kNormal, seed + s * 3 + t, stream);
+      }
+  }
+};
+
+class ProgressLine {
+ public:
+  ProgressLine(size_t total, bool enabled) : total_(total), enabled_(enabled), tty_(isatty(2)), start_(Clock::now()) {}
+  void update(size_t done, const std::string& current) {
+    if (!enabled_) return;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    const double eta = done ? elapsed / double(done) * double(total_ - done) : 0;
+    const int pct = total_ ? int(100 * done / total_) : 100;
+    if (!tty_) {  // logs: a line every 5%
+      if (pct < next_pct_ && done != total_) return;
+      next_pct_ = pct + 5;
+    }
+    const int width = 30, filled = total_ ? int(width * done / total_) : width;
+    std::fprintf(stderr, "%s[%s%s] %zu/%zu  %3d%%  elapsed %s  left %s  %s%s", tty_ ? "\r" : "",
+                 std::string(size_t(filled), '=').c_str(), std::string(size_t(width - filled), ' ').c_str(), done,
+                 total_, pct, clock_text(elapsed).c_str(), done ? clock_text(eta).c_str() : "?", current.c_str(),
+                 tty_ ? "\033[K" : "\n");
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (enabled_ && tty_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  static std::string clock_text(double s) {
+    char buf[32];
+    const int t = int(s + 0.5);
+    std::snprintf(buf, sizeof buf, "%dm%02ds", t / 60, t % 60);
+    return buf;
+  }
+  size_t total_;
+  bool enabled_, tty_;
+  Clock::time_point start_;
+  int next_pct_ = 0;
+};
+
+nlohmann::json identity(const BenchConfig& config, const DeviceInfo& dev) {
+  nlohmann::json j;
+  j["gpu"] = {{"name", dev.name},
+              {"sm_count", dev.sm_count},
+              {"compute_capability", std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor)},
+              {"sm_clock_mhz", dev.sm_clock_khz / 1000},
+              {"mem_clock_mhz", dev.mem_clock_khz / 1000},
+              {"l2_bytes", dev.l2_bytes},
+              {"memory_bytes", dev.global_mem_bytes}};
+  j["driver_version"] = dev.driver_version;
+  j["cuda_runtime_version"] = dev.runtime_version;
+  j["cublaslt_version"] = cublasLtGetVersion();
+  j["rlgemm_version"] = version();
+  j["commit"] = build_commit();
+  j["date"] = now_iso8601();
+  j["command"] = config.command_line;
+  nlohmann::json impls = nlohmann::json::array();
+  for (const auto& impl : config.implementations) impls.push_back(impl->name());
+  j["implementations"] = impls;
+  nlohmann::json modes = nlohmann::json::array();
+  for (Mode m : config.modes) modes.push_back(std::string(to_string(m)));
+  j["modes"] = modes;
+  j["timing"] = {{"batch_target_us", config.timing.batch_target_us},
+                 {"batches", config.timing.batches},
+                 {"samples", config.timing.samples},
+                 {"server_gap_mean_ms", config.timing.gap_mean_ms}};
+  j["correctness"] = {{"reference", "fp64 on the GPU; all of C when M*N*K <= 2^27, else 8 full rows and 8 full columns"},
+                      {"tolerance", "|c-ref| <= 2^-10 |ref| + 2^-16 sum|a*b|"},
+                      {"checks", "standard-normal inputs, then uniform-positive inputs; C poisoned with NaN; guard bands"}};
+  j["shard"] = std::to_string(config.shard_index) + "/" + std::to_string(config.shard_count);
+  return j;
+}
+
+void write_json(const std::filesystem::path& path, nlohmann::json j) {
+  const auto tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << j.dump(2) << '\n';
+    if (!out) throw Error(ErrorKind::kRuntime, "cannot write " + tmp);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace
+
+BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
+  BenchOutcome outcome;
+  const DeviceInfo dev = open_device(config.device);
+  cudaStream_t stream = nullptr;
+  RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  // lt_auto first: every speedup needs its time in the same (problem, mode).
+  auto& impls = config.implementations;
+  auto lt = std::find_if(impls.begin(), impls.end(), [](auto& i) { return i->name() == "lt_auto"; });
+  if (lt == impls.end()) {
+    impls.insert(impls.begin(), make_cublas_implementation("lt_auto"));
+    config.write_lt_auto = false;
+  } else {
+    std::rotate(impls.begin(), lt, lt + 1);
+  }
+
+  const auto csv_path = std::filesystem::path(config.out_csv);
+  if (csv_path.has_parent_path()) std::filesystem::create_directories(csv_path.parent_path());
+  std::ofstream csv(csv_path);
+  if (!csv) throw Error(ErrorKind::kInvalidInput, "cannot write results file '" + config.out_csv + "'");
+  csv << kCsvHeader << '\n' << std::flush;
+  const auto json_path = json_path_for(config.out_csv);
+  nlohmann::json meta = identity(config, dev);
+  meta["status"] = "running";
+  write_json(json_path, meta);
+
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < config.shapes.size(); ++i)
+    if (int(i % size_t(config.shard_count)) == config.shard_index) shapes.push_back(config.shapes[i]);
+  const size_t total = shapes.size() * config.layouts.size();
+  ProgressLine progress(total, config.progress);
+  const auto started = Clock::now();
+  const bool want_cold = std::find(config.modes.begin(), config.modes.end(), Mode::kCold) != config.modes.end();
+  Gate gate;
+  ColdSets cold;
+  uint64_t seed = uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
+  size_t done = 0;
+
+  try {
+    for (const Shape& shape : shapes) {
+      for (Layout layout : config.layouts) {
+        if (stop) throw std::runtime_error("interrupted");
+        const Problem p{shape, layout};
+        progress.update(done, shape.to_string() + " " + std::string(to_string(layout)));
+        // Fresh inputs for this problem: normal (set 0) and positive (set 1), with their references.
+        gate.load(p, seed += 16, stream);
+        if (want_cold) cold.prepare_cold(p, dev, stream, seed ^ 0xc01dc01dull);
+        const Operands x0 = gate.operands();
+
+        std::vector<Row> rows;
+        std::vector<double> lt_auto_us(4, NAN);
+        for (auto& impl : impls) {
+          if (!impl->supports(p)) continue;
+          if (stop) throw std::runtime_error("interrupted");
+          Row base;
+          base.shape = shape;
+          base.layout = layout;
+          base.impl = impl->name();
+          CheckResult check;
+          try {
+            impl->prepare(p, x0, stream);
+            check = gate.check(*impl, stream);
+          } catch (const Error& e) {
+            if (e.kind() == ErrorKind::kOutOfMemory) throw;
+            if (cudaDeviceSynchronize() != cudaSuccess)
+              throw Error(ErrorKind::kRuntime, impl->name() + " on " + shape.to_string() + " broke the CUDA context: " + e.what());
+            check.ok = false;
+            check.why = e.what();
+          }
+          base.correct = check.ok;
+          base.detail = check.ok ? impl->detail() : check.why;
+          for (Mode mode : config.modes) {
+            Row row = base;
+            row.mode = mode;
+            row.time_us = NAN;
+            if (row.correct) {
+              const Call call = [&](cudaStream_t s) { impl->run(p, x0, s); };
+              if (mode == Mode::kOffline) row.timing = time_offline(call, stream, config.timing);
+              if (mode == Mode::kServer) row.timing = time_server(call, stream, config.timing);
+              if (mode == Mode::kCudal2) {
+                const Call refresh = [&](cudaStream_t s) { gate.rewrite_inputs(s); };
+                row.timing = time_cudal2(call, refresh, stream, config.timing);
+              }
+              if (mode == Mode::kCold) {
+                std::vector<Call> calls;
+                for (size_t s = 0; s + 2 < cold.cold_sets.size(); s += 3) {
+                  Operands xs{cold.cold_sets[s], cold.cold_sets[s + 1], cold.cold_sets[s + 2]};
+                  calls.push_back([&impl, p, xs](cudaStream_t st) { impl->run(p, xs, st); });
+                }
+                row.timing = time_cold(calls, stream, config.timing);
+              }
+              row.time_us = row.timing.time_us;
+            }
+            if (impl->name() == "lt_auto") lt_auto_us[int(mode)] = row.time_us;
+            row.speedup = lt_auto_us[int(mode)] / row.time_us;
+            rows.push_back(row);
+          }
+        }
+        for (const auto& row : rows) {
+          if (row.impl == "lt_auto" && !config.write_lt_auto) continue;
+          write_csv_row(csv, row);
+          outcome.rows.push_back(row);
+        }
+        csv.flush();
+        ++done;
+      }
+    }
+    progress.update(done, "done");
+  } catch (const Error& e) {
+    outcome.status = RunStatus::kFailed;
+    outcome.message = e.what();
+  } catch (const std::runtime_error& e) {
+    if (std::string(e.what()) != "interrupted") throw;
+    outcome.status = RunStatus::kInterrupted;
+    outcome.message = "interrupted after " + std::to_string(done) + " of " + std::to_string(total) + " problems";
+  }
+  progress.finish();
+  cold.release_cold();
+  cudaStreamDestroy(stream);
+
+  meta["status"] = outcome.status == RunStatus::kComplete ? "complete"
+                   : outcome.status == RunStatus::kInterrupted ? "interrupted (partial results)"
+                                                                : "failed (partial results): " + outcome.message;
+  meta["problems_measured"] = done;
+  meta["problems_planned"] = total;
+  meta["rows"] = outcome.rows.size();
+  meta["elapsed_s"] = std::chrono::duration<double>(Clock::now() - started).count();
+  nlohmann::json summary = nlohmann::json::array();
+  for (const auto& g : summarize(outcome.rows)) {
+    nlohmann::json s = {{"mode", to_string(g.mode)}, {"layout", to_string(g.layout)}, {"impl", g.impl},
+                        {"incorrect", g.incorrect}};
+    auto stats = [](const Stats& st) { return nlohmann::json{{"count", st.count}, {"arith_mean", st.arith_mean}, {"geo_mean", st.geo_mean}}; };
+    s["all"] = stats(g.all);
+    for (int b = 0; b < 3; ++b) s[bucket_name(Bucket(b))] = stats(g.by_bucket[b]);
+    nlohmann::json worst = nlohmann::json::array();
+    for (const auto& r : g.worst) worst.push_back({{"shape", r.shape.to_string()}, {"speedup", r.speedup}});
+    s["worst"] = worst;
+    summary.push_back(s);
+  }
+  meta["summary"] = summary;
+  write_json(json_path, meta);
+  return outcome;
+}
+
+}  // namespace rlgemm::bench

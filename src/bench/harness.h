@@ -1,0 +1,45 @@
+// `rlgemm bench`: every implementation through the correctness gate, then timed in each mode, one CSV row
+// per (shape, layout, implementation, mode), a JSON of the run's identity beside it, a summary at the end.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "bench/implementation.h"
+#include "bench/results.h"
+#include "bench/timing.h"
+#include "rlgemm/problem.h"
+
+namespace rlgemm::bench {
+
+struct BenchConfig {
+  std::vector<Shape> shapes;
+  std::vector<Layout> layouts;
+  std::vector<Mode> modes;
+  // Measured in this order; lt_auto is always measured (it is every speedup's denominator) but its rows are
+  // written only when `write_lt_auto` is set.
+  std::vector<ImplementationPtr> implementations;
+  bool write_lt_auto = true;
+  TimingOptions timing;
+  std::string out_csv;       // the JSON goes beside it, same stem
+  std::string command_line;  // recorded in the JSON
+  int device = 0;
+  int shard_index = 0;       // measure shapes i with i % shard_count == shard_index
+  int shard_count = 1;
+  bool progress = true;
+};
+
+enum class RunStatus { kComplete, kInterrupted, kFailed };
+
+struct BenchOutcome {
+  RunStatus status = RunStatus::kComplete;
+  std::string message;  // why it failed, when it did
+  std::vector<Row> rows;
+};
+
+// Runs the benchmark; stops cleanly (keeping every row measured so far, in the CSV and the outcome) when
+// `stop` becomes true (Ctrl-C) or when the device fails (out of memory, a lost context).
+BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop);
+
+}  // namespace rlgemm::bench

@@ -1,0 +1,50 @@
+// An implementation of C = A * B that the harness can check and time: a cuBLAS call, a cuBLASLt algorithm,
+// torch.matmul, or one of rlgemm's generated kernels.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlgemm/problem.h"
+
+namespace rlgemm::bench {
+
+struct Operands {
+  const half* a = nullptr;
+  const half* b = nullptr;
+  half* c = nullptr;
+};
+
+class Implementation {
+ public:
+  virtual ~Implementation() = default;
+  virtual std::string name() const = 0;
+  // Whether this implementation computes this problem at all (cublas_nn only runs the nn layout).
+  virtual bool supports(const Problem& problem) const { (void)problem; return true; }
+  // Per-problem set-up before the correctness gate and the timings (algorithm selection; lt_auto times its
+  // candidates here on `operands`). Never called inside a timed region.
+  virtual void prepare(const Problem& problem, const Operands& operands, cudaStream_t stream) {
+    (void)problem; (void)operands; (void)stream;
+  }
+  // One C = A * B on `stream`: no allocation, no synchronization.
+  virtual void run(const Problem& problem, const Operands& operands, cudaStream_t stream) = 0;
+  // What was chosen for the last prepared problem (algorithm, candidates tried), for the CSV's detail column.
+  virtual std::string detail() const { return ""; }
+  // True when one prepared state serves any shape (generated kernels with run-time M, N, K): the gate then
+  // also probes a long K, where an fp16 accumulator cannot hide.
+  virtual bool runtime_shape() const { return false; }
+};
+
+using ImplementationPtr = std::unique_ptr<Implementation>;
+
+// The cuBLAS family: "cublas_nn", "cublas_tn" (cublasGemmEx, CUBLAS_COMPUTE_32F), "lt_heuristic" (cuBLASLt's
+// first heuristic choice, 32 MiB workspace), "lt_auto" (up to 100 heuristic candidates, each timed, the
+// fastest kept).
+std::vector<std::string> cublas_implementation_names();
+ImplementationPtr make_cublas_implementation(const std::string& name);
+
+}  // namespace rlgemm::bench

@@ -1,0 +1,58 @@
+// How the harness turns calls into times. Each mode answers a different question:
+//   offline  back-to-back calls, CUDA events: the throughput of a busy GPU with inputs hot in L2.
+//   server   each call alone after an idle gap drawn from an exponential distribution: a request arriving
+//            at a quiet GPU (Poisson arrivals, as CUDA-L2's server mode).
+//   cold     back to back, but rotating among input sets totalling >= 2x L2: no call finds its inputs in L2.
+//   cudal2   one call between device synchronizations, host wall clock, inputs freshly written: CUDA-L2's
+//            published method, so that their figures can sit beside ours.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rlgemm::bench {
+
+enum class Mode { kOffline, kServer, kCold, kCudal2 };
+
+std::string_view to_string(Mode mode);
+Mode parse_mode(std::string_view text);                 // throws Error naming the accepted modes
+std::vector<Mode> parse_modes(const std::vector<std::string>& names);
+
+struct TimingOptions {
+  double batch_target_us = 1000;  // offline/cold: a batch lasts at least this long (>> event resolution)
+  int batches = 7;                // offline/cold: timed batches; the median batch gives the time
+  int max_warmup_batches = 30;    // offline/cold: warm-up stops when two batches agree within 2%
+  int samples = 15;               // server/cudal2: timed calls
+  double gap_mean_ms = 10.0;      // server: mean idle gap before each call
+  uint64_t seed = 1;              // server: gap draws
+};
+
+struct Timing {
+  double time_us = 0;  // per call: median (offline, cold, server) or mean (cudal2, as published)
+  double min_us = 0;
+  double max_us = 0;
+  int samples = 0;     // batches or calls timed
+  int batch = 1;       // calls per batch
+};
+
+using Call = std::function<void(cudaStream_t)>;
+
+// Offline. `call` must leave the GPU in a state where it can be called again (same operands).
+Timing time_offline(const Call& call, cudaStream_t stream, const TimingOptions& options);
+// Cold: `calls[i]` runs on input set i; consecutive calls take consecutive sets.
+Timing time_cold(const std::vector<Call>& calls, cudaStream_t stream, const TimingOptions& options);
+Timing time_server(const Call& call, cudaStream_t stream, const TimingOptions& options);
+// `refresh` rewrites the inputs (not timed); `call` is timed by the host clock between synchronizations.
+Timing time_cudal2(const Call& call, const Call& refresh, cudaStream_t stream, const TimingOptions& options);
+
+// A short offline measurement for choosing among candidates (a few batches, no long warm-up).
+double screen_time_us(const Call& call, cudaStream_t stream);
+
+// Median of a non-empty list.
+double median(std::vector<double> values);
+
+}  // namespace rlgemm::bench

@@ -1,0 +1,148 @@
+// rlgemm bench: measures implementations side by side, through one correctness gate and one output format.
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <sstream>
+
+#include "bench/harness.h"
+#include "cli/command.h"
+#include "core/cuda_util.h"
+#include "rlgemm/error.h"
+#include "rlgemm/shapes.h"
+
+namespace rlgemm::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_interrupt(int) {
+  g_stop = true;
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+struct BenchArgs {
+  std::string shapes_spec;
+  std::vector<std::string> shape_list;
+  std::string layout = "both";
+  std::vector<std::string> impls;
+  std::vector<std::string> modes{"offline"};
+  std::string out = "rlgemm-bench.csv";
+  bool quick = false;
+  int samples = 0;
+  int batches = 0;
+  double gap_ms = 10.0;
+  int device = 0;
+  std::string shard = "0/1";
+  bool no_progress = false;
+  std::string command_line;
+};
+
+std::vector<std::string> split_list(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const auto& item : items) {
+    std::stringstream ss(item);
+    std::string part;
+    while (std::getline(ss, part, ','))
+      if (!part.empty()) out.push_back(part);
+  }
+  return out;
+}
+
+int run(BenchArgs& a) {
+  using namespace bench;
+  BenchConfig config;
+  // Everything the user typed is checked before the GPU is touched.
+  if (!a.shapes_spec.empty() && !a.shape_list.empty()) fail("give --shapes or --shape, not both");
+  if (a.shapes_spec.empty() && a.shape_list.empty()) fail("no shapes: give --shapes cudal2|FILE.csv or --shape M,N,K");
+  if (!a.shapes_spec.empty()) config.shapes = resolve_shapes(a.shapes_spec);
+  for (const auto& s : a.shape_list) config.shapes.push_back(parse_shape(s));
+  config.layouts = parse_layouts(a.layout);
+  config.modes = parse_modes(split_list(a.modes));
+  auto names = split_list(a.impls);
+  const auto known = cublas_implementation_names();
+  if (names.empty()) names = known;
+  for (const auto& name : names) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      fail("unknown implementation '" + name + "': known are " + list);
+    }
+  }
+  {
+    const auto slash = a.shard.find('/');
+    int index = -1, count = 0;
+    try {
+      if (slash == std::string::npos) throw std::invalid_argument("");
+      index = std::stoi(a.shard.substr(0, slash));
+      count = std::stoi(a.shard.substr(slash + 1));
+    } catch (const std::exception&) {
+    }
+    if (count < 1 || index < 0 || index >= count) fail("--shard takes I/N with 0 <= I < N, e.g. 0/4");
+    config.shard_index = index;
+    config.shard_count = count;
+  }
+  if (a.quick) {
+    config.timing.batches = 3;
+    config.timing.batch_target_us = 300;
+    config.timing.max_warmup_batches = 5;
+    config.timing.samples = 7;
+  }
+  if (a.samples < 0 || a.batches < 0) fail("--samples and --batches must be positive");
+  if (a.samples) config.timing.samples = a.samples;
+  if (a.batches) config.timing.batches = a.batches;
+  if (!(a.gap_ms >= 0)) fail("--gap-ms must be >= 0");
+  config.timing.gap_mean_ms = a.gap_ms;
+  config.out_csv = a.out;
+  config.command_line = a.command_line;
+  config.device = a.device;
+  config.progress = !a.no_progress;
+
+  open_device(a.device);  // a clear "no GPU" error before any library touches the device
+  for (const auto& name : names) config.implementations.push_back(make_cublas_implementation(name));
+
+  g_stop = false;
+  std::signal(SIGINT, on_interrupt);
+  BenchOutcome outcome = run_bench(config, g_stop);
+  std::signal(SIGINT, SIG_DFL);
+
+  print_summary(std::cout, summarize(outcome.rows));
+  std::cout << "\n" << outcome.rows.size() << " rows in " << config.out_csv << "\n";
+  switch (outcome.status) {
+    case RunStatus::kComplete: return 0;
+    case RunStatus::kInterrupted:
+      std::cerr << "rlgemm: " << outcome.message << "; the results so far are kept in " << config.out_csv
+                << " and marked partial in its JSON\n";
+      return 130;
+    case RunStatus::kFailed:
+      std::cerr << "rlgemm: error: " << outcome.message << "\nrlgemm: the run stopped; the " << outcome.rows.size()
+                << " rows measured before are kept in " << config.out_csv << " and marked partial in its JSON\n";
+      return outcome.message.find("out of device memory") != std::string::npos ? exit_code(ErrorKind::kOutOfMemory)
+                                                                                  : exit_code(ErrorKind::kRuntime);
+  }
+  return 1;
+}
+
+const CommandRegistration registration("bench", [](CLI::App& app) -> std::function<int()> {
+  auto args = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "Check and time HGEMM implementations side by side (CSV + JSON + summary)");
+  cmd->add_option("--shapes", args->shapes_spec, "cudal2 (the built-in 1000-shape grid) or a CSV file of M,N,K rows");
+  cmd->add_option("--shape", args->shape_list, "one shape M,N,K (repeatable)");
+  cmd->add_option("--layout", args->layout, "nn (B is K x N), tn (B stored N x K) or both")->capture_default_str();
+  cmd->add_option("--impl", args->impls, "implementations, comma-separated: cublas_nn, cublas_tn, lt_heuristic, lt_auto (default: all)");
+  cmd->add_option("--mode", args->modes, "timing modes, comma-separated: offline, server, cold, cudal2")->capture_default_str();
+  cmd->add_option("--out", args->out, "results CSV; the run's JSON is written beside it")->capture_default_str();
+  cmd->add_flag("--quick", args->quick, "fewer batches and samples: faster, less precise");
+  cmd->add_option("--samples", args->samples, "server/cudal2: timed calls per measurement (default 15, 7 with --quick)");
+  cmd->add_option("--batches", args->batches, "offline/cold: timed batches per measurement (default 7, 3 with --quick)");
+  cmd->add_option("--gap-ms", args->gap_ms, "server: mean idle gap before each call, in ms")->capture_default_str();
+  cmd->add_option("--device", args->device, "GPU ordinal")->capture_default_str();
+  cmd->add_option("--shard", args->shard, "I/N: measure every N-th shape starting at I (split a long run)")->capture_default_str();
+  cmd->add_flag("--no-progress", args->no_progress, "no progress bar");
+  return [args] {
+    args->command_line = command_line();
+    return run(*args);
+  };
+});
+
+}  // namespace
+}  // namespace rlgemm::cli
