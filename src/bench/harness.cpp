@@ -116,6 +116,13 @@ nlohmann::json identity(const BenchConfig& config, const DeviceInfo& dev) {
   j["command"] = config.command_line;
   nlohmann::json impls = nlohmann::json::array();
   for (const auto& impl : config.implementations) impls.push_back(impl->name());
+  if (config.torch) {
+    impls.push_back(kTorchImplementation);
+    j["torch"] = {{"version", config.torch->torch_version()},
+                  {"cuda", config.torch->cuda_version()},
+                  {"device", config.torch->device_name()},
+                  {"call", "torch.matmul(a, b, out=c), allow_fp16_reduced_precision_reduction = False"}};
+  }
   j["implementations"] = impls;
   nlohmann::json modes = nlohmann::json::array();
   for (Mode m : config.modes) modes.push_back(std::string(to_string(m)));
@@ -192,8 +199,9 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
         if (want_cold) cold.prepare_cold(p, dev, stream, seed ^ 0xc01dc01dull);
         const Operands x0 = gate.operands();
 
-        std::vector<Row> rows;
-        std::vector<double> lt_auto_us(4, NAN);
+        // Every implementation through the gate first; then the ones that passed are timed side by side.
+        std::vector<Row> bases;
+        std::vector<Implementation*> passed;
         for (auto& impl : impls) {
           if (!impl->supports(p)) continue;
           if (stop) throw std::runtime_error("interrupted");
@@ -214,32 +222,67 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
           }
           base.correct = check.ok;
           base.detail = check.ok ? impl->detail() : check.why;
-          for (Mode mode : config.modes) {
+          base.time_us = NAN;
+          bases.push_back(base);
+          if (check.ok) passed.push_back(impl.get());
+        }
+        // Implementations keep per-problem state from prepare(): all passed ones stay prepared for p.
+        std::vector<Subject> subjects;
+        for (Implementation* impl : passed) {
+          Subject subject{[impl, p, x0](cudaStream_t s) { impl->run(p, x0, s); }, {}};
+          for (size_t s = 0; s + 2 < cold.cold_sets.size(); s += 3) {
+            const Operands xs{cold.cold_sets[s], cold.cold_sets[s + 1], cold.cold_sets[s + 2]};
+            subject.rotate.push_back([impl, p, xs](cudaStream_t st) { impl->run(p, xs, st); });
+          }
+          subjects.push_back(std::move(subject));
+        }
+        std::vector<Row> rows;
+        for (Mode mode : config.modes) {
+          if (stop) throw std::runtime_error("interrupted");
+          const Call refresh = [&](cudaStream_t s) { gate.rewrite_inputs(s); };
+          const auto timings = time_side_by_side(mode, subjects, refresh, stream, config.timing);
+          double lt_auto_us = NAN;
+          size_t next_timing = 0;
+          std::vector<Row> mode_rows;
+          for (const Row& base : bases) {
             Row row = base;
             row.mode = mode;
-            row.time_us = NAN;
             if (row.correct) {
-              const Call call = [&](cudaStream_t s) { impl->run(p, x0, s); };
-              if (mode == Mode::kOffline) row.timing = time_offline(call, stream, config.timing);
-              if (mode == Mode::kServer) row.timing = time_server(call, stream, config.timing);
-              if (mode == Mode::kCudal2) {
-                const Call refresh = [&](cudaStream_t s) { gate.rewrite_inputs(s); };
-                row.timing = time_cudal2(call, refresh, stream, config.timing);
-              }
-              if (mode == Mode::kCold) {
-                std::vector<Call> calls;
-                for (size_t s = 0; s + 2 < cold.cold_sets.size(); s += 3) {
-                  Operands xs{cold.cold_sets[s], cold.cold_sets[s + 1], cold.cold_sets[s + 2]};
-                  calls.push_back([&impl, p, xs](cudaStream_t st) { impl->run(p, xs, st); });
-                }
-                row.timing = time_cold(calls, stream, config.timing);
-              }
+              row.timing = timings[next_timing++];
               row.time_us = row.timing.time_us;
             }
-            if (impl->name() == "lt_auto") lt_auto_us[int(mode)] = row.time_us;
-            row.speedup = lt_auto_us[int(mode)] / row.time_us;
+            if (row.impl == "lt_auto") lt_auto_us = row.time_us;
+            mode_rows.push_back(row);
+          }
+          for (Row& row : mode_rows) {
+            row.speedup = lt_auto_us / row.time_us;
             rows.push_back(row);
           }
+        }
+        if (config.torch) {
+          if (stop) throw std::runtime_error("interrupted");
+          // Its own process, its own inputs drawn from this seed, the same gate and timing rules.
+          const TorchMeasurement t = config.torch->measure(p, config.modes, config.timing, seed);
+          for (Mode mode : config.modes) {
+            Row row;
+            row.shape = shape;
+            row.layout = layout;
+            row.impl = kTorchImplementation;
+            row.mode = mode;
+            row.correct = t.correct;
+            row.detail = t.detail;
+            row.time_us = NAN;
+            if (t.correct) {
+              row.timing = t.timing.at(mode);
+              row.time_us = row.timing.time_us;
+            }
+            auto lt = std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.impl == "lt_auto" && r.mode == mode; });
+            row.speedup = (lt == rows.end() ? NAN : lt->time_us) / row.time_us;
+            rows.push_back(row);
+          }
+          // Rows stay grouped by mode, in the order the modes were asked for.
+          auto mode_rank = [&](const Row& r) { return std::find(config.modes.begin(), config.modes.end(), r.mode) - config.modes.begin(); };
+          std::stable_sort(rows.begin(), rows.end(), [&](const Row& x, const Row& y) { return mode_rank(x) < mode_rank(y); });
         }
         for (const auto& row : rows) {
           if (row.impl == "lt_auto" && !config.write_lt_auto) continue;

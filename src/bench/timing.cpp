@@ -52,30 +52,6 @@ Timing summarize(std::vector<double> per_call_us, int batch, bool use_mean) {
   return t;
 }
 
-// Back-to-back batches over `next`; shared by offline (one operand set) and cold (rotating sets).
-Timing time_batches(const std::function<void(int)>& next, cudaStream_t stream, const TimingOptions& o) {
-  EventPair ev;
-  next(0);  // the first call after a change of operands can pay for first touches; keep it out
-  const double single_us = ev.time_ms(1, next, stream) * 1e3;
-  const int batch = int(std::clamp(std::ceil(o.batch_target_us / std::max(single_us, 0.5)), 1.0, 100000.0));
-  int counter = 0;
-  auto run_batch = [&] {
-    const int base = counter;
-    counter += batch;
-    return ev.time_ms(batch, [&](int i) { next(base + i); }, stream) * 1e3 / batch;
-  };
-  double previous = run_batch();
-  for (int w = 1; w < o.max_warmup_batches; ++w) {
-    const double now = run_batch();
-    const bool stable = std::fabs(now - previous) <= 0.02 * previous;
-    previous = now;
-    if (stable) break;
-  }
-  std::vector<double> per_call;
-  for (int b = 0; b < o.batches; ++b) per_call.push_back(run_batch());
-  return summarize(std::move(per_call), batch, false);
-}
-
 }  // namespace
 
 std::string_view to_string(Mode mode) {
@@ -110,39 +86,88 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-Timing time_offline(const Call& call, cudaStream_t stream, const TimingOptions& o) {
-  return time_batches([&](int) { call(stream); }, stream, o);
-}
+namespace {
 
-Timing time_cold(const std::vector<Call>& calls, cudaStream_t stream, const TimingOptions& o) {
-  return time_batches([&](int i) { calls[size_t(i) % calls.size()](stream); }, stream, o);
-}
-
-Timing time_server(const Call& call, cudaStream_t stream, const TimingOptions& o) {
+// Offline and cold: each subject gets a batch size from a single timed call, then warm-up rounds until
+// every subject's last two batches agree within 2%, then the timed rounds.
+std::vector<Timing> time_batched(const std::vector<std::function<void(int)>>& next, cudaStream_t stream,
+                                 const TimingOptions& o) {
   EventPair ev;
-  std::mt19937_64 rng(o.seed);
-  std::exponential_distribution<double> gap(1.0 / o.gap_mean_ms);
-  std::vector<double> per_call;
-  RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (int s = 0; s < o.samples; ++s) {
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(gap(rng)));
-    per_call.push_back(ev.time_ms(1, [&](int) { call(stream); }, stream) * 1e3);
+  const size_t n = next.size();
+  std::vector<int> batch(n), counter(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    next[i](0);  // a first call after a change of operands may pay for first touches
+    const double single_us = ev.time_ms(1, next[i], stream) * 1e3;
+    batch[i] = int(std::clamp(std::ceil(o.batch_target_us / std::max(single_us, 0.5)), 1.0, 100000.0));
   }
-  return summarize(std::move(per_call), 1, false);
+  auto run_batch = [&](size_t i) {
+    const int base = counter[i];
+    counter[i] += batch[i];
+    return ev.time_ms(batch[i], [&](int c) { next[i](base + c); }, stream) * 1e3 / batch[i];
+  };
+  std::vector<double> previous(n);
+  for (size_t i = 0; i < n; ++i) previous[i] = run_batch(i);
+  for (int w = 1; w < o.max_warmup_batches; ++w) {
+    bool stable = true;
+    for (size_t i = 0; i < n; ++i) {
+      const double now = run_batch(i);
+      stable = stable && std::fabs(now - previous[i]) <= 0.02 * previous[i];
+      previous[i] = now;
+    }
+    if (stable) break;
+  }
+  std::vector<std::vector<double>> per_call(n);
+  for (int b = 0; b < o.batches; ++b)
+    for (size_t i = 0; i < n; ++i) per_call[i].push_back(run_batch(i));
+  std::vector<Timing> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(summarize(std::move(per_call[i]), batch[i], false));
+  return out;
 }
 
-Timing time_cudal2(const Call& call, const Call& refresh, cudaStream_t stream, const TimingOptions& o) {
-  std::vector<double> per_call;
-  for (int s = 0; s < o.samples + 1; ++s) {
-    refresh(stream);
-    RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
-    const auto t0 = std::chrono::steady_clock::now();
-    call(stream);
-    RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
-    const auto t1 = std::chrono::steady_clock::now();
-    if (s > 0) per_call.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());  // first: warm-up
+}  // namespace
+
+std::vector<Timing> time_side_by_side(Mode mode, const std::vector<Subject>& subjects, const Call& refresh,
+                                      cudaStream_t stream, const TimingOptions& o) {
+  const size_t n = subjects.size();
+  if (n == 0) return {};
+  if (mode == Mode::kOffline || mode == Mode::kCold) {
+    std::vector<std::function<void(int)>> next;
+    for (const auto& s : subjects) {
+      if (mode == Mode::kCold) {
+        if (s.rotate.empty()) throw Error(ErrorKind::kRuntime, "cold mode needs rotating input sets");
+        next.push_back([&s, stream](int i) { s.rotate[size_t(i) % s.rotate.size()](stream); });
+      } else {
+        next.push_back([&s, stream](int) { s.call(stream); });
+      }
+    }
+    return time_batched(next, stream, o);
   }
-  return summarize(std::move(per_call), 1, true);
+  std::vector<std::vector<double>> per_call(n);
+  if (mode == Mode::kServer) {
+    EventPair ev;
+    std::mt19937_64 rng(o.seed);
+    std::exponential_distribution<double> gap(1.0 / o.gap_mean_ms);
+    RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int s = 0; s < o.samples; ++s)
+      for (size_t i = 0; i < n; ++i) {
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(gap(rng)));
+        per_call[i].push_back(ev.time_ms(1, [&](int) { subjects[i].call(stream); }, stream) * 1e3);
+      }
+  } else {  // cudal2: the first round is a warm-up
+    for (int s = 0; s < o.samples + 1; ++s)
+      for (size_t i = 0; i < n; ++i) {
+        if (refresh) refresh(stream);
+        RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+        const auto t0 = std::chrono::steady_clock::now();
+        subjects[i].call(stream);
+        RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+        const auto t1 = std::chrono::steady_clock::now();
+        if (s > 0) per_call[i].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      }
+  }
+  std::vector<Timing> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(summarize(std::move(per_call[i]), 1, mode == Mode::kCudal2));
+  return out;
 }
 
 double screen_time_us(const Call& call, cudaStream_t stream) {
@@ -150,7 +175,7 @@ double screen_time_us(const Call& call, cudaStream_t stream) {
   quick.batch_target_us = 300;
   quick.batches = 3;
   quick.max_warmup_batches = 2;
-  return time_offline(call, stream, quick).time_us;
+  return time_side_by_side(Mode::kOffline, {Subject{call, {}}}, nullptr, stream, quick).front().time_us;
 }
 
 }  // namespace rlgemm::bench

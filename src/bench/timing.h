@@ -41,13 +41,19 @@ struct Timing {
 
 using Call = std::function<void(cudaStream_t)>;
 
-// Offline. `call` must leave the GPU in a state where it can be called again (same operands).
-Timing time_offline(const Call& call, cudaStream_t stream, const TimingOptions& options);
-// Cold: `calls[i]` runs on input set i; consecutive calls take consecutive sets.
-Timing time_cold(const std::vector<Call>& calls, cudaStream_t stream, const TimingOptions& options);
-Timing time_server(const Call& call, cudaStream_t stream, const TimingOptions& options);
-// `refresh` rewrites the inputs (not timed); `call` is timed by the host clock between synchronizations.
-Timing time_cudal2(const Call& call, const Call& refresh, cudaStream_t stream, const TimingOptions& options);
+// One implementation to time: `call` runs it on the timed operands; for cold mode, `rotate[i]` runs it on
+// input set i.
+struct Subject {
+  Call call;
+  std::vector<Call> rotate;
+};
+
+// Times every subject in `mode`, side by side: rounds in which each subject takes its turn (one batch, or
+// one sample), so that a slow spell of the machine (clocks, host scheduling) falls on all of them alike
+// rather than on whichever happened to be measured then. `refresh` (cudal2 only) rewrites the inputs
+// before each call, untimed.
+std::vector<Timing> time_side_by_side(Mode mode, const std::vector<Subject>& subjects, const Call& refresh,
+                                      cudaStream_t stream, const TimingOptions& options);
 
 // A short offline measurement for choosing among candidates (a few batches, no long warm-up).
 double screen_time_us(const Call& call, cudaStream_t stream);

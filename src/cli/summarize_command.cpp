@@ -1,0 +1,72 @@
+// rlgemm summarize: the summary of one or more results CSVs (shards of one run, or separate runs), and
+// optionally their rows merged into one CSV with a JSON listing the runs it came from.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "bench/results.h"
+#include "cli/command.h"
+#include "rlgemm/error.h"
+
+namespace rlgemm::cli {
+namespace {
+
+struct SummarizeArgs {
+  std::vector<std::string> inputs;
+  std::string out;
+};
+
+int run(const SummarizeArgs& a) {
+  using namespace bench;
+  std::vector<Row> rows;
+  nlohmann::json sources = nlohmann::json::array();
+  for (const auto& path : a.inputs) {
+    auto part = read_csv(path);
+    rows.insert(rows.end(), part.begin(), part.end());
+    const auto json = std::filesystem::path(path).replace_extension(".json");
+    nlohmann::json source = {{"csv", path}, {"rows", part.size()}};
+    if (std::filesystem::exists(json)) {
+      std::ifstream in(json);
+      source["run"] = nlohmann::json::parse(in, nullptr, false);
+    }
+    sources.push_back(source);
+  }
+  const auto groups = summarize(rows);
+  if (!a.out.empty()) {
+    const auto out = std::filesystem::path(a.out);
+    if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
+    {
+      std::ofstream csv(out.string() + ".tmp");
+      csv << kCsvHeader << '\n';
+      for (const auto& r : rows) write_csv_row(csv, r);
+      if (!csv) throw Error(ErrorKind::kRuntime, "cannot write " + a.out);
+    }
+    std::filesystem::rename(out.string() + ".tmp", out);
+    nlohmann::json meta = {{"merged_from", sources}, {"rows", rows.size()}, {"command", command_line()}};
+    nlohmann::json summary = nlohmann::json::array();
+    for (const auto& g : groups) {
+      auto stats = [](const Stats& s) { return nlohmann::json{{"count", s.count}, {"arith_mean", s.arith_mean}, {"geo_mean", s.geo_mean}}; };
+      nlohmann::json s = {{"mode", to_string(g.mode)}, {"layout", to_string(g.layout)}, {"impl", g.impl},
+                          {"incorrect", g.incorrect}, {"all", stats(g.all)}};
+      for (int b = 0; b < 3; ++b) s[bucket_name(Bucket(b))] = stats(g.by_bucket[b]);
+      summary.push_back(s);
+    }
+    meta["summary"] = summary;
+    std::ofstream(std::filesystem::path(a.out).replace_extension(".json")) << meta.dump(2) << '\n';
+  }
+  print_summary(std::cout, groups);
+  std::cout << '\n' << rows.size() << " rows from " << a.inputs.size() << " file(s)\n";
+  return 0;
+}
+
+const CommandRegistration registration("summarize", [](CLI::App& app) -> std::function<int()> {
+  auto args = std::make_shared<SummarizeArgs>();
+  auto* cmd = app.add_subcommand("summarize", "Print the summary of results CSVs; --out merges them into one");
+  cmd->add_option("files", args->inputs, "results CSVs written by rlgemm bench")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--out", args->out, "write the merged rows here (and a JSON beside it)");
+  return [args] { return run(*args); };
+});
+
+}  // namespace
+}  // namespace rlgemm::cli
