@@ -9,6 +9,7 @@
 #include "bench/implementation.h"
 #include "bench/results.h"
 #include "bench/timing.h"
+#include "bench/torch_worker.h"
 #include "rlgemm/problem.h"
 
 namespace rlgemm::bench {
@@ -21,6 +22,8 @@ struct BenchConfig {
   // written only when `write_lt_auto` is set.
   std::vector<ImplementationPtr> implementations;
   bool write_lt_auto = true;
+  // torch.matmul, measured in its own process after the implementations above; none when null.
+  std::unique_ptr<TorchWorker> torch;
   TimingOptions timing;
   std::string out_csv;       // the JSON goes beside it, same stem
   std::string command_line;  // recorded in the JSON

@@ -59,8 +59,11 @@ int run(BenchArgs& a) {
   config.layouts = parse_layouts(a.layout);
   config.modes = parse_modes(split_list(a.modes));
   auto names = split_list(a.impls);
-  const auto known = cublas_implementation_names();
-  if (names.empty()) names = known;
+  const bool torch_asked = std::find(names.begin(), names.end(), kTorchImplementation) != names.end();
+  auto known = cublas_implementation_names();
+  known.push_back(kTorchImplementation);
+  const bool default_list = names.empty();
+  if (default_list) names = known;
   for (const auto& name : names) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       std::string list;
@@ -97,6 +100,20 @@ int run(BenchArgs& a) {
   config.device = a.device;
   config.progress = !a.no_progress;
 
+  // torch runs in a Python worker: whether it can run at all is known before any GPU work here.
+  if (torch_asked || default_list) {
+    try {
+      config.torch = TorchWorker::start(a.device);
+    } catch (const Error& e) {
+      if (torch_asked)
+        fail(std::string("implementation 'torch' cannot run here: ") + e.what() +
+             "\n(it needs python3 with PyTorch and CUDA; leave torch out of --impl to measure the others)");
+      const std::string why = e.what();
+      std::cerr << "rlgemm: note: torch left out: " << why.substr(0, why.find('\n')) << "\n";
+    }
+  }
+  names.erase(std::remove(names.begin(), names.end(), kTorchImplementation), names.end());
+
   open_device(a.device);  // a clear "no GPU" error before any library touches the device
   for (const auto& name : names) config.implementations.push_back(make_cublas_implementation(name));
 
@@ -128,7 +145,7 @@ const CommandRegistration registration("bench", [](CLI::App& app) -> std::functi
   cmd->add_option("--shapes", args->shapes_spec, "cudal2 (the built-in 1000-shape grid) or a CSV file of M,N,K rows");
   cmd->add_option("--shape", args->shape_list, "one shape M,N,K (repeatable)");
   cmd->add_option("--layout", args->layout, "nn (B is K x N), tn (B stored N x K) or both")->capture_default_str();
-  cmd->add_option("--impl", args->impls, "implementations, comma-separated: cublas_nn, cublas_tn, lt_heuristic, lt_auto (default: all)");
+  cmd->add_option("--impl", args->impls, "implementations, comma-separated: cublas_nn, cublas_tn, lt_heuristic, lt_auto, torch (default: all; torch where PyTorch is installed)");
   cmd->add_option("--mode", args->modes, "timing modes, comma-separated: offline, server, cold, cudal2")->capture_default_str();
   cmd->add_option("--out", args->out, "results CSV; the run's JSON is written beside it")->capture_default_str();
   cmd->add_flag("--quick", args->quick, "fewer batches and samples: faster, less precise");

@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""torch.matmul for `rlgemm bench`: the same correctness gate and timing modes as the C++ harness
+(src/bench/correctness.cpp, src/bench/timing.cpp), run in this process because PyTorch lives in Python.
+
+Protocol, one JSON object per line. On start the worker writes {"hello": {"torch", "cuda", "device"}} or
+{"error": ...} (and exits). Then for each request line
+  {"m", "n", "k", "layout": "nn"|"tn", "modes": [...], "seed",
+   "timing": {"batch_target_us", "batches", "max_warmup_batches", "samples", "gap_mean_ms"}}
+it answers {"correct", "detail", "modes": {mode: {"time_us", "min_us", "max_us", "samples", "batch"}}}
+or {"error": ..., "out_of_memory": bool}. End of input ends the worker.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import sys
+import time
+
+# Protocol lines go to a private copy of stdout; anything a library prints lands on stderr instead.
+PROTOCOL = os.fdopen(os.dup(1), "w", buffering=1)
+os.dup2(2, 1)
+
+
+def send(obj):
+    PROTOCOL.write(json.dumps(obj) + "\n")
+
+
+try:
+    import torch
+except ImportError as e:
+    send({"error": f"PyTorch is not installed for {sys.executable} ({e})"})
+    sys.exit(1)
+
+REL_TOL = 2.0 ** -10  # same tolerance as src/bench/correctness.h
+SUM_TOL = 2.0 ** -16
+FULL_CHECK_MNK = 2 ** 27  # all of C up to here, else sampled rows and columns
+SAMPLE_COUNT = 8
+GUARD_ELEMS = 2048  # 4 KiB of fp16 each side, as GuardedBuffer
+GUARD_BITS = -23131  # 0xA5A5 as int16
+
+
+class Guarded:
+    """A fp16 tensor inside a larger buffer whose guard bands must stay untouched."""
+
+    def __init__(self, shape):
+        self.numel = math.prod(shape)
+        self.buf = torch.empty(self.numel + 2 * GUARD_ELEMS, dtype=torch.float16, device="cuda")
+        self.buf.view(torch.int16).fill_(GUARD_BITS)
+        self.t = self.buf[GUARD_ELEMS:GUARD_ELEMS + self.numel].view(*shape)
+
+    def guards_intact(self):
+        bits = self.buf.view(torch.int16)
+        return bool((bits[:GUARD_ELEMS] == GUARD_BITS).all() and (bits[GUARD_ELEMS + self.numel:] == GUARD_BITS).all())
+
+
+def fill(t, positive, generator):
+    """Standard normal, or uniform in [0, 1): positive sums grow with K and defeat fp16 accumulation."""
+    return t.uniform_(0, 1, generator=generator) if positive else t.normal_(generator=generator)
+
+
+def operand_b(stored, layout):
+    return stored if layout == "nn" else stored.t()  # tn: a view of the N x K weight, no copy
+
+
+def pick(extent, rng):
+    chosen = {0, extent - 1}
+    while len(chosen) < min(SAMPLE_COUNT, extent):
+        chosen.add(rng.randrange(extent))
+    return sorted(chosen)
+
+
+def check(p, positive, seed):
+    """One check of the gate on fresh inputs; returns (ok, why, worst error/tolerance ratio)."""
+    m, n, k, layout = p["m"], p["n"], p["k"], p["layout"]
+    what = "positive inputs" if positive else "normal inputs"
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a, bs, c = Guarded((m, k)), Guarded((k, n) if layout == "nn" else (n, k)), Guarded((m, n))
+    fill(a.t, positive, g)
+    fill(bs.t, positive, g)
+    b = operand_b(bs.t, layout)
+    c.t.fill_(float("nan"))
+    address = c.t.data_ptr()
+    torch.matmul(a.t, b, out=c.t)
+    torch.cuda.synchronize()
+    if c.t.data_ptr() != address:
+        return False, f"{what}: torch.matmul did not write into the preallocated C", math.inf
+    for name, buf in (("A", a), ("B", bs), ("C", c)):
+        if not buf.guards_intact():
+            return False, f"{what}: a write strayed outside {name}", math.inf
+    bad = int((~torch.isfinite(c.t)).sum())
+    if bad:
+        return False, f"{what}: {bad} elements of C not written or not finite", math.inf
+
+    a64, b64 = a.t.double(), b.double()
+    if m * n * k <= FULL_CHECK_MNK:
+        pairs = [(c.t, a64 @ b64, a64.abs() @ b64.abs())]
+    else:
+        rng = random.Random(seed)
+        rows, cols = pick(m, rng), pick(n, rng)
+        pairs = [(c.t[rows], a64[rows] @ b64, a64[rows].abs() @ b64.abs()),
+                 (c.t[:, cols], a64 @ b64[:, cols], a64.abs() @ b64[:, cols].abs())]
+    worst = 0.0
+    for got, ref, mag in pairs:
+        err = (got.double() - ref).abs()
+        ratio = err / (REL_TOL * ref.abs() + SUM_TOL * mag + 1e-30)
+        worst = max(worst, float(ratio.max()))
+        if worst > 1.0:
+            i = int(ratio.argmax())
+            return (False, f"{what}: an element is {float(got.flatten()[i]):.6g}, reference "
+                    f"{float(ref.flatten()[i]):.6g} (error {float(err.flatten()[i]):.3g} over tolerance)", worst)
+    return True, "", worst
+
+
+def events_ms(n, step):
+    """GPU milliseconds for n calls of step(i)."""
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for i in range(n):
+        step(i)
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop)
+
+
+def summary(per_call_us, batch, use_mean=False):
+    return {"time_us": statistics.fmean(per_call_us) if use_mean else statistics.median(per_call_us),
+            "min_us": min(per_call_us), "max_us": max(per_call_us), "samples": len(per_call_us), "batch": batch}
+
+
+def time_batches(step, o):
+    """Offline and cold: batches of back-to-back calls, warm-up until two agree within 2%, median batch."""
+    step(0)  # the first call after a change of operands can pay for first touches
+    single_us = events_ms(1, step) * 1e3
+    batch = int(min(max(math.ceil(o["batch_target_us"] / max(single_us, 0.5)), 1), 100000))
+    counter = [0]
+
+    def run_batch():
+        base = counter[0]
+        counter[0] += batch
+        return events_ms(batch, lambda i: step(base + i)) * 1e3 / batch
+
+    previous = run_batch()
+    for _ in range(1, o["max_warmup_batches"]):
+        now = run_batch()
+        stable = abs(now - previous) <= 0.02 * previous
+        previous = now
+        if stable:
+            break
+    return summary([run_batch() for _ in range(o["batches"])], batch)
+
+
+def time_server(call, o, seed):
+    rng = random.Random(seed)
+    per_call = []
+    torch.cuda.synchronize()
+    for _ in range(o["samples"]):
+        time.sleep(rng.expovariate(1.0 / o["gap_mean_ms"]) / 1e3 if o["gap_mean_ms"] > 0 else 0)
+        per_call.append(events_ms(1, lambda i: call()) * 1e3)
+    return summary(per_call, 1)
+
+
+def time_cudal2(call, refresh, o):
+    per_call = []
+    for s in range(o["samples"] + 1):
+        refresh()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        call()
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        if s > 0:  # the first is a warm-up
+            per_call.append((t1 - t0) * 1e6)
+    return summary(per_call, 1, use_mean=True)
+
+
+def measure(p):
+    m, n, k, layout, seed, o = p["m"], p["n"], p["k"], p["layout"], p["seed"], p["timing"]
+    if layout not in ("nn", "tn"):
+        raise ValueError(f"unknown layout '{layout}'")
+    worst = 0.0
+    for positive in (False, True):
+        ok, why, ratio = check(p, positive, seed + 2 * positive)
+        worst = max(worst, ratio)
+        if not ok:
+            return {"correct": False, "detail": why, "modes": {}}
+
+    g = torch.Generator(device="cuda")
+    b_shape = (k, n) if layout == "nn" else (n, k)
+
+    def new_set(set_seed):
+        g.manual_seed(set_seed)
+        return (torch.empty(m, k, dtype=torch.float16, device="cuda").normal_(generator=g),
+                torch.empty(b_shape, dtype=torch.float16, device="cuda").normal_(generator=g),
+                torch.empty(m, n, dtype=torch.float16, device="cuda"))
+
+    a, bs, c = new_set(seed)
+    b = operand_b(bs, layout)
+
+    def call():
+        torch.matmul(a, b, out=c)
+
+    def refresh():  # CUDA-L2's "inputs freshly written": the same values, written again
+        g.manual_seed(seed)
+        a.normal_(generator=g)
+        bs.normal_(generator=g)
+
+    modes = {}
+    for mode in p["modes"]:
+        if mode == "offline":
+            modes[mode] = time_batches(lambda i: call(), o)
+        elif mode == "server":
+            modes[mode] = time_server(call, o, seed)
+        elif mode == "cudal2":
+            modes[mode] = time_cudal2(call, refresh, o)
+        elif mode == "cold":
+            set_bytes = 2 * (m * k + k * n + m * n)
+            l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+            sets = [new_set(seed + 1000 + s) for s in range(max(2, -(-2 * l2 // set_bytes) + 1))]
+            sets = [(x, operand_b(y, layout), z) for x, y, z in sets]
+
+            def rotating_call(i):
+                x, y, z = sets[i % len(sets)]
+                torch.matmul(x, y, out=z)
+
+            modes[mode] = time_batches(rotating_call, o)
+            del sets
+        else:
+            raise ValueError(f"unknown mode '{mode}'")
+    return {"correct": True, "detail": f"torch {torch.__version__} worst error {worst:.2f} of tolerance",
+            "modes": modes}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", type=int, default=0)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        send({"error": f"PyTorch {torch.__version__} sees no CUDA device"})
+        return 1
+    if args.device >= torch.cuda.device_count():
+        send({"error": f"PyTorch sees {torch.cuda.device_count()} CUDA devices; there is no device {args.device}"})
+        return 1
+    torch.cuda.set_device(args.device)
+    # fp32 accumulation throughout: the yardstick's rule for every implementation.
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    send({"hello": {"torch": torch.__version__, "cuda": torch.version.cuda,
+                    "device": torch.cuda.get_device_name(args.device)}})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            reply = measure(json.loads(line))
+        except torch.cuda.OutOfMemoryError as e:
+            reply = {"error": f"out of device memory in torch: {str(e).splitlines()[0]}", "out_of_memory": True}
+        except Exception as e:  # reported to the harness, which decides what a failed problem means
+            reply = {"error": f"{type(e).__name__}: {e}", "out_of_memory": False}
+        torch.cuda.empty_cache()
+        send(reply)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
