@@ -313,19 +313,7 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
   meta["problems_planned"] = total;
   meta["rows"] = outcome.rows.size();
   meta["elapsed_s"] = std::chrono::duration<double>(Clock::now() - started).count();
-  nlohmann::json summary = nlohmann::json::array();
-  for (const auto& g : summarize(outcome.rows)) {
-    nlohmann::json s = {{"mode", to_string(g.mode)}, {"layout", to_string(g.layout)}, {"impl", g.impl},
-                        {"incorrect", g.incorrect}};
-    auto stats = [](const Stats& st) { return nlohmann::json{{"count", st.count}, {"arith_mean", st.arith_mean}, {"geo_mean", st.geo_mean}}; };
-    s["all"] = stats(g.all);
-    for (int b = 0; b < 3; ++b) s[bucket_name(Bucket(b))] = stats(g.by_bucket[b]);
-    nlohmann::json worst = nlohmann::json::array();
-    for (const auto& r : g.worst) worst.push_back({{"shape", r.shape.to_string()}, {"speedup", r.speedup}});
-    s["worst"] = worst;
-    summary.push_back(s);
-  }
-  meta["summary"] = summary;
+  meta["summary"] = summary_json(summarize(outcome.rows));
   write_json(json_path, meta);
   return outcome;
 }

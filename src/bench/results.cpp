@@ -189,4 +189,21 @@ void print_summary(std::ostream& out, const std::vector<SummaryGroup>& groups) {
   }
 }
 
+nlohmann::json summary_json(const std::vector<SummaryGroup>& groups) {
+  auto stats = [](const Stats& st) {
+    return nlohmann::json{{"count", st.count}, {"arith_mean", st.arith_mean}, {"geo_mean", st.geo_mean}};
+  };
+  nlohmann::json summary = nlohmann::json::array();
+  for (const auto& g : groups) {
+    nlohmann::json s = {{"mode", to_string(g.mode)}, {"layout", to_string(g.layout)}, {"impl", g.impl},
+                        {"incorrect", g.incorrect}, {"all", stats(g.all)}};
+    for (int b = 0; b < 3; ++b) s[bucket_name(Bucket(b))] = stats(g.by_bucket[b]);
+    nlohmann::json worst = nlohmann::json::array();
+    for (const auto& r : g.worst) worst.push_back({{"shape", r.shape.to_string()}, {"speedup", r.speedup}});
+    s["worst"] = worst;
+    summary.push_back(s);
+  }
+  return summary;
+}
+
 }  // namespace rlgemm::bench

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -54,5 +55,7 @@ struct SummaryGroup {
 // Groups correct rows with a speedup by (mode, layout, implementation), in first-seen order.
 std::vector<SummaryGroup> summarize(const std::vector<Row>& rows);
 void print_summary(std::ostream& out, const std::vector<SummaryGroup>& groups);
+// The summary as recorded in a run's JSON.
+nlohmann::json summary_json(const std::vector<SummaryGroup>& groups);
 
 }  // namespace rlgemm::bench

@@ -44,15 +44,7 @@ int run(const SummarizeArgs& a) {
     }
     std::filesystem::rename(out.string() + ".tmp", out);
     nlohmann::json meta = {{"merged_from", sources}, {"rows", rows.size()}, {"command", command_line()}};
-    nlohmann::json summary = nlohmann::json::array();
-    for (const auto& g : groups) {
-      auto stats = [](const Stats& s) { return nlohmann::json{{"count", s.count}, {"arith_mean", s.arith_mean}, {"geo_mean", s.geo_mean}}; };
-      nlohmann::json s = {{"mode", to_string(g.mode)}, {"layout", to_string(g.layout)}, {"impl", g.impl},
-                          {"incorrect", g.incorrect}, {"all", stats(g.all)}};
-      for (int b = 0; b < 3; ++b) s[bucket_name(Bucket(b))] = stats(g.by_bucket[b]);
-      summary.push_back(s);
-    }
-    meta["summary"] = summary;
+    meta["summary"] = summary_json(groups);
     std::ofstream(std::filesystem::path(a.out).replace_extension(".json")) << meta.dump(2) << '\n';
   }
   print_summary(std::cout, groups);

@@ -9,33 +9,21 @@
 #include <string>
 
 #include "core/cuda_util.h"
+#include "support/cli.h"
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string output;
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(RLGEMM_BINARY_DIR) + "/rlgemm " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), int(buf.size()), pipe)) r.output += buf.data();
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Result = rlgemm::testing::CliResult;
+using rlgemm::testing::run_rlgemm;
 
 void expect_error(const std::string& args, int code, const std::string& message) {
-  const Result r = run(args);
+  const Result r = run_rlgemm(args);
   EXPECT_EQ(r.code, code) << args << "\n" << r.output;
   EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
 }
 
 TEST(BenchCli, HelpListsTheOptions) {
-  const Result r = run("bench --help");
+  const Result r = run_rlgemm("bench --help");
   EXPECT_EQ(r.code, 0);
   for (const char* flag : {"--shapes", "--layout", "--impl", "--mode", "--out", "--quick"})
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag;

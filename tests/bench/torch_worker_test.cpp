@@ -2,6 +2,8 @@
 // when PyTorch is missing or the worker dies or hangs. Stand-in worker scripts play the Python side where
 // PyTorch is not needed to exercise the protocol.
 #include <gtest/gtest.h>
+
+#include "support/cli.h"
 #include <sys/wait.h>
 
 #include <array>
@@ -163,21 +165,9 @@ TEST(TorchWorker, MalformedAnswerIsAClearError) {
   EXPECT_NE(why.find("malformed answer"), std::string::npos) << why;
 }
 
-struct CliResult {
-  int code = -1;
-  std::string output;
-};
+using rlgemm::testing::CliResult;
 
-CliResult rlgemm_cli(const std::string& args) {
-  const std::string cmd = std::string(RLGEMM_BINARY_DIR) + "/rlgemm " + args + " 2>&1";
-  CliResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (fgets(buf.data(), int(buf.size()), pipe)) r.output += buf.data();
-  const int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+CliResult rlgemm_cli(const std::string& args) { return rlgemm::testing::run_rlgemm(args); }
 
 TEST(TorchWorker, CliAskingForTorchWithoutItFailsBeforeGpuWork) {
   if (torch_available()) GTEST_SKIP() << "PyTorch with CUDA is installed here";
