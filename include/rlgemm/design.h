@@ -87,4 +87,11 @@ Design parse_design(std::string_view text);
 // can. `smem_limit_bytes` is the device's opt-in per-block limit (227 KiB on H100).
 std::optional<std::string> why_invalid(const Design& design, Layout layout, int smem_limit_bytes = 232448);
 
+// Dynamic shared memory (bytes) a design needs, as why_invalid counts it against the limit.
+// sm80: max(stages x (A tile + B tile), epilogue staging), padding included; the epilogue reuses the
+// pipeline's buffers. sm90: stages x (BM + BN) x BK x 2 + the TMA-store staging + barriers + alignment slack,
+// as the sm90 kernel requests it (src/kernels/sm90/params.h).
+long sm80_smem_bytes(const Design& design, Layout layout);
+long sm90_smem_bytes(const Design& design);
+
 }  // namespace rlgemm

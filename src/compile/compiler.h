@@ -1,0 +1,67 @@
+// Compiling generated kernels to cubins: NVRTC in isolated processes (isolated_nvrtc.h), spread over a
+// thread pool, behind the on-disk cubin cache (cubin_cache.h).
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compile/isolated_nvrtc.h"
+#include "generate/generate.h"
+
+namespace rlgemm {
+
+struct CompileOptions {
+  // Where cubins are cached; nullopt disables the cache. Defaults to CubinCache::default_dir().
+  std::optional<std::filesystem::path> cache_dir = default_cache_dir();
+  std::chrono::milliseconds timeout{180000};  // per kernel
+  int threads = 0;                            // compile_all's parallelism; 0: one per CPU core
+  CompilerFault fault = CompilerFault::kNone;  // test hook (see isolated_nvrtc.h)
+
+  static std::optional<std::filesystem::path> default_cache_dir();
+};
+
+// Resource usage ptxas reported for the kernel (-Xptxas -v); -1 where the log did not say.
+struct KernelResources {
+  int registers = -1;
+  int spill_store_bytes = -1;
+  int spill_load_bytes = -1;
+  int static_smem_bytes = -1;
+  int stack_bytes = -1;
+};
+
+struct CompiledKernel {
+  std::string name;
+  std::string arch;
+  std::vector<char> cubin;
+  std::string log;
+  KernelResources resources;
+  std::string cache_key;        // SHA-256 (hex) of everything that decides the cubin
+  bool from_cache = false;
+  double compile_seconds = 0;   // wall time of the compile (0 for a cache hit)
+};
+
+// The NVRTC options rlgemm compiles with for an architecture ("sm_80", "sm_90a").
+std::vector<std::string> nvrtc_options(const std::string& arch);
+
+// The cache key of (kernel, options): covers the source, every embedded header, the options (which name the
+// architecture) and the NVRTC version.
+std::string cache_key(const GeneratedKernel& kernel, const std::vector<std::string>& options);
+
+KernelResources parse_ptxas_resources(const std::string& log);
+
+// Compiles one kernel (or takes it from the cache). Throws Error(kRuntime) with the compiler log, or
+// with what happened to the compiler process (crash signal, timeout), when no cubin results.
+CompiledKernel compile_kernel(const GeneratedKernel& kernel, const CompileOptions& options = {});
+
+struct CompileResult {
+  std::optional<CompiledKernel> kernel;
+  std::string error;  // when !kernel
+};
+
+// Compiles many kernels concurrently; one failure does not stop the others. Results keep input order.
+std::vector<CompileResult> compile_all(const std::vector<GeneratedKernel>& kernels, const CompileOptions& options = {});
+
+}  // namespace rlgemm

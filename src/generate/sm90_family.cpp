@@ -1,0 +1,206 @@
+// sm90 family: one compile-time configuration struct per design, instantiating Gemm<> of
+// src/kernels/sm90/gemm.cuh; the launch plan of its persistent grid; and its parameter block, whose TMA
+// descriptors are encoded here through the driver API.
+#include "generate/sm90_family.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "kernels/sm90/params.h"
+#include "run/driver.h"
+
+namespace rlgemm {
+namespace {
+
+// The kernel's view of a problem: with swap_ab it computes C^T = B^T A^T, so its A operand comes from B.
+struct KernelView {
+  int64_t m = 0, n = 0, k = 0;
+  bool a_mn_major = false;  // A' = B^T of an nn problem: stored K x M', rows of M'
+  bool b_mn_major = false;  // B' = B of an nn problem: stored K x N
+};
+
+KernelView kernel_view(const Design& d, const Problem& p) {
+  KernelView v;
+  v.k = p.shape.k;
+  const bool nn = p.layout == Layout::kNN;
+  if (d.swap_ab) {
+    v.m = p.shape.n;
+    v.n = p.shape.m;
+    v.a_mn_major = nn;
+    v.b_mn_major = false;
+  } else {
+    v.m = p.shape.m;
+    v.n = p.shape.n;
+    v.a_mn_major = false;
+    v.b_mn_major = nn;
+  }
+  return v;
+}
+
+sm90::Shape shape_of(const Design& d) {
+  return sm90::Shape{d.bm, d.bn, d.bk, d.stages, d.schedule == Sm90Schedule::kPingpong, d.epilogue == Epilogue::kTma};
+}
+
+int splits_of(const Design& d) {
+  return (d.split == SplitK::kSerial || d.split == SplitK::kParallel) ? std::max(1, d.splits) : 1;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+void expect(bool ok, const std::string& what) {
+  if (!ok) fail(what);
+}
+
+class Sm90Family final : public KernelFamily {
+ public:
+  std::string arch(const Design&) const override { return "sm_90a"; }
+
+  std::string source(const Design& d, const Problem& problem, const std::string& kernel_name) const override {
+    if (auto why = why_invalid(d, problem.layout)) fail("sm90 design cannot be generated: " + *why);
+    if (auto why = sm90_unsupported(d, problem.layout)) fail("sm90 design cannot be generated: " + *why);
+    const KernelView v = kernel_view(d, problem);
+    const int splits = splits_of(d);
+    const char* split_mode = d.split == SplitK::kSerial     ? "rlgemm::sm90::kSplitSerial"
+                             : d.split == SplitK::kParallel ? "rlgemm::sm90::kSplitParallel"
+                                                            : "rlgemm::sm90::kSplitNone";
+    auto b = [](bool x) { return x ? "true" : "false"; };
+    std::ostringstream s;
+    s << "#include \"sm90/gemm.cuh\"\n\n"
+      << "struct Sm90Config {\n"
+      << "  static constexpr int kBM = " << d.bm << ", kBN = " << d.bn << ", kBK = " << d.bk
+      << ", kStages = " << d.stages << ";\n"
+      << "  static constexpr int kClusterM = " << d.cluster_m << ", kClusterN = " << d.cluster_n << ";\n"
+      << "  static constexpr bool kPingpong = " << b(d.schedule == Sm90Schedule::kPingpong) << ";\n"
+      << "  static constexpr bool kAMnMajor = " << b(v.a_mn_major) << ", kBMnMajor = " << b(v.b_mn_major)
+      << ", kSwapAB = " << b(d.swap_ab) << ";\n"
+      << "  static constexpr bool kRasterAlongN = " << b(d.raster == Raster::kAlongN) << ";\n"
+      << "  static constexpr int kGroup = " << std::max(1, d.group) << ";\n"
+      << "  static constexpr int kSplits = " << splits << ", kSplitMode = " << split_mode << ";\n"
+      << "  static constexpr bool kEpilogueTma = " << b(d.epilogue == Epilogue::kTma) << ";\n"
+      << "  static constexpr int kStaticM = " << (d.static_shape ? v.m : 0) << ", kStaticN = "
+      << (d.static_shape ? v.n : 0) << ", kStaticK = " << (d.static_shape ? v.k : 0) << ";\n"
+      << "};\n\n"
+      << "extern \"C\" __global__ void __launch_bounds__(" << sm90::threads_per_block() << ", 1)\n"
+      << kernel_name << "(const __grid_constant__ rlgemm::sm90::Params params) {\n"
+      << "  extern __shared__ __align__(1024) char smem[];\n"
+      << "  rlgemm::sm90::Gemm<Sm90Config>::run(params, smem);\n"
+      << "}\n";
+    return s.str();
+  }
+
+  LaunchPlan plan(const Design& d, const Problem& problem, const DeviceInfo& device) const override {
+    const KernelView v = kernel_view(d, problem);
+    const int cluster = d.cluster_m * d.cluster_n;
+    const int64_t ctiles_m = ceil_div(ceil_div(v.m, d.bm), d.cluster_m);
+    const int64_t ctiles_n = ceil_div(ceil_div(v.n, d.bn), d.cluster_n);
+    const int64_t units = ctiles_m * ctiles_n * splits_of(d);
+    // Persistent: at most one CTA per SM, whole clusters only.
+    const int64_t max_clusters = std::max<int64_t>(1, device.sm_count / cluster);
+    const int64_t clusters = std::min(units, max_clusters);
+    LaunchPlan plan;
+    plan.grid[0] = static_cast<unsigned>(clusters * cluster);
+    plan.block[0] = static_cast<unsigned>(sm90::threads_per_block());
+    plan.cluster[0] = static_cast<unsigned>(cluster);
+    plan.smem_bytes = sm90::smem_bytes(shape_of(d));
+    if (d.split == SplitK::kSerial || d.split == SplitK::kParallel) {
+      // One semaphore per (tile, warpgroup that owns a part of it), over the cluster-padded tile grid.
+      const int per_tile = d.schedule == Sm90Schedule::kPingpong ? 1 : sm90::consumer_warpgroups();
+      const int64_t tiles = ctiles_m * d.cluster_m * ctiles_n * d.cluster_n;
+      const size_t semaphore_bytes = static_cast<size_t>(tiles * per_tile) * sizeof(int);
+      size_t bytes = (semaphore_bytes + 255) / 256 * 256;
+      // fp32 partial tiles: one per tile for the serial split's running sum, one per tile and slice for
+      // the parallel one.
+      const size_t slots = d.split == SplitK::kParallel ? static_cast<size_t>(splits_of(d)) : 1;
+      bytes += static_cast<size_t>(tiles) * slots * d.bm * d.bn * sizeof(float);
+      plan.workspace_bytes = bytes;
+      plan.workspace_must_be_zero = true;
+    }
+    return plan;
+  }
+
+  void params(const Design& d, const Problem& problem, const GemmOperands& ops, const LaunchPlan& plan,
+              ParamBlock& out) const override {
+    static_assert(sizeof(sm90::Params) <= sizeof(out.bytes), "Params must fit the parameter block");
+    expect(ops.a && ops.b && ops.c, "sm90 kernels need the A, B and C device pointers");
+    expect(ops.workspace_bytes >= plan.workspace_bytes,
+           "the workspace is smaller than the launch plan's workspace_bytes (" + std::to_string(plan.workspace_bytes) + ")");
+    const KernelView v = kernel_view(d, problem);
+    const sm90::Shape shape = shape_of(d);
+    const DriverApi& api = driver();
+    sm90::Params p;
+    std::memset(&p, 0, sizeof(p));
+
+    // A problem operand as the kernel's A' (rows = kernel M) or B' (rows = kernel N).
+    const void* a_src = d.swap_ab ? ops.b : ops.a;
+    const void* b_src = d.swap_ab ? ops.a : ops.b;
+    encode_operand(api, &p.a, a_src, v.a_mn_major, v.m, v.k, d.bm, d.bk, d.cluster_n);
+    encode_operand(api, &p.b, b_src, v.b_mn_major, v.n, v.k, d.bn, d.bk, d.cluster_m);
+    if (d.epilogue == Epilogue::kTma) {
+      // C in the problem's view (row-major M x N): dims {N, M}; box = 64 columns x one warpgroup's rows.
+      encode(api, &p.c, ops.c, problem.shape.n, problem.shape.m, problem.shape.n, 64, sm90::warpgroup_rows(shape),
+             CU_TENSOR_MAP_SWIZZLE_128B);
+    }
+    p.c_ptr = ops.c;
+    p.m = static_cast<int>(v.m);
+    p.n = static_cast<int>(v.n);
+    p.k = static_cast<int>(v.k);
+    p.ldc = static_cast<int>(problem.shape.n);
+    if (plan.workspace_bytes > 0) {
+      p.semaphores = static_cast<int*>(ops.workspace);
+      const int per_tile = d.schedule == Sm90Schedule::kPingpong ? 1 : sm90::consumer_warpgroups();
+      const int64_t ctiles_m = ceil_div(ceil_div(v.m, d.bm), d.cluster_m);
+      const int64_t ctiles_n = ceil_div(ceil_div(v.n, d.bn), d.cluster_n);
+      const int64_t tiles = ctiles_m * d.cluster_m * ctiles_n * d.cluster_n;
+      const size_t semaphore_bytes = (static_cast<size_t>(tiles * per_tile) * sizeof(int) + 255) / 256 * 256;
+      p.partials = reinterpret_cast<float*>(static_cast<char*>(ops.workspace) + semaphore_bytes);
+    }
+    std::memcpy(out.bytes, &p, sizeof(p));
+    out.size = sizeof(p);
+  }
+
+ private:
+  // 2D fp16 tensor map over a row-major matrix of `rows` x `inner` elements with `ld` elements per row.
+  static void encode(const DriverApi& api, sm90::TensorMapBytes* map, const void* base, int64_t inner, int64_t rows,
+                     int64_t ld, int box_inner, int box_rows, CUtensorMapSwizzle swizzle) {
+    static_assert(sizeof(sm90::TensorMapBytes) == sizeof(CUtensorMap), "tensor map size");
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(rows)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
+    const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_inner), static_cast<cuuint32_t>(box_rows)};
+    const cuuint32_t element_strides[2] = {1, 1};
+    RLGEMM_CU_CHECK(api.cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(map), CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                                               2, const_cast<void*>(base), dims, strides, box, element_strides,
+                                               CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  }
+
+  // A kernel operand with `rows` rows (M' or N') and depth k. K-major: stored rows x k, box {min(BK,64),
+  // tile_rows / parts}. MN-major: stored k x rows, box {64, BK / parts}. `parts` CTAs of a cluster share it.
+  static void encode_operand(const DriverApi& api, sm90::TensorMapBytes* map, const void* base, bool mn_major,
+                             int64_t rows, int64_t k, int tile_rows, int bk, int parts) {
+    if (!mn_major) {
+      const int box_k = std::min(bk, 64);
+      encode(api, map, base, k, rows, k, box_k, tile_rows / parts,
+             box_k * 2 == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
+    } else {
+      encode(api, map, base, rows, k, rows, 64, bk / parts, CU_TENSOR_MAP_SWIZZLE_128B);
+    }
+  }
+};
+
+}  // namespace
+
+const KernelFamily& sm90_family() {
+  static const Sm90Family family;
+  return family;
+}
+
+std::optional<std::string> sm90_unsupported(const Design& d, Layout layout) {
+  // Every rule lives in why_invalid (src/design), where the search and the dispatcher see it too.
+  return why_invalid(d, layout);
+}
+
+int sm90_kernel_smem_bytes(const Design& d) { return sm90::smem_bytes(shape_of(d)); }
+
+}  // namespace rlgemm

@@ -1,0 +1,478 @@
+// Warp-specialized, persistent Hopper HGEMM: D[M,N] = A[M,K] * B[K,N], fp16 in, fp32 accumulate, fp16 out.
+//
+//   warpgroup 0      producer: one thread issues TMA loads of A and B k-blocks into a ring of kStages
+//                    shared-memory stages; full[s] completes when a stage's bytes have landed, empty[s]
+//                    when every consumer that reads it (in every CTA of the cluster) is done with it.
+//   warpgroups 1, 2  consumers: wgmma from the ring into fp32 registers, then the epilogue.
+//                    cooperative: both work on one BM x BN tile, BM/2 rows each.
+//                    ping-pong:   they take alternate tiles, so one's epilogue overlaps the other's MMAs.
+//
+// The grid is persistent (at most one CTA per SM); CTAs walk the work units (cluster tile x K slice) with a
+// grid stride, in a grouped raster order that keeps the A and B panels of concurrently running tiles in L2.
+// A cluster of two CTAs along M shares B tiles (each CTA loads half and multicasts it), along N shares A.
+//
+// Ragged edges cost nothing special: TMA loads zero-fill outside the matrices, the TMA store clips, and
+// register stores are bounds-checked. K need only be a multiple of 8 (16-byte rows for TMA).
+//
+// The configuration is a struct of compile-time constants (see Sm90Config below); the generator writes one
+// per design.
+#pragma once
+
+#include "common/tile_order.cuh"
+#include "ptx/sm90.cuh"
+#include "sm90/params.h"
+
+namespace rlgemm {
+namespace sm90 {
+
+enum SplitMode : int { kSplitNone = 0, kSplitSerial = 1, kSplitParallel = 2 };
+
+// Expected members of a configuration (all static constexpr):
+//   int kBM, kBN, kBK, kStages, kClusterM, kClusterN, kGroup, kSplits, kSplitMode;
+//   bool kPingpong, kAMnMajor, kBMnMajor, kSwapAB, kRasterAlongN, kEpilogueTma;
+//   int kStaticM, kStaticN, kStaticK;  // 0: taken from Params at run time
+template <class Cfg>
+struct Gemm {
+  typedef ptx::u32 u32;
+  typedef ptx::u64 u64;
+  typedef unsigned short half_bits;
+
+  static constexpr int kBM = Cfg::kBM, kBN = Cfg::kBN, kBK = Cfg::kBK, kStages = Cfg::kStages;
+  static constexpr Shape kShape = {kBM, kBN, kBK, kStages, Cfg::kPingpong, Cfg::kEpilogueTma};
+  static constexpr int kThreads = threads_per_block();
+  static constexpr int kWgRows = warpgroup_rows(kShape);  // rows of a tile one consumer warpgroup owns
+  static constexpr int kMmaM = kWgRows / 64;              // m64 wgmma blocks per consumer warpgroup
+  static constexpr int kAcc = kBN / 2;                    // fp32 accumulators per thread per m64 block
+  static constexpr int kClusterSize = Cfg::kClusterM * Cfg::kClusterN;
+  // Warpgroups that share each tile (and each pipeline stage).
+  static constexpr int kWgPerTile = Cfg::kPingpong ? 1 : consumer_warpgroups();
+
+  // Shared-memory tile layouts, 128-byte (or, for BK = 32, 64-byte) swizzle:
+  //   K-major operand, R rows:    [BK/64 k-atoms][R rows][min(BK,64) k]   (one swizzle row = one tile row)
+  //   MN-major operand, R cols:   [R/64 atoms][BK k-rows][64 m or n]
+  static constexpr int kKRowBytes = (kBK < 64 ? kBK : 64) * 2;
+  static constexpr int kKAtoms = kBK < 64 ? 1 : kBK / 64;
+  static constexpr int kKSwizzle = kKRowBytes == 128 ? ptx::kSwizzle128B : ptx::kSwizzle64B;
+  static constexpr int kATileBytes = kBM * kBK * 2;
+  static constexpr int kBTileBytes = kBN * kBK * 2;
+  static constexpr int kStageBytes = kATileBytes + kBTileBytes;
+  static constexpr int kEpiBufBytes = kWgRows * 64 * 2;  // one 64-column chunk of a warpgroup's rows
+
+  static_assert(kBM % 64 == 0 && kBM <= 256, "BM is a multiple of 64, at most 256");
+  static_assert(Cfg::kPingpong || kBM % 128 == 0, "cooperative tiles split BM into two multiples of 64");
+  static_assert(kBN % 8 == 0 && kBN >= 8 && kBN <= 256, "BN is a multiple of 8 in [8, 256]");
+  static_assert(kBK == 32 || kBK == 64 || kBK == 128, "BK is 32, 64 or 128");
+  static_assert(kStages >= 2 && kStages <= 8, "2 to 8 stages");
+  static_assert(kMmaM * kAcc <= 168, "at most 168 accumulator registers per thread");
+  static_assert(!Cfg::kAMnMajor || kBK >= 32, "MN-major A needs k-rows for the swizzle");
+  static_assert(!Cfg::kBMnMajor || kBN % 64 == 0, "MN-major B tiles are whole 64-column swizzle atoms");
+  static_assert(!Cfg::kEpilogueTma || (kBN % 64 == 0 && !Cfg::kSwapAB),
+                "the TMA-store epilogue needs BN % 64 == 0 and no swap");
+  static constexpr int kEpiBuffers = epilogue_buffers(kShape);
+  static_assert(kClusterSize <= 2, "clusters of 1x1, 2x1 or 1x2");
+
+  // Multicast splits a shared tile between the CTAs of the cluster.
+  static constexpr int kAParts = Cfg::kClusterN;  // A is shared by the CTAs along N
+  static constexpr int kBParts = Cfg::kClusterM;
+
+  struct Work {
+    int tile_m, tile_n;  // tile coordinates of this CTA
+    int split;
+    int kb_begin, kb_end;
+  };
+
+  // Grouped raster over cluster tiles (common/tile_order.cuh), so a wave of CTAs covers a compact block
+  // of C; split-major, so that every tile's earlier slices come before its later ones.
+  static __device__ __forceinline__ Work work_unit(int unit, int ctiles_m, int ctiles_n, int k_blocks,
+                                                    int rank_m, int rank_n) {
+    const int ctiles = ctiles_m * ctiles_n;
+    Work w;
+    w.split = unit / ctiles;
+    const int ct = unit - w.split * ctiles;
+    const TileCoord c = tile_of_block<!Cfg::kRasterAlongN>(ct, ctiles_m, ctiles_n, Cfg::kGroup);
+    const int cm = c.m, cn = c.n;
+    w.tile_m = cm * Cfg::kClusterM + rank_m;
+    w.tile_n = cn * Cfg::kClusterN + rank_n;
+    w.kb_begin = static_cast<int>((static_cast<long long>(w.split) * k_blocks) / Cfg::kSplits);
+    w.kb_end = static_cast<int>((static_cast<long long>(w.split + 1) * k_blocks) / Cfg::kSplits);
+    return w;
+  }
+
+  // ---- producer -------------------------------------------------------------------------------------
+
+  // Loads one operand tile of R rows (K-major) or R columns (MN-major) for k-block kb, this CTA's part of
+  // it when the tile is shared across the cluster.
+  template <bool kMnMajor, int kRows, int kParts>
+  static __device__ __forceinline__ void load_operand(u32 dst, const void* map, u32 bar, int row0, int k0,
+                                                       int part) {
+    constexpr unsigned short kAllCtas = (1u << kClusterSize) - 1;
+    if constexpr (!kMnMajor) {
+      constexpr int kPartRows = kRows / kParts;
+#pragma unroll
+      for (int atom = 0; atom < kKAtoms; ++atom) {
+        const u32 to = dst + atom * kRows * kKRowBytes + part * kPartRows * kKRowBytes;
+        const int c0 = k0 + atom * 64, c1 = row0 + part * kPartRows;
+        if constexpr (kParts > 1) ptx::tma_load_2d_multicast(to, map, bar, c0, c1, kAllCtas);
+        else ptx::tma_load_2d(to, map, bar, c0, c1);
+      }
+    } else {
+      constexpr int kPartK = kBK / kParts;
+#pragma unroll
+      for (int atom = 0; atom < kRows / 64; ++atom) {
+        const u32 to = dst + atom * kBK * 128 + part * kPartK * 128;
+        const int c0 = row0 + atom * 64, c1 = k0 + part * kPartK;
+        if constexpr (kParts > 1) ptx::tma_load_2d_multicast(to, map, bar, c0, c1, kAllCtas);
+        else ptx::tma_load_2d(to, map, bar, c0, c1);
+      }
+    }
+  }
+
+  // ---- consumer: MMA ----------------------------------------------------------------------------------
+
+  // Descriptor of the 64 x 16 A block at rows [row0, row0+64) and k16 step kk of a stage.
+  static __device__ __forceinline__ u64 desc_a(u32 a_tile, int row0, int kk) {
+    if constexpr (!Cfg::kAMnMajor) {
+      const int k = kk * 16;
+      const u32 addr = a_tile + (k / 64) * kBM * kKRowBytes + row0 * kKRowBytes + (k % 64) * 2;
+      return ptx::smem_descriptor(addr, 16, 8 * kKRowBytes, kKSwizzle);
+    } else {
+      const u32 addr = a_tile + (row0 / 64) * kBK * 128 + kk * 16 * 128;
+      return ptx::smem_descriptor(addr, kBK * 128, 1024, ptx::kSwizzle128B);
+    }
+  }
+
+  // Descriptor of the 16 x BN B block at k16 step kk of a stage.
+  static __device__ __forceinline__ u64 desc_b(u32 b_tile, int kk) {
+    if constexpr (!Cfg::kBMnMajor) {
+      const int k = kk * 16;
+      const u32 addr = b_tile + (k / 64) * kBN * kKRowBytes + (k % 64) * 2;
+      return ptx::smem_descriptor(addr, 16, 8 * kKRowBytes, kKSwizzle);
+    } else {
+      const u32 addr = b_tile + kk * 16 * 128;
+      return ptx::smem_descriptor(addr, kBK * 128, 1024, ptx::kSwizzle128B);
+    }
+  }
+
+  // ---- consumer: epilogue helpers ---------------------------------------------------------------------
+
+  static __device__ __forceinline__ u32 pack_half2(float lo, float hi) { return ptx::pack_half2(lo, hi); }
+
+  // Element (row, col) of D in the kernel's view, as an offset into C.
+  static __device__ __forceinline__ long long c_offset(int row, int col, int ldc) {
+    if constexpr (Cfg::kSwapAB) return static_cast<long long>(col) * ldc + row;
+    else return static_cast<long long>(row) * ldc + col;
+  }
+
+
+  // Writes this thread's fragment to C, bounds-checked; pairs of columns go out as one 4-byte store when C
+  // is not transposed.
+  static __device__ __forceinline__ void store_c(const float (&acc)[kMmaM][kAcc], half_bits* c, int row_base,
+                                                 int col_base, int m, int n, int ldc, int lane) {
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi) {
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = row_base + mi * 64 + h * 8;
+          const int col = col_base + j * 8 + (lane % 4) * 2;
+          const float v0 = acc[mi][4 * j + 2 * h], v1 = acc[mi][4 * j + 2 * h + 1];
+          if constexpr (!Cfg::kSwapAB) {
+            // n is a multiple of 8 and col even, so col < n implies col + 1 < n.
+            if (row < m && col < n)
+              *reinterpret_cast<u32*>(c + c_offset(row, col, ldc)) = pack_half2(v0, v1);
+          } else {
+            if (row < m && col < n) c[c_offset(row, col, ldc)] = ptx::float_to_half(v0);
+            if (row < m && col + 1 < n) c[c_offset(row, col + 1, ldc)] = ptx::float_to_half(v1);
+          }
+        }
+      }
+    }
+  }
+
+  // stmatrix each 64-column chunk of the warpgroup's rows into a swizzled buffer, then one thread stores it
+  // with TMA. A buffer is reused once the store kEpiBuffers chunks back has read it.
+  static __device__ __forceinline__ void store_c_tma(const float (&acc)[kMmaM][kAcc], const Params& p, u32 bufs,
+                                                     int row0, int col0, int wg_thread, u32 bar_id) {
+    const int warp = wg_thread / 32, lane = wg_thread % 32;
+    const int j = lane / 8;  // which of the four 8x8 matrices this lane addresses
+#pragma unroll
+    for (int q = 0; q < kBN / 64; ++q) {
+      const u32 buf = bufs + (q % kEpiBuffers) * kEpiBufBytes;
+      if (wg_thread == 0) ptx::tma_store_wait_read<kEpiBuffers - 1>();
+      ptx::named_barrier_sync(bar_id, 128);
+#pragma unroll
+      for (int mi = 0; mi < kMmaM; ++mi) {
+        const int row = mi * 64 + warp * 16 + (j & 1) * 8 + lane % 8;
+#pragma unroll
+        for (int pair = 0; pair < 4; ++pair) {
+          const int c = q * 8 + pair * 2;  // first of the two 8-column blocks
+          const int chunk = pair * 2 + (j >> 1);
+          const u32 addr = buf + row * 128 + ((chunk ^ (row % 8)) * 16);
+          ptx::stmatrix_x4(addr, pack_half2(acc[mi][4 * c], acc[mi][4 * c + 1]),
+                           pack_half2(acc[mi][4 * c + 2], acc[mi][4 * c + 3]),
+                           pack_half2(acc[mi][4 * c + 4], acc[mi][4 * c + 5]),
+                           pack_half2(acc[mi][4 * c + 6], acc[mi][4 * c + 7]));
+        }
+      }
+      ptx::fence_proxy_async_smem();
+      ptx::named_barrier_sync(bar_id, 128);
+      if (wg_thread == 0) {
+        ptx::tma_store_2d(&p.c, buf, col0 + q * 64, row0);
+        ptx::tma_store_commit();
+      }
+    }
+  }
+
+  // ---- the kernel body --------------------------------------------------------------------------------
+
+  static __device__ __forceinline__ void run(const Params& p, char* smem_raw) {
+    const int m = Cfg::kStaticM > 0 ? Cfg::kStaticM : p.m;
+    const int n = Cfg::kStaticN > 0 ? Cfg::kStaticN : p.n;
+    const int k = Cfg::kStaticK > 0 ? Cfg::kStaticK : p.k;
+
+    // 1024-byte aligned base: the swizzle pattern is a function of address bits 4..9.
+    const u32 raw = ptx::smem_addr(smem_raw);
+    const u32 base = (raw + 1023u) & ~1023u;
+    char* const base_ptr = smem_raw + (base - raw);
+    const u32 epi_base = base + kStages * kStageBytes;
+    const u32 bar_base = epi_base + epilogue_bytes(kShape);
+    int* const flags = reinterpret_cast<int*>(base_ptr + (bar_base - base) + 2 * kStages * 8);
+    // Ping-pong: the two consumer warpgroups take turns at the main loop (turn_bar(w) completes when the
+    // other warpgroup has finished its main loop). Besides keeping one warpgroup's MMAs from competing with
+    // the other's, this keeps a warpgroup that skips the other's tile from running more than one ring ahead,
+    // where a parity wait on a full barrier could not tell its phase from an older one.
+    auto turn_bar = [&](int w) { return bar_base + 2 * kStages * 8 + 16 + w * 8; };
+    auto full_bar = [&](int s) { return bar_base + s * 8; };
+    auto empty_bar = [&](int s) { return bar_base + (kStages + s) * 8; };
+    auto a_tile = [&](int s) { return base + s * kStageBytes; };
+    auto b_tile = [&](int s) { return base + s * kStageBytes + kATileBytes; };
+
+    const int warpgroup = threadIdx.x / 128;
+    const int wg_thread = threadIdx.x % 128;
+    const u32 rank = kClusterSize > 1 ? ptx::cluster_ctarank() : 0;
+    const int rank_m = Cfg::kClusterM > 1 ? static_cast<int>(rank) : 0;
+    const int rank_n = Cfg::kClusterN > 1 ? static_cast<int>(rank) : 0;
+
+    if (threadIdx.x == 0) {
+      ptx::prefetch_tensor_map(&p.a);
+      ptx::prefetch_tensor_map(&p.b);
+      if constexpr (Cfg::kEpilogueTma) ptx::prefetch_tensor_map(&p.c);
+#pragma unroll
+      for (int s = 0; s < kStages; ++s) {
+        ptx::mbarrier_init(full_bar(s), 1);
+        ptx::mbarrier_init(empty_bar(s), kWgPerTile * kClusterSize);
+      }
+      if constexpr (Cfg::kPingpong) {
+        ptx::mbarrier_init(turn_bar(0), 1);
+        ptx::mbarrier_init(turn_bar(1), 1);
+      }
+      ptx::fence_mbarrier_init();
+    }
+    if constexpr (kClusterSize > 1) ptx::cluster_sync();
+    else __syncthreads();
+
+    const int tiles_m = (m + kBM - 1) / kBM, tiles_n = (n + kBN - 1) / kBN;
+    const int ctiles_m = (tiles_m + Cfg::kClusterM - 1) / Cfg::kClusterM;
+    const int ctiles_n = (tiles_n + Cfg::kClusterN - 1) / Cfg::kClusterN;
+    const int units = ctiles_m * ctiles_n * Cfg::kSplits;
+    const int k_blocks = (k + kBK - 1) / kBK;
+    const int cluster_id = blockIdx.x / kClusterSize;
+    const int clusters = gridDim.x / kClusterSize;
+
+    if (warpgroup == 0) {
+      // ---------------- producer ----------------
+      ptx::setmaxnreg_dec<40>();
+      if (wg_thread == 0) {
+        int stage = 0;
+        u32 phase = 0;
+        for (int unit = cluster_id; unit < units; unit += clusters) {
+          const Work w = work_unit(unit, ctiles_m, ctiles_n, k_blocks, rank_m, rank_n);
+          for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
+            ptx::mbarrier_wait(empty_bar(stage), phase ^ 1);
+            ptx::mbarrier_arrive_expect_tx(full_bar(stage), kStageBytes);
+            load_operand<Cfg::kAMnMajor, kBM, kAParts>(a_tile(stage), &p.a, full_bar(stage), w.tile_m * kBM,
+                                                       kb * kBK, rank_n);
+            load_operand<Cfg::kBMnMajor, kBN, kBParts>(b_tile(stage), &p.b, full_bar(stage), w.tile_n * kBN,
+                                                       kb * kBK, rank_m);
+            if (++stage == kStages) { stage = 0; phase ^= 1; }
+          }
+        }
+      }
+    } else {
+      // ---------------- consumers ----------------
+      ptx::setmaxnreg_inc<232>();
+      const int consumer = warpgroup - 1;
+      const int warp = wg_thread / 32, lane = wg_thread % 32;
+      const int row_in_tile = Cfg::kPingpong ? 0 : consumer * kWgRows;
+      const u32 epi_bar = 1 + consumer;  // named barrier of this warpgroup
+      half_bits* const c = static_cast<half_bits*>(p.c_ptr);
+      float acc[kMmaM][kAcc];
+
+      int stage = 0;
+      u32 phase = 0;
+      u32 turn_phase = consumer == 0 ? 1 : 0;  // warpgroup 0 has the first turn
+      int local = 0;  // index of the unit among this cluster's units
+      for (int unit = cluster_id; unit < units; unit += clusters, ++local) {
+        const Work w = work_unit(unit, ctiles_m, ctiles_n, k_blocks, rank_m, rank_n);
+        const int k_iters = w.kb_end - w.kb_begin;
+        if (Cfg::kPingpong && (local % 2) != consumer) {
+          // The other warpgroup's tile: skip its stages in the ring.
+          stage += k_iters;
+          phase ^= (stage / kStages) & 1;
+          stage %= kStages;
+          continue;
+        }
+
+#pragma unroll
+        for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) acc[mi][i] = 0.f;
+
+        if constexpr (Cfg::kPingpong) {
+          ptx::mbarrier_wait(turn_bar(consumer), turn_phase);
+          turn_phase ^= 1;
+        }
+        int prev_stage = 0;
+        for (int it = 0; it < k_iters; ++it) {
+          ptx::mbarrier_wait(full_bar(stage), phase);
+          ptx::wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < kBK / 16; ++kk) {
+            const u64 db = desc_b(b_tile(stage), kk);
+#pragma unroll
+            for (int mi = 0; mi < kMmaM; ++mi)
+              ptx::Wgmma<kBN>::template mma<Cfg::kAMnMajor ? 1 : 0, Cfg::kBMnMajor ? 1 : 0>(
+                  acc[mi], desc_a(a_tile(stage), row_in_tile + mi * 64, kk), db, 1);
+          }
+          ptx::wgmma_commit_group();
+          if (it > 0) {
+            // The previous k-block's MMAs are done: hand its stage back to the producers.
+            ptx::wgmma_wait_group<1>();
+            if (wg_thread < kClusterSize) release(empty_bar(prev_stage), wg_thread);
+          }
+          prev_stage = stage;
+          if (++stage == kStages) { stage = 0; phase ^= 1; }
+        }
+        // Every full barrier of this tile has been waited on: the other warpgroup may start issuing its
+        // MMAs right behind these.
+        if constexpr (Cfg::kPingpong)
+          if (wg_thread == 0) ptx::mbarrier_arrive(turn_bar(1 - consumer));
+        // Unconditional, so that no path reaches the accumulators with MMAs in flight.
+        ptx::wgmma_wait_group<0>();
+        if (k_iters > 0 && wg_thread < kClusterSize) release(empty_bar(prev_stage), wg_thread);
+#pragma unroll
+        for (int mi = 0; mi < kMmaM; ++mi) ptx::fence_registers(acc[mi]);
+
+        // ---------------- epilogue ----------------
+        const int row0 = w.tile_m * kBM + row_in_tile;  // first row of this warpgroup's part of the tile
+        const int col0 = w.tile_n * kBN;
+        const int row_base = row0 + warp * 16 + lane / 4;
+        const int tile_index = (w.tile_m * (ctiles_n * Cfg::kClusterN) + w.tile_n) * kWgPerTile +
+                               (Cfg::kPingpong ? 0 : consumer);
+        bool write_c = true;
+        if constexpr (Cfg::kSplitMode == kSplitSerial) {
+          // Slices take the tile in split order (the semaphore holds the next slice's index) and carry the
+          // running sum in an fp32 slot of the workspace, in fragment order: only the last slice rounds to
+          // fp16, once, so the result is an fp32 accumulation whatever the number of slices.
+          int* sem = p.semaphores + tile_index;
+          float* const slot = p.partials + static_cast<long long>(tile_index) * kFragFloats;
+          if (wg_thread == 0)
+            while (ptx::ld_acquire_gpu(sem) != w.split) {
+            }
+          ptx::named_barrier_sync(epi_bar, 128);
+          if (w.split > 0) add_fragment(acc, slot, wg_thread);
+          if (w.split + 1 < Cfg::kSplits) {
+            store_fragment(acc, slot, wg_thread);
+            __threadfence();
+            ptx::named_barrier_sync(epi_bar, 128);
+            if (wg_thread == 0) ptx::st_release_gpu(sem, w.split + 1);
+            write_c = false;
+          } else if (wg_thread == 0) {
+            ptx::st_release_gpu(sem, 0);  // the last slice leaves the semaphore zeroed for the next launch
+          }
+        } else if constexpr (Cfg::kSplitMode == kSplitParallel) {
+          // Every slice parks its fp32 fragment; the last to arrive sums the others and writes C.
+          float* const mine = p.partials + (static_cast<long long>(tile_index) * Cfg::kSplits + w.split) * kFragFloats;
+          store_fragment(acc, mine, wg_thread);
+          __threadfence();
+          ptx::named_barrier_sync(epi_bar, 128);
+          if (wg_thread == 0) {
+            int* counter = p.semaphores + tile_index;
+            const int arrived = ptx::atom_add_acq_rel_gpu(counter, 1);
+            const int last = arrived == Cfg::kSplits - 1;
+            if (last) *counter = 0;
+            flags[consumer] = last;
+          }
+          ptx::named_barrier_sync(epi_bar, 128);
+          write_c = flags[consumer] != 0;
+          ptx::named_barrier_sync(epi_bar, 128);
+          if (write_c) {
+            // Sum the other slices, and leave every slot zeroed: the workspace must be all zeros between
+            // launches, whatever shape uses it next.
+            __threadfence();
+            for (int s = 0; s < Cfg::kSplits; ++s) {
+              float* slot = p.partials + (static_cast<long long>(tile_index) * Cfg::kSplits + s) * kFragFloats;
+              if (s != w.split) add_fragment(acc, slot, wg_thread);
+              zero_fragment(slot, wg_thread);
+            }
+          }
+        }
+        if (write_c) {
+          if constexpr (Cfg::kEpilogueTma) {
+            store_c_tma(acc, p, epi_base + consumer * kEpiBuffers * kEpiBufBytes, row0, col0, wg_thread, epi_bar);
+          } else {
+            store_c(acc, c, row_base, col0, m, n, p.ldc, lane);
+          }
+        }
+      }
+      if constexpr (Cfg::kEpilogueTma)
+        if (wg_thread == 0) ptx::tma_store_wait_all<0>();
+    }
+    // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
+    if constexpr (kClusterSize > 1) ptx::cluster_sync();
+  }
+
+  // The fp32 fragment of one consumer warpgroup in a workspace slot: thread t owns float4 t of every
+  // 128-float4 row, so a slot is written and read back by the same threads with coalesced 16-byte accesses.
+  static constexpr int kFragFloats = kMmaM * kAcc * 128;
+  static __device__ __forceinline__ void store_fragment(const float (&acc)[kMmaM][kAcc], float* slot, int t) {
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+      for (int i = 0; i < kAcc; i += 4)
+        __stcg(reinterpret_cast<float4*>(slot + ((mi * kAcc + i) * 128 + t * 4)),
+               make_float4(acc[mi][i], acc[mi][i + 1], acc[mi][i + 2], acc[mi][i + 3]));
+  }
+  static __device__ __forceinline__ void zero_fragment(float* slot, int t) {
+    for (int i = 0; i < kMmaM * kAcc; i += 4)
+      __stcg(reinterpret_cast<float4*>(slot + (i * 128 + t * 4)), make_float4(0.f, 0.f, 0.f, 0.f));
+  }
+  static __device__ __forceinline__ void add_fragment(float (&acc)[kMmaM][kAcc], const float* slot, int t) {
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+      for (int i = 0; i < kAcc; i += 4) {
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(slot + ((mi * kAcc + i) * 128 + t * 4)));
+        acc[mi][i] += v.x;
+        acc[mi][i + 1] += v.y;
+        acc[mi][i + 2] += v.z;
+        acc[mi][i + 3] += v.w;
+      }
+  }
+
+  // A consumer warpgroup is done reading a stage: one arrival on that stage's empty barrier in every CTA
+  // whose producer writes into this CTA's copy of the stage. Thread r of the warpgroup signals CTA r, so the
+  // arrivals go out in parallel.
+  static __device__ __forceinline__ void release(u32 empty, int rank) {
+    if constexpr (kClusterSize == 1) ptx::mbarrier_arrive(empty);
+    else ptx::mbarrier_arrive_cluster(empty, static_cast<u32>(rank));
+  }
+};
+
+}  // namespace sm90
+}  // namespace rlgemm
+
+// The generated translation unit defines Sm90Config and then writes
+//   extern "C" __global__ void __launch_bounds__(384, 1) NAME(const __grid_constant__ rlgemm::sm90::Params p) {
+//     extern __shared__ char smem[]; rlgemm::sm90::Gemm<Sm90Config>::run(p, smem); }

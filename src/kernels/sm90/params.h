@@ -1,0 +1,62 @@
+// The by-value parameter of every generated sm90 kernel, and the shared-memory budget of a configuration.
+// Read by the device code (NVRTC) and by the host code that fills it (src/generate/sm90_family.cpp), so it
+// uses nothing but the core language.
+#pragma once
+
+// Callable from host code and, under NVRTC or nvcc, from device code.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define RLGEMM_SM90_HD __host__ __device__
+#else
+#define RLGEMM_SM90_HD
+#endif
+
+namespace rlgemm {
+namespace sm90 {
+
+// Opaque bytes of a CUtensorMap (the driver requires 64-byte alignment).
+struct alignas(64) TensorMapBytes {
+  unsigned long long words[16];
+};
+
+// Everything is in the kernel's view: with swap_ab the kernel computes D = C^T (kernel M = problem N,
+// kernel N = problem M) from A' = B^T and B' = A^T, and writes D[i][j] to C[j][i].
+struct alignas(64) Params {
+  TensorMapBytes a;     // kernel A operand, M x K (K-major box {min(BK,64), rows} or MN-major box {64, k-rows})
+  TensorMapBytes b;     // kernel B operand, N x K (K-major) or K x N (MN-major)
+  TensorMapBytes c;     // C for the TMA-store epilogue: dims {N, M}, box {64, rows of one consumer warpgroup}
+  void* c_ptr;          // fp16 C, row-major M x N in the problem's view
+  float* partials;      // split-K fp32 partials per (tile, consumer warpgroup): one slot (serial), one per split (parallel)
+  int* semaphores;      // split-K: one int per (tile, consumer warpgroup), zero between launches
+  int m;                // kernel-view rows
+  int n;                // kernel-view columns
+  int k;
+  int ldc;              // elements between rows of C (problem N)
+};
+
+// Tile-level constants both sides derive the same way.
+struct Shape {
+  int bm, bn, bk, stages;
+  bool pingpong;
+  bool epilogue_tma;
+};
+
+RLGEMM_SM90_HD constexpr int consumer_warpgroups() { return 2; }
+RLGEMM_SM90_HD constexpr int threads_per_block() { return 128 * (1 + consumer_warpgroups()); }
+// Rows of the tile that one consumer warpgroup owns.
+RLGEMM_SM90_HD constexpr int warpgroup_rows(const Shape& s) { return s.pingpong ? s.bm : s.bm / 2; }
+RLGEMM_SM90_HD constexpr int stage_bytes(const Shape& s) { return (s.bm + s.bn) * s.bk * 2; }
+// The TMA-store epilogue stages 64-column chunks of a consumer warpgroup's rows. Cooperative warpgroups
+// double-buffer them (the store of one chunk overlaps the writing of the next); ping-pong warpgroups use one
+// buffer each, since the other warpgroup's MMAs already hide their epilogue.
+RLGEMM_SM90_HD constexpr int epilogue_buffers(const Shape& s) { return s.pingpong || s.bn < 128 ? 1 : 2; }
+RLGEMM_SM90_HD constexpr int epilogue_bytes(const Shape& s) {
+  return s.epilogue_tma ? consumer_warpgroups() * epilogue_buffers(s) * warpgroup_rows(s) * 64 * 2 : 0;
+}
+RLGEMM_SM90_HD constexpr int barrier_bytes(const Shape& s) { return 2 * s.stages * 8 + 16 * 4; }
+// Dynamic shared memory to request: 1024 bytes of slack to align the swizzled tiles to 1024 bytes.
+RLGEMM_SM90_HD constexpr int smem_bytes(const Shape& s) {
+  return 1024 + s.stages * stage_bytes(s) + epilogue_bytes(s) + barrier_bytes(s);
+}
+
+}  // namespace sm90
+}  // namespace rlgemm

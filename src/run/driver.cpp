@@ -1,0 +1,62 @@
+#include "run/driver.h"
+
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <string>
+
+#include "rlgemm/error.h"
+
+namespace rlgemm {
+namespace {
+
+template <class F>
+bool resolve(const char* symbol, F& out, std::string& error) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  // CUDA_VERSION: the ABI of the declarations this file was compiled against.
+  const cudaError_t status = cudaGetDriverEntryPointByVersion(symbol, &fn, CUDA_VERSION, cudaEnableDefault, &found);
+  if (status != cudaSuccess || found != cudaDriverEntryPointSuccess || !fn) {
+    if (error.empty())
+      error = std::string("the CUDA driver does not provide ") + symbol + " (" +
+              (status != cudaSuccess ? cudaGetErrorString(status) : "symbol not found") +
+              "): install a driver for CUDA " + std::to_string(CUDA_VERSION / 1000) + " or newer";
+    return false;
+  }
+  out = reinterpret_cast<F>(fn);
+  return true;
+}
+
+}  // namespace
+
+const DriverApi& driver() {
+  static DriverApi api;
+  static std::string error;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    resolve("cuModuleLoadData", api.cuModuleLoadData, error);
+    resolve("cuModuleUnload", api.cuModuleUnload, error);
+    resolve("cuModuleGetFunction", api.cuModuleGetFunction, error);
+    resolve("cuFuncSetAttribute", api.cuFuncSetAttribute, error);
+    resolve("cuLaunchKernelEx", api.cuLaunchKernelEx, error);
+    resolve("cuTensorMapEncodeTiled", api.cuTensorMapEncodeTiled, error);
+    resolve("cuGetErrorName", api.cuGetErrorName, error);
+    resolve("cuGetErrorString", api.cuGetErrorString, error);
+  });
+  if (!error.empty()) throw Error(ErrorKind::kNoDevice, error);
+  return api;
+}
+
+void check_driver(CUresult status, const char* call) {
+  if (status == CUDA_SUCCESS) return;
+  const char* name = nullptr;
+  const char* text = nullptr;
+  const DriverApi& api = driver();
+  if (api.cuGetErrorName) api.cuGetErrorName(status, &name);
+  if (api.cuGetErrorString) api.cuGetErrorString(status, &text);
+  throw Error(status == CUDA_ERROR_OUT_OF_MEMORY ? ErrorKind::kOutOfMemory : ErrorKind::kRuntime,
+              std::string(call) + " failed: " + (name ? name : "CUDA error " + std::to_string(int(status))) +
+                  (text ? std::string(" (") + text + ")" : ""));
+}
+
+}  // namespace rlgemm

@@ -1,0 +1,91 @@
+#include "run/gemm_kernel.h"
+
+#include "rlgemm/error.h"
+#include "run/driver.h"
+#include "run/module_cache.h"
+
+namespace rlgemm {
+
+GemmKernel::GemmKernel(Unloaded, const Design& design, const Problem& problem, const DeviceInfo& device)
+    : design_(design), compiled_for_(problem), device_(device), family_(&family_for(design)) {
+  if (design.static_shape) validate(problem.shape);
+  if (auto why = why_invalid(design, problem.layout, device.smem_per_block_optin > 0 ? device.smem_per_block_optin
+                                                                                     : 232448))
+    fail("design " + to_string(design) + " cannot run on " + device.name + ": " + *why);
+  const int device_cc = device.cc_major * 10 + device.cc_minor;
+  if (device_cc < 80 || (design.family == Family::kSm90 && device_cc != 90))
+    fail("design " + to_string(design) + " cannot run on " + device.name + " (sm_" + std::to_string(device_cc) +
+         "): sm80 designs need sm_80 or later, sm90 designs an sm_90 GPU");
+}
+
+GemmKernel::GemmKernel(const Design& design, const Problem& problem, const DeviceInfo& device,
+                       const CompileOptions& options)
+    : GemmKernel(Unloaded{}, design, problem, device) {
+  const std::string arch = arch_for_device(design, device.cc_major, device.cc_minor);
+  compiled_ = compile_kernel(generate_kernel(design, problem, arch), options);
+  load();
+}
+
+GemmKernel GemmKernel::from_compiled(const Design& design, const Problem& problem, const DeviceInfo& device,
+                                     CompiledKernel compiled) {
+  if (compiled.cubin.empty()) fail("kernel " + compiled.name + ": the cubin to load is empty");
+  if (compiled.cache_key.empty()) fail("kernel " + compiled.name + ": a cubin to load needs a module key");
+  GemmKernel kernel(Unloaded{}, design, problem, device);
+  kernel.compiled_ = std::move(compiled);
+  kernel.load();
+  return kernel;
+}
+
+void GemmKernel::load() {
+  // Shared memory depends on the design alone (and the shape, for static designs).
+  smem_bytes_ = family_->plan(design_, design_.static_shape ? compiled_for_ : layout_problem(compiled_for_.layout),
+                              device_)
+                    .smem_bytes;
+  function_ = ModuleCache::instance().function(compiled_.cache_key, compiled_.cubin, compiled_.name, smem_bytes_);
+}
+
+void GemmKernel::check_problem(const Problem& problem) const {
+  if (problem.layout != compiled_for_.layout)
+    fail("kernel " + compiled_.name + " was built for layout " + std::string(to_string(compiled_for_.layout)) +
+         ", not " + std::string(to_string(problem.layout)));
+  if (design_.static_shape && !(problem.shape == compiled_for_.shape))
+    fail("kernel " + compiled_.name + " is specialized to shape " + compiled_for_.shape.to_string() + ", not " +
+         problem.shape.to_string());
+}
+
+LaunchPlan GemmKernel::plan(const Problem& problem) const {
+  check_problem(problem);
+  validate(problem.shape);
+  return family_->plan(design_, problem, device_);
+}
+
+void GemmKernel::launch(cudaStream_t stream, const Problem& problem, const GemmOperands& operands) const {
+  const LaunchPlan p = plan(problem);
+  if (operands.workspace_bytes < p.workspace_bytes)
+    fail("kernel " + compiled_.name + " needs " + std::to_string(p.workspace_bytes) + " bytes of workspace, " +
+         std::to_string(operands.workspace_bytes) + " given");
+  ParamBlock params;
+  family_->params(design_, problem, operands, p, params);
+
+  CUlaunchConfig config{};
+  config.gridDimX = p.grid[0], config.gridDimY = p.grid[1], config.gridDimZ = p.grid[2];
+  config.blockDimX = p.block[0], config.blockDimY = p.block[1], config.blockDimZ = p.block[2];
+  config.sharedMemBytes = unsigned(p.smem_bytes);
+  config.hStream = reinterpret_cast<CUstream>(stream);
+  CUlaunchAttribute attribute{};
+  if (p.cluster[0] * p.cluster[1] * p.cluster[2] > 1) {
+    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attribute.value.clusterDim.x = p.cluster[0];
+    attribute.value.clusterDim.y = p.cluster[1];
+    attribute.value.clusterDim.z = p.cluster[2];
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  if (p.smem_bytes > smem_bytes_)
+    fail("kernel " + compiled_.name + " asks for " + std::to_string(p.smem_bytes) +
+         " bytes of shared memory, more than it was loaded with");
+  void* args[] = {params.bytes};
+  RLGEMM_CU_CHECK(driver().cuLaunchKernelEx(&config, function_, args, nullptr));
+}
+
+}  // namespace rlgemm

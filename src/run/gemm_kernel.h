@@ -1,0 +1,64 @@
+// A design compiled and loaded for one layout (and, for static designs, one shape): the object the
+// benchmark harness, the tuner and the dispatcher launch.
+//
+//   GemmKernel kernel(parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg"),
+//                     Problem{{0, 0, 0}, Layout::kTN}, open_device());
+//   size_t ws = kernel.workspace_bytes(problem);        // allocate (and zero) once, reuse for every call
+//   kernel.launch(stream, problem, {a, b, c, workspace, ws});
+//
+// launch() allocates nothing, creates no stream and does not synchronize; errors in the launch
+// configuration throw, errors during execution surface at the caller's next synchronization.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "compile/compiler.h"
+#include "core/cuda_util.h"
+#include "generate/kernel_family.h"
+#include "rlgemm/design.h"
+#include "rlgemm/problem.h"
+
+namespace rlgemm {
+
+class GemmKernel {
+ public:
+  // Generates, compiles (or takes from the cubin cache) and loads the design on the current device.
+  // `problem` supplies the layout, and the shape when design.static_shape is set.
+  GemmKernel(const Design& design, const Problem& problem, const DeviceInfo& device,
+             const CompileOptions& options = {});
+
+  // Loads `compiled` as given -- nothing is generated or compiled -- for a cubin of this design and problem
+  // that was changed after compiling (a SASS reschedule): plan and launch are the design's, unchanged.
+  // `compiled.cache_key` names the module in the ModuleCache, so each different cubin needs its own key;
+  // ModuleCache::release(key) unloads it when it is no longer wanted.
+  static GemmKernel from_compiled(const Design& design, const Problem& problem, const DeviceInfo& device,
+                                  CompiledKernel compiled);
+
+  const Design& design() const { return design_; }
+  const CompiledKernel& compiled() const { return compiled_; }
+
+  // Throws Error(kInvalidInput) when the problem does not fit the kernel (another layout, another shape
+  // for a static design, or a shape that breaks the problem rules).
+  LaunchPlan plan(const Problem& problem) const;
+  // Bytes of workspace launch() needs for this problem (0 for most designs). When the plan says
+  // workspace_must_be_zero, zero it once: the kernel leaves it zeroed after every launch.
+  size_t workspace_bytes(const Problem& problem) const { return plan(problem).workspace_bytes; }
+  void launch(cudaStream_t stream, const Problem& problem, const GemmOperands& operands) const;
+
+ private:
+  struct Unloaded {};
+  GemmKernel(Unloaded, const Design& design, const Problem& problem, const DeviceInfo& device);
+  void load();
+  void check_problem(const Problem& problem) const;
+
+  Design design_;
+  Problem compiled_for_;
+  DeviceInfo device_;
+  const KernelFamily* family_;
+  CompiledKernel compiled_;
+  CUfunction function_ = nullptr;
+  int smem_bytes_ = 0;
+};
+
+}  // namespace rlgemm

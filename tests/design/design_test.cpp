@@ -1,0 +1,220 @@
+// The design value's text form (round trip, syntax errors) and its feasibility rules (the right reason).
+#include "rlgemm/design.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "rlgemm/error.h"
+
+namespace rlgemm {
+namespace {
+
+std::vector<Design> valid_sm80_sweep() {
+  std::vector<Design> out;
+  const int tiles[][4] = {{16, 16, 16, 16}, {16, 64, 16, 32}, {32, 32, 32, 32}, {64, 64, 32, 32}, {64, 128, 64, 32},
+                          {128, 64, 64, 32}, {128, 128, 64, 64}, {128, 256, 64, 64}, {256, 128, 64, 64}};
+  for (auto& t : tiles)
+    for (int bk : {32, 64})
+      for (int stages : {2, 3, 4})
+        for (SplitK split : {SplitK::kNone, SplitK::kSerial, SplitK::kParallel})
+          for (bool swap : {false, true}) {
+            Design d;
+            d.family = Family::kSm80;
+            d.bm = t[0], d.bn = t[1], d.warp_m = t[2], d.warp_n = t[3];
+            d.bk = bk, d.stages = stages, d.split = split, d.splits = split == SplitK::kNone ? 1 : 3;
+            d.swap_ab = swap;
+            d.static_shape = stages == 3;
+            d.smem = stages == 2 ? SmemLayout::kPad : SmemLayout::kSwizzle;
+            d.epilogue = swap ? Epilogue::kSmem : Epilogue::kRegisters;
+            d.raster = bk == 64 ? Raster::kAlongN : Raster::kAlongM;
+            d.group = stages == 4 ? 1 : 8;
+            if (!why_invalid(d, Layout::kTN) && !why_invalid(d, Layout::kNN)) out.push_back(d);
+          }
+  return out;
+}
+
+std::vector<Design> valid_sm90_sweep() {
+  std::vector<Design> out;
+  for (auto schedule : {Sm90Schedule::kCooperative, Sm90Schedule::kPingpong})
+    for (int bm : {64, 128, 192, 256})
+      for (int bn : {64, 128, 192, 256})
+        for (int bk : {32, 64, 128})
+          for (auto cluster : {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 2}})
+            for (SplitK split : {SplitK::kNone, SplitK::kSerial, SplitK::kParallel, SplitK::kStreamK}) {
+              Design d;
+              d.family = Family::kSm90;
+              d.schedule = schedule;
+              d.bm = bm, d.bn = bn, d.bk = bk, d.stages = 4;
+              d.cluster_m = cluster.first, d.cluster_n = cluster.second;
+              d.split = split, d.splits = (split == SplitK::kSerial || split == SplitK::kParallel) ? 2 : 1;
+              d.epilogue = bn % 128 == 0 ? Epilogue::kTma : Epilogue::kRegisters;
+              d.swap_ab = bk == 128;
+              if (!why_invalid(d, Layout::kTN)) out.push_back(d);
+            }
+  return out;
+}
+
+TEST(DesignText, SweepsRoundTrip) {
+  auto sm80 = valid_sm80_sweep();
+  auto sm90 = valid_sm90_sweep();
+  EXPECT_GT(sm80.size(), 100u);
+  EXPECT_GT(sm90.size(), 100u);
+  for (const auto* sweep : {&sm80, &sm90})
+    for (const Design& d : *sweep) {
+      const std::string text = to_string(d);
+      const Design parsed = parse_design(text);
+      EXPECT_EQ(parsed, d) << text;
+      EXPECT_EQ(to_string(parsed), text);
+    }
+}
+
+TEST(DesignText, DocumentedExamples) {
+  for (const char* text : {"sm90.ws.pingpong/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma",
+                           "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma",
+                           "sm90.ws.coop/256x128x64/s3/c1x2/raster_n.g4/splitk4.parallel/epi_reg/swap/static",
+                           "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g1/streamk/epi_reg",
+                           "sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg",
+                           "sm80/16x64x64/w16x32/s6/pad/raster_n.g1/splitk8.serial/epi_smem/swap",
+                           "sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg/static", "test.fault",
+                           "test.hang", "test.wrong"})
+    EXPECT_EQ(to_string(parse_design(text)), text);
+  const Design d = parse_design("sm80/16x64x64/w16x32/s6/pad/raster_n.g1/splitk8.serial/epi_smem/swap");
+  EXPECT_EQ(d.family, Family::kSm80);
+  EXPECT_EQ(d.bm, 16);
+  EXPECT_EQ(d.bn, 64);
+  EXPECT_EQ(d.bk, 64);
+  EXPECT_EQ(d.warp_m, 16);
+  EXPECT_EQ(d.warp_n, 32);
+  EXPECT_EQ(d.stages, 6);
+  EXPECT_EQ(d.smem, SmemLayout::kPad);
+  EXPECT_EQ(d.raster, Raster::kAlongN);
+  EXPECT_EQ(d.group, 1);
+  EXPECT_EQ(d.split, SplitK::kSerial);
+  EXPECT_EQ(d.splits, 8);
+  EXPECT_EQ(d.epilogue, Epilogue::kSmem);
+  EXPECT_TRUE(d.swap_ab);
+  EXPECT_FALSE(d.static_shape);
+  EXPECT_EQ(parse_design("test.hang").test, TestBehavior::kHang);
+}
+
+std::string parse_error(const std::string& text) {
+  try {
+    parse_design(text);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+    return e.what();
+  }
+  ADD_FAILURE() << "parsed: " << text;
+  return "";
+}
+
+TEST(DesignText, SyntaxErrorsNameTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"", "family"},
+      {"sm70/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg", "family"},
+      {"sm80/128x128/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg", "block tile"},
+      {"sm80/128x128x32/64x64/s3/swz/raster_m.g8/splitk1/epi_reg", "warp tile"},
+      {"sm80/128x128x32/w64x64/3/swz/raster_m.g8/splitk1/epi_reg", "stages"},
+      {"sm80/128x128x32/w64x64/s03/swz/raster_m.g8/splitk1/epi_reg", "stages"},
+      {"sm80/128x128x32/w64x64/s3/xor/raster_m.g8/splitk1/epi_reg", "shared-memory layout"},
+      {"sm80/128x128x32/w64x64/s3/swz/raster_k.g8/splitk1/epi_reg", "raster"},
+      {"sm80/128x128x32/w64x64/s3/swz/raster_m.g/splitk1/epi_reg", "raster group"},
+      {"sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk4/epi_reg", "split"},
+      {"sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk4.tree/epi_reg", "split"},
+      {"sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_tma", "epilogue"},
+      {"sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1", "at least 8 fields"},
+      {"sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg/static/swap", "flags"},
+      {"sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg/fast", "flags"},
+      {"sm90.ws.mixed/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg", "schedule"},
+      {"sm90.ws.coop/128x128x64/s4/2x1/raster_m.g8/splitk1/epi_reg", "cluster"},
+      {"sm90.ws.coop/128x128x64/s4/c2/raster_m.g8/splitk1/epi_reg", "cluster"},
+      {"sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_smem", "epilogue"},
+      {"sm90.ws.coop/128x-128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg", "block tile"},
+      {"test.explode", "test behaviour"},
+  };
+  for (auto [text, field] : cases) EXPECT_NE(parse_error(text).find(field), std::string::npos) << text << " -> " << parse_error(text);
+}
+
+Design sm80(const char* text) { return parse_design(text); }
+
+std::string reason(const std::string& text, Layout layout = Layout::kTN, int limit = 232448) {
+  auto why = why_invalid(parse_design(text), layout, limit);
+  return why ? *why : "";
+}
+
+TEST(DesignRules, ValidDesignsPass) {
+  for (const char* text : {"sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg",
+                           "sm80/16x16x32/w16x16/s2/pad/raster_m.g1/splitk2.parallel/epi_smem",
+                           "sm80/256x128x32/w64x64/s4/swz/raster_m.g8/splitk1/epi_smem",
+                           "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma",
+                           "sm90.ws.pingpong/64x256x64/s5/c1x2/raster_n.g8/splitk1/epi_tma",
+                           "sm90.ws.pingpong/128x128x64/s4/c1x1/raster_m.g8/splitk3.serial/epi_reg", "test.wrong"})
+    for (Layout layout : {Layout::kTN, Layout::kNN}) EXPECT_EQ(reason(text, layout), "") << text;
+}
+
+TEST(DesignRules, RejectionsNameTheRule) {
+  const std::pair<const char*, const char*> cases[] = {
+      // shared memory
+      {"sm80/256x256x128/w64x64/s4/swz/raster_m.g8/splitk1/epi_reg", "registers would spill"},
+      {"sm80/128x256x128/w64x64/s4/swz/raster_m.g8/splitk1/epi_reg", "shared memory over the limit"},
+      {"sm90.ws.coop/256x256x128/s4/c1x1/raster_m.g8/splitk1/epi_reg", "accumulator registers"},
+      {"sm90.ws.coop/128x256x128/s3/c1x1/raster_m.g8/splitk1/epi_tma", "shared memory over the limit"},
+      // accumulators
+      {"sm80/128x128x32/w128x64/s3/swz/raster_m.g8/splitk1/epi_reg", "accumulator registers per thread would spill"},
+      {"sm90.ws.pingpong/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma", "accumulator registers per thread would spill"},
+      // instruction shapes
+      {"sm80/128x128x32/w24x64/s3/swz/raster_m.g8/splitk1/epi_reg", "multiple of 16, the mma.sync m16n8k16"},
+      {"sm80/128x128x32/w64x8/s3/swz/raster_m.g8/splitk1/epi_reg", "warp tile N must be a multiple of 16"},
+      {"sm80/128x64x32/w64x48/s3/swz/raster_m.g8/splitk1/epi_reg", "does not divide block tile"},
+      {"sm80/40x64x32/w16x16/s3/swz/raster_m.g8/splitk1/epi_reg", "BM must be 16, 32, 64, 128 or 256"},
+      {"sm80/64x96x32/w32x32/s3/swz/raster_m.g8/splitk1/epi_reg", "BN must be 16, 32, 64, 128 or 256"},
+      {"sm80/256x256x32/w32x32/s3/swz/raster_m.g8/splitk1/epi_reg", "at most 16"},
+      {"sm90.ws.coop/96x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg", "BM must be 64, 128, 192 or 256"},
+      {"sm90.ws.coop/64x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg", "cooperative"},
+      {"sm90.ws.coop/128x132x64/s4/c1x1/raster_m.g8/splitk1/epi_reg", "BN must be a multiple of 8"},
+      {"sm90.ws.coop/128x264x64/s4/c1x1/raster_m.g8/splitk1/epi_reg", "BN must be a multiple of 8"},
+      // pipeline and K
+      {"sm80/64x64x32/w32x32/s1/swz/raster_m.g8/splitk1/epi_reg", "stages must be 2..8"},
+      {"sm90.ws.coop/128x128x64/s9/c1x1/raster_m.g8/splitk1/epi_reg", "stages must be 2..8"},
+      {"sm80/64x64x16/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg", "BK must be 32, 64 or 128"},
+      {"sm90.ws.coop/128x128x256/s2/c1x1/raster_m.g8/splitk1/epi_reg", "BK must be 32, 64 or 128"},
+      // clusters, splits, features of the other family
+      {"sm90.ws.coop/128x128x64/s4/c2x2/raster_m.g8/splitk1/epi_reg", "cluster must be 1x1, 2x1 or 1x2"},
+      {"sm90.ws.coop/128x128x64/s4/c4x1/raster_m.g8/splitk1/epi_reg", "cluster must be 1x1, 2x1 or 1x2"},
+      {"sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1.serial/epi_reg", "needs 2..64 splits"},
+      {"sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk0.parallel/epi_reg", "needs 2..64 splits"},
+      {"sm80/64x64x32/w32x32/s4/swz/raster_m.g8/streamk/epi_reg", "stream-K"},
+      {"sm80/64x64x32/w32x32/s4/swz/raster_m.g0/splitk1/epi_reg", "raster group must be 1..64"},
+  };
+  for (auto [text, expected] : cases) {
+    const std::string why = reason(text);
+    EXPECT_NE(why.find(expected), std::string::npos) << text << "\n  reason: '" << why << "'\n  expected: " << expected;
+  }
+  // An nn sm90 design reads B N-major: BN must be whole 64-column swizzle atoms.
+  EXPECT_NE(reason("sm90.ws.coop/128x96x64/s4/c1x1/raster_m.g8/splitk1/epi_reg", Layout::kNN).find("multiple of 64"),
+            std::string::npos);
+  EXPECT_EQ(reason("sm90.ws.coop/128x96x64/s4/c1x1/raster_m.g8/splitk1/epi_reg", Layout::kTN), "");
+  // The limit is the caller's: an A100-sized budget rejects what an H100 accepts.
+  const char* big = "sm80/128x128x64/w64x64/s6/swz/raster_m.g8/splitk1/epi_reg";  // 196608 bytes
+  EXPECT_EQ(reason(big), "");
+  EXPECT_NE(reason(big, Layout::kTN, 166912).find("shared memory over the limit"), std::string::npos);
+}
+
+TEST(DesignRules, SharedMemoryAccounting) {
+  // stages x (BM x BK + BN x BK) x 2 bytes, plus padding; the smem epilogue reuses the pipeline.
+  EXPECT_EQ(sm80_smem_bytes(sm80("sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg"), Layout::kTN),
+            3 * (128 * 32 + 128 * 32) * 2);
+  EXPECT_EQ(sm80_smem_bytes(sm80("sm80/128x128x32/w64x64/s3/pad/raster_m.g8/splitk1/epi_reg"), Layout::kTN),
+            3 * (128 * 40 + 128 * 40) * 2);
+  EXPECT_EQ(sm80_smem_bytes(sm80("sm80/128x128x32/w64x64/s3/pad/raster_m.g8/splitk1/epi_reg"), Layout::kNN),
+            3 * (128 * 40 + 32 * 136) * 2);
+  EXPECT_EQ(sm80_smem_bytes(sm80("sm80/128x128x32/w64x64/s2/swz/raster_m.g8/splitk1/epi_smem"), Layout::kTN),
+            128 * 136 * 2);  // staging (34816) > pipeline (32768)
+  const Design d = parse_design("sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma");
+  EXPECT_GE(sm90_smem_bytes(d), 4 * (128 + 256) * 64 * 2);
+  EXPECT_LE(sm90_smem_bytes(d), 232448);
+}
+
+}  // namespace
+}  // namespace rlgemm

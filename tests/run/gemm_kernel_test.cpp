@@ -1,0 +1,278 @@
+// GPU tests (skipped without a GPU): sm80 designs against a double-precision host reference, on shapes
+// that are not tile multiples, in both layouts, with split-K; and the fault-injection designs doing
+// what they say.
+//
+// Each check: fresh random normal fp16 inputs, C poisoned with NaN (an element the kernel fails to write
+// stays NaN) and followed by a guard zone (a write past the end changes it), the workspace zeroed once and
+// the kernel launched twice (the second launch relies on the kernel leaving split-K flags zeroed).
+#include "run/gemm_kernel.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "support/gpu.h"
+
+namespace rlgemm {
+namespace {
+
+using Half = _Float16;
+uint16_t bits_of(Half h) {
+  uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
+}
+float float_of(uint16_t b) {
+  Half h;
+  std::memcpy(&h, &b, 2);
+  return float(h);
+}
+
+constexpr uint16_t kNaN = 0x7fff;
+constexpr uint16_t kGuard = 0x1234;
+constexpr size_t kGuardElems = 4096;
+
+struct HostProblem {
+  Problem problem;
+  std::vector<uint16_t> a, b;  // as rlgemm stores them
+  std::vector<double> ref;     // M x N
+};
+
+HostProblem make_problem(Shape shape, Layout layout, uint64_t seed) {
+  HostProblem hp;
+  hp.problem = Problem{shape, layout};
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t M = shape.m, N = shape.n, K = shape.k;
+  hp.a.resize(M * K);
+  hp.b.resize(K * N);
+  std::vector<float> af(M * K), bf(K * N);  // bf as K x N
+  for (int64_t i = 0; i < M * K; ++i) {
+    hp.a[i] = bits_of(Half(normal(rng)));
+    af[i] = float_of(hp.a[i]);
+  }
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) {
+      const uint16_t v = bits_of(Half(normal(rng)));
+      bf[k * N + n] = float_of(v);
+      if (layout == Layout::kNN)
+        hp.b[k * N + n] = v;
+      else
+        hp.b[n * K + k] = v;
+    }
+  hp.ref.assign(M * N, 0.0);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) {
+      const double x = af[m * K + k];
+      const float* brow = &bf[k * N];
+      double* crow = &hp.ref[m * N];
+      for (int64_t n = 0; n < N; ++n) crow[n] += x * brow[n];
+    }
+  return hp;
+}
+
+template <class T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  size_t count = 0;
+  explicit DeviceBuffer(size_t n) : count(n) { RLGEMM_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T))); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+};
+
+class GpuGemm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RLGEMM_REQUIRE_GPU();
+    device_ = open_device();
+    cache_ = std::filesystem::temp_directory_path() / ("rlgemm-run-test-" + std::to_string(::getpid()));
+    options_.cache_dir = cache_;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!cache_.empty()) std::filesystem::remove_all(cache_, ec);
+  }
+
+  // Compiles every design for both layouts at once (the pool), so that GemmKernel finds them cached.
+  void precompile(const std::vector<std::string>& designs, const std::vector<Problem>& problems) {
+    std::vector<GeneratedKernel> kernels;
+    for (const auto& text : designs) {
+      const Design d = parse_design(text);
+      for (const Problem& p : problems) {
+        if (!d.static_shape && !(p.shape == problems.front().shape)) continue;
+        kernels.push_back(generate_kernel(d, p, arch_for_device(d, device_.cc_major, device_.cc_minor)));
+      }
+    }
+    const auto results = compile_all(kernels, options_);
+    for (size_t i = 0; i < results.size(); ++i) ASSERT_TRUE(results[i].kernel) << results[i].error;
+  }
+
+  // Runs `kernel` on `hp` twice and compares with the reference; returns "" or a description of the failure.
+  std::string check(const GemmKernel& kernel, const HostProblem& hp, int serial_splits) {
+    const Problem& p = hp.problem;
+    const int64_t M = p.shape.m, N = p.shape.n, K = p.shape.k;
+    DeviceBuffer<uint16_t> a(hp.a.size()), b(hp.b.size()), c(M * N + kGuardElems);
+    RLGEMM_CUDA_CHECK(cudaMemcpy(a.ptr, hp.a.data(), hp.a.size() * 2, cudaMemcpyHostToDevice));
+    RLGEMM_CUDA_CHECK(cudaMemcpy(b.ptr, hp.b.data(), hp.b.size() * 2, cudaMemcpyHostToDevice));
+    const size_t ws_bytes = kernel.workspace_bytes(p);
+    DeviceBuffer<char> ws(ws_bytes);
+    RLGEMM_CUDA_CHECK(cudaMemset(ws.ptr, 0, std::max<size_t>(ws_bytes, 1)));
+    std::vector<uint16_t> init(M * N + kGuardElems, kNaN), out(M * N + kGuardElems);
+    std::fill(init.begin() + M * N, init.end(), kGuard);
+    const double atol = std::ldexp(1.0, -9) * std::sqrt(double(K)) * std::max(1, serial_splits);
+    for (int launch = 0; launch < 2; ++launch) {
+      RLGEMM_CUDA_CHECK(cudaMemcpy(c.ptr, init.data(), init.size() * 2, cudaMemcpyHostToDevice));
+      kernel.launch(nullptr, p, GemmOperands{a.ptr, b.ptr, c.ptr, ws.ptr, ws_bytes});
+      const cudaError_t status = cudaDeviceSynchronize();
+      if (status != cudaSuccess) return std::string("kernel failed: ") + cudaGetErrorString(status);
+      RLGEMM_CUDA_CHECK(cudaMemcpy(out.data(), c.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
+      int64_t bad = 0;
+      std::string first;
+      for (int64_t i = 0; i < M * N; ++i) {
+        const double got = float_of(out[i]), want = hp.ref[i];
+        const bool ok = std::isfinite(got) && std::abs(got - want) <= atol + std::ldexp(1.0, -9) * std::abs(want);
+        if (!ok && bad++ < 3)
+          first += "\n    C[" + std::to_string(i / N) + "][" + std::to_string(i % N) + "] = " +
+                   (std::isnan(got) ? std::string("NaN (never written)") : std::to_string(got)) + ", want " +
+                   std::to_string(want);
+      }
+      int64_t guard_hits = 0;
+      for (size_t i = M * N; i < out.size(); ++i) guard_hits += out[i] != kGuard;
+      if (bad || guard_hits)
+        return "launch " + std::to_string(launch + 1) + ": " + std::to_string(bad) + " of " + std::to_string(M * N) +
+               " elements wrong, " + std::to_string(guard_hits) + " written past the end" + first;
+    }
+    return "";
+  }
+
+  DeviceInfo device_;
+  CompileOptions options_;
+  std::filesystem::path cache_;
+};
+
+// Covers both smem layouts, both epilogues, swap_ab, serial and parallel split-K, raster orders and
+// group sizes, 2..8 stages, BK 32/64/128, and block tiles from 16x16 to 256x128.
+const std::vector<std::string> kDesigns = {
+    "sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg",
+    "sm80/128x256x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_smem",
+    "sm80/256x128x32/w64x64/s4/swz/raster_n.g4/splitk1/epi_reg",
+    "sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_smem",
+    "sm80/128x64x64/w64x32/s3/pad/raster_n.g4/splitk1/epi_reg",
+    "sm80/16x64x64/w16x32/s4/swz/raster_m.g1/splitk1/epi_reg",
+    "sm80/16x16x32/w16x16/s8/swz/raster_m.g8/splitk1/epi_reg",
+    "sm80/32x32x128/w16x16/s2/pad/raster_m.g2/splitk1/epi_smem",
+    "sm80/64x128x32/w32x64/s5/swz/raster_m.g8/splitk1/epi_smem/swap",
+    "sm80/64x64x32/w32x32/s3/pad/raster_n.g8/splitk1/epi_reg/swap",
+    "sm80/64x64x64/w32x32/s3/swz/raster_m.g8/splitk3.serial/epi_reg",
+    "sm80/64x64x32/w32x32/s4/pad/raster_n.g8/splitk4.parallel/epi_smem",
+    "sm80/32x64x32/w16x32/s3/swz/raster_m.g8/splitk2.serial/epi_smem/swap",
+    "sm80/64x32x64/w32x16/s4/swz/raster_m.g8/splitk5.parallel/epi_reg/swap",
+};
+
+std::vector<Shape> awkward_shapes() {
+  std::vector<Shape> shapes;
+  for (int64_t m : {1, 7, 100, 1000})
+    for (int64_t n : {72, 200})
+      for (int64_t k : {24, 136, 1000}) shapes.push_back({m, n, k});
+  shapes.push_back({256, 256, 256});
+  shapes.push_back({512, 1024, 2048});
+  return shapes;
+}
+
+TEST_F(GpuGemm, Sm80DesignsMatchTheReferenceOnAwkwardShapes) {
+  precompile(kDesigns, {Problem{{128, 128, 128}, Layout::kTN}});
+  precompile(kDesigns, {Problem{{128, 128, 128}, Layout::kNN}});
+  std::map<std::pair<int, Layout>, HostProblem> problems;
+  const auto shapes = awkward_shapes();
+  int failures = 0, checks = 0;
+  for (Layout layout : {Layout::kTN, Layout::kNN}) {
+    for (size_t s = 0; s < shapes.size(); ++s) {
+      const HostProblem hp = make_problem(shapes[s], layout, 1000 * s + int(layout));
+      for (const auto& text : kDesigns) {
+        const Design d = parse_design(text);
+        const GemmKernel kernel(d, hp.problem, device_, options_);
+        const std::string why = check(kernel, hp, d.split == SplitK::kSerial ? d.splits : 1);
+        ++checks;
+        if (!why.empty()) {
+          ++failures;
+          ADD_FAILURE() << text << " layout " << to_string(layout) << " shape " << shapes[s].to_string() << ": " << why;
+        }
+      }
+    }
+  }
+  std::printf("  %d design x shape x layout checks, %d failed\n", checks, failures);
+}
+
+TEST_F(GpuGemm, StaticDesignsMatchTheReference) {
+  const std::string text = "sm80/64x64x32/w32x32/s3/swz/raster_m.g8/splitk1/epi_reg/static";
+  const std::string swapped = "sm80/32x64x64/w16x32/s4/swz/raster_m.g8/splitk2.serial/epi_smem/swap/static";
+  for (Layout layout : {Layout::kTN, Layout::kNN})
+    for (Shape shape : {Shape{100, 72, 136}, Shape{7, 200, 1000}}) {
+      const HostProblem hp = make_problem(shape, layout, 77 + shape.m);
+      for (const auto& t : {text, swapped}) {
+        const Design d = parse_design(t);
+        const GemmKernel kernel(d, hp.problem, device_, options_);
+        EXPECT_EQ(check(kernel, hp, d.split == SplitK::kSerial ? d.splits : 1), "")
+            << t << " layout " << to_string(layout) << " shape " << shape.to_string();
+        // A static kernel refuses other shapes.
+        EXPECT_THROW(kernel.plan(Problem{{shape.m + 1, shape.n, shape.k}, layout}), Error);
+      }
+    }
+}
+
+TEST_F(GpuGemm, KernelRefusesAnotherLayoutAndShortWorkspace) {
+  const HostProblem hp = make_problem({100, 200, 1000}, Layout::kTN, 5);
+  const GemmKernel kernel(parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk4.parallel/epi_reg"), hp.problem,
+                          device_, options_);
+  EXPECT_THROW(kernel.plan(Problem{hp.problem.shape, Layout::kNN}), Error);
+  EXPECT_GT(kernel.workspace_bytes(hp.problem), 0u);
+  EXPECT_THROW(kernel.launch(nullptr, hp.problem, GemmOperands{nullptr, nullptr, nullptr, nullptr, 0}), Error);
+}
+
+TEST_F(GpuGemm, WrongDesignWritesWrongValues) {
+  const HostProblem hp = make_problem({100, 200, 136}, Layout::kTN, 9);
+  const GemmKernel kernel(parse_design("test.wrong"), hp.problem, device_, options_);
+  const std::string why = check(kernel, hp, 1);
+  EXPECT_NE(why.find("elements wrong"), std::string::npos) << why;
+}
+
+// The fault and hang designs poison or occupy the GPU context, so each runs in a fresh process.
+void run_fault_design_and_exit(const char* text) {
+  const DeviceInfo device = open_device();
+  CompileOptions options;
+  options.cache_dir.reset();
+  const Problem problem{{64, 64, 64}, Layout::kTN};
+  const GemmKernel kernel(parse_design(text), problem, device, options);
+  DeviceBuffer<uint16_t> c(64 * 64);
+  kernel.launch(nullptr, problem, GemmOperands{c.ptr, c.ptr, c.ptr, nullptr, 0});
+  if (std::string(text) == "test.fault") {
+    const cudaError_t status = cudaDeviceSynchronize();
+    std::fprintf(stderr, "synchronize: %s\n", cudaGetErrorName(status));
+    std::_Exit(status == cudaErrorIllegalAddress || status == cudaErrorLaunchFailure ? 42 : 1);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const cudaError_t status = cudaStreamQuery(nullptr);
+  std::fprintf(stderr, "after 3 s: %s\n", cudaGetErrorName(status));
+  std::_Exit(status == cudaErrorNotReady ? 43 : 1);
+}
+
+TEST(GpuFaultDesigns, FaultFailsWithAnIllegalAddress) {
+  RLGEMM_REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(run_fault_design_and_exit("test.fault"), ::testing::ExitedWithCode(42), "synchronize: cudaError");
+}
+
+TEST(GpuFaultDesigns, HangKeepsRunning) {
+  RLGEMM_REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(run_fault_design_and_exit("test.hang"), ::testing::ExitedWithCode(43), "cudaErrorNotReady");
+}
+
+}  // namespace
+}  // namespace rlgemm
