@@ -1,0 +1,241 @@
+// `rlgemm tune`: learns kernel designs for a list of shapes, recording every measurement in the tuning
+// database; `rlgemm tune-compare`: the sample efficiency of the strategies as a CSV.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cli/command.h"
+#include "rlgemm/error.h"
+#include "rlgemm/shapes.h"
+#include "search/compare.h"
+#include "search/rl_policy.h"
+#include "search/tuner.h"
+#include "search/worker.h"
+#include "store/store.h"
+
+namespace rlgemm::cli {
+namespace {
+
+// "cudal2", a CSV file of M,N,K rows, or one "M,N,K".
+std::vector<Shape> shapes_from(const std::string& spec) {
+  if (spec != "cudal2" && spec.find(',') != std::string::npos && !std::filesystem::exists(spec))
+    return {parse_shape(spec)};
+  return resolve_shapes(spec);
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  const auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw Error(ErrorKind::kRuntime, "cannot locate the rlgemm executable for its workers: " + ec.message());
+  return path.string();
+}
+
+struct CommonArgs {
+  std::string shapes;
+  std::string layout = "tn";
+  std::string budget;
+  std::string db = "rlgemm-tune.db";
+  std::string backend = "synthetic";
+  std::string gpus = "1";
+  std::string mode = "offline";
+  int batch = 8;
+  uint64_t seed = 1;
+  double timeout_s = 0;
+  double delay_ms = 0;
+  bool in_process = false;
+};
+
+void add_common(CLI::App* cmd, CommonArgs& a) {
+  cmd->add_option("--shapes", a.shapes, "cudal2, a CSV file of M,N,K rows, or one M,N,K")->required();
+  cmd->add_option("--layout", a.layout, "tn, nn or both")->default_val("tn");
+  cmd->add_option("--db", a.db, "Tuning database (SQLite; created if missing)")->default_val("rlgemm-tune.db");
+  cmd->add_option("--backend", a.backend, "Measuring backend: gpu or synthetic (the CPU cost model)")
+      ->default_val("synthetic");
+  cmd->add_option("--gpus", a.gpus, "all, a count, or ordinals (0,2): one worker per GPU")->default_val("1");
+  cmd->add_option("--mode", a.mode, "Timing method: offline or server")->default_val("offline");
+  cmd->add_option("--batch", a.batch, "Candidates per strategy round")->default_val(8);
+  cmd->add_option("--seed", a.seed, "Seed of the strategies")->default_val(1);
+  cmd->add_option("--timeout", a.timeout_s, "Watchdog per candidate, seconds (default 300 gpu, 30 synthetic)");
+  cmd->add_option("--delay-ms", a.delay_ms, "Synthetic backend: sleep per measurement (simulates a GPU's pace)");
+  cmd->add_flag("--in-process", a.in_process, "Measure in this process instead of isolated workers");
+}
+
+search::MeasurerPtr measurer_for(const CommonArgs& a) {
+  search::MeasurerSetup setup;
+  setup.backend.backend = a.backend;
+  setup.backend.delay_ms = a.delay_ms;
+  setup.gpus = a.gpus;
+  setup.isolated = !a.in_process;
+  setup.timeout_s = a.timeout_s > 0 ? a.timeout_s : a.backend == "synthetic" ? 30 : 300;
+  if (setup.isolated) setup.worker_exe = self_exe();
+  return search::make_measurer(setup);
+}
+
+std::vector<Problem> problems_for(const CommonArgs& a) {
+  std::vector<Problem> problems;
+  const auto shapes = shapes_from(a.shapes);
+  // Layout by layout: a compiled design serves every shape of its layout, so its compile is paid once.
+  for (Layout layout : parse_layouts(a.layout))
+    for (const Shape& s : shapes) problems.push_back({s, layout});
+  return problems;
+}
+
+struct TuneArgs {
+  CommonArgs common;
+  std::string strategy = "rl";
+  std::string policy;
+};
+
+int run_tune(const TuneArgs& args) {
+  const auto& a = args.common;
+  const auto problems = problems_for(a);
+  const search::Budget budget = search::Budget::parse(a.budget);
+  if (args.strategy != "rl" && args.strategy != "evo" && args.strategy != "random")
+    fail("unknown strategy '" + args.strategy + "': use rl, evo or random");
+  if (!args.policy.empty() && args.strategy != "rl") fail("--policy goes with --strategy rl");
+  Store store(a.db);
+  auto measurer = measurer_for(a);
+  const GpuIdentity gpu = measurer->gpu();
+  const search::SpaceSpec spec = search::SpaceSpec::for_gpu(gpu.cc_major);
+
+  std::unique_ptr<search::Policy> policy;
+  search::StrategyPtr strategy;
+  if (args.strategy == "rl") {
+    const search::DesignSpace first(spec, problems.front().layout,
+                                    gpu.smem_per_block_optin > 0 ? gpu.smem_per_block_optin : 232448);
+    if (!args.policy.empty() && std::filesystem::exists(args.policy)) {
+      policy = std::make_unique<search::Policy>(search::Policy::load(args.policy));
+      if (policy->space_signature() != first.signature())
+        fail("policy " + args.policy + " was trained on another design space than this GPU's (" + gpu.name +
+             "); use a new --policy file");
+      std::fprintf(stderr, "rlgemm tune: warm start from %s (%lld updates)\n", args.policy.c_str(),
+                   static_cast<long long>(policy->updates()));
+    } else {
+      policy = std::make_unique<search::Policy>(first, search::RlOptions{}, a.seed);
+    }
+    strategy = search::make_rl_strategy(*policy, a.seed);
+  } else if (args.strategy == "evo") {
+    strategy = search::make_evo_strategy(a.seed);
+  } else {
+    strategy = search::make_random_strategy(a.seed);
+  }
+
+  search::Tuner tuner(store, *measurer, *strategy, spec);
+  search::TuneOptions options;
+  options.problems = problems;
+  options.budget = budget;
+  options.mode = parse_timing_mode(a.mode);
+  options.batch = a.batch;
+  options.progress = stderr;
+  if (policy && !args.policy.empty())
+    options.after_problem = [&](const Problem&) { policy->save(args.policy); };
+  std::fprintf(stderr, "rlgemm tune: %zu problems on %s, strategy %s, database %s\n", problems.size(),
+               gpu.name.c_str(), args.strategy.c_str(), a.db.c_str());
+  const auto outcomes = tuner.run(options);
+
+  std::printf("layout,m,n,k,evaluations,measured_now,reference_us,best_us,speedup,design\n");
+  double log_sum = 0;
+  int counted = 0;
+  for (const auto& o : outcomes) {
+    std::printf("%s,%lld,%lld,%lld,%zu,%d,%.4f,%.4f,%.4f,%s\n", std::string(to_string(o.problem.layout)).c_str(),
+                static_cast<long long>(o.problem.shape.m), static_cast<long long>(o.problem.shape.n),
+                static_cast<long long>(o.problem.shape.k), o.evaluations.size(), o.measured_now, o.reference_us,
+                o.best_us, o.speedup(), o.best_design.c_str());
+    if (o.best_us > 0) {
+      log_sum += std::log(o.speedup());
+      ++counted;
+    }
+  }
+  if (counted) std::fprintf(stderr, "rlgemm tune: geometric mean speedup over lt_auto %.4f on %d problems\n",
+                            std::exp(log_sum / counted), counted);
+  return 0;
+}
+
+struct CompareArgs {
+  CommonArgs common;
+  std::string strategies = "rl,evo,random";
+  int sample = 0;
+  int seeds = 1;
+  double quality = 0.98;
+  std::string out;
+  std::string summary;
+};
+
+int run_compare(const CompareArgs& args) {
+  const auto& a = args.common;
+  search::CompareOptions options;
+  options.problems = problems_for(a);
+  if (args.sample > 0 && size_t(args.sample) < options.problems.size()) {
+    // An evenly spaced, fixed subset: the same shapes on every run and every machine.
+    std::vector<Problem> chosen;
+    const double step = double(options.problems.size()) / args.sample;
+    for (int i = 0; i < args.sample; ++i) chosen.push_back(options.problems[size_t(i * step)]);
+    options.problems = std::move(chosen);
+  }
+  const search::Budget budget = search::Budget::parse(a.budget);
+  if (budget.evaluations <= 0) fail("tune-compare needs its budget as a number of evaluations per problem");
+  options.budget = budget.evaluations;
+  options.strategies.clear();
+  for (size_t start = 0; start <= args.strategies.size();) {
+    const size_t comma = std::min(args.strategies.find(',', start), args.strategies.size());
+    options.strategies.push_back(args.strategies.substr(start, comma - start));
+    start = comma + 1;
+  }
+  options.seeds = args.seeds;
+  options.first_seed = a.seed;
+  options.batch = a.batch;
+  options.quality = args.quality;
+  options.mode = parse_timing_mode(a.mode);
+  options.progress = stderr;
+  Store store(a.db);
+  auto measurer = measurer_for(a);
+  options.spec = search::SpaceSpec::for_gpu(measurer->gpu().cc_major);
+  const auto result = search::compare_strategies(store, *measurer, options);
+  if (args.out.empty() || args.out == "-") {
+    search::write_compare_csv(result, std::cout);
+  } else {
+    std::ofstream out(args.out);
+    if (!out) throw Error(ErrorKind::kRuntime, "cannot write " + args.out);
+    search::write_compare_csv(result, out);
+  }
+  if (!args.summary.empty()) {
+    std::ofstream out(args.summary);
+    if (!out) throw Error(ErrorKind::kRuntime, "cannot write " + args.summary);
+    search::write_compare_summary_csv(result, out);
+  }
+  search::write_compare_summary_csv(result, std::cerr);
+  return 0;
+}
+
+CommandRegistration tune_registration("tune", [](CLI::App& app) -> std::function<int()> {
+  auto* cmd = app.add_subcommand("tune", "Learn kernel designs for shapes, recording every measurement (resumable)");
+  auto args = std::make_shared<TuneArgs>();
+  add_common(cmd, args->common);
+  cmd->add_option("--budget", args->common.budget, "Evaluations per shape (200) or minutes for the run (30min)")
+      ->required();
+  cmd->add_option("--strategy", args->strategy, "rl, evo or random")->default_val("rl");
+  cmd->add_option("--policy", args->policy, "rl: policy file to warm-start from and save to after every shape");
+  return [args] { return run_tune(*args); };
+});
+
+CommandRegistration compare_registration("tune-compare", [](CLI::App& app) -> std::function<int()> {
+  auto* cmd = app.add_subcommand(
+      "tune-compare", "Sample efficiency: evaluations each strategy needs to reach 98% of the best speed found (CSV)");
+  auto args = std::make_shared<CompareArgs>();
+  add_common(cmd, args->common);
+  cmd->add_option("--budget", args->common.budget, "Evaluations per shape per run")->required();
+  cmd->add_option("--strategies", args->strategies, "Comma-separated strategies")->default_val("rl,evo,random");
+  cmd->add_option("--sample", args->sample, "Use this many evenly spaced shapes of the list (0: all)");
+  cmd->add_option("--seeds", args->seeds, "Runs per strategy, seeds --seed, --seed+1, ...")->default_val(1);
+  cmd->add_option("--quality", args->quality, "Target: this fraction of the best speed found")->default_val(0.98);
+  cmd->add_option("--out", args->out, "Per-run CSV (default: standard output)");
+  cmd->add_option("--summary", args->summary, "Per-strategy summary CSV");
+  return [args] { return run_compare(*args); };
+});
+
+}  // namespace
+}  // namespace rlgemm::cli

@@ -1,0 +1,70 @@
+// Sample efficiency of the strategies: each strategy tunes the same problems with the same budget (several
+// seeds), and the table reports how many evaluations each needed to reach a quality target: `quality`
+// (0.98) of the best speed any strategy found for that problem.
+//
+// Runs share the store, so a design two strategies propose is measured once; each run still counts it as
+// its own evaluation (Tuner's own_evaluations_only), which keeps the comparison fair and the GPU time low.
+#pragma once
+
+#include <cstdio>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "search/rl_policy.h"
+#include "search/tuner.h"
+
+namespace rlgemm::search {
+
+struct CompareOptions {
+  std::vector<Problem> problems;
+  std::vector<std::string> strategies{"rl", "evo", "random"};
+  int budget = 200;  // evaluations per problem per run
+  int seeds = 1;
+  uint64_t first_seed = 1;
+  int batch = 8;
+  double quality = 0.98;
+  TimingMode mode = TimingMode::kOffline;
+  SpaceSpec spec;
+  RlOptions rl;
+  std::FILE* progress = nullptr;
+};
+
+struct CompareRow {
+  std::string strategy;
+  uint64_t seed = 0;
+  Problem problem;
+  int budget = 0;
+  int evaluations_to_target = 0;  // the budget when the target was not reached
+  bool reached = false;
+  double best_us = 0;       // this run's best
+  double target_us = 0;     // best of every run / quality
+  double reference_us = 0;
+};
+
+struct CompareSummary {
+  std::string strategy;
+  double mean_evaluations = 0;  // unreached runs count as the budget
+  double median_evaluations = 0;
+  double reached_fraction = 0;
+  double geomean_speedup = 0;   // of each run's best over the reference
+};
+
+struct CompareResult {
+  std::string gpu_name;
+  std::vector<CompareRow> rows;
+  std::vector<CompareSummary> summary;
+};
+
+// Evaluations (1-based) until an evaluation at or below `target_us`, or 0 when none reached it.
+int evaluations_to_reach(const ProblemOutcome& outcome, double target_us);
+
+CompareResult compare_strategies(Store& store, Measurer& measurer, const CompareOptions& options);
+
+// CSV with a header: gpu,layout,m,n,k,strategy,seed,budget,evals_to_target,reached,best_us,target_us,
+// reference_us,best_speedup; one row per (strategy, seed, problem).
+void write_compare_csv(const CompareResult& result, std::ostream& out);
+// Summary CSV: strategy,runs,mean_evals_to_target,median_evals_to_target,reached_fraction,geomean_speedup
+void write_compare_summary_csv(const CompareResult& result, std::ostream& out);
+
+}  // namespace rlgemm::search

@@ -1,0 +1,115 @@
+// The design space the search explores: a list of options per decision field, the valid designs among
+// their combinations (filtered by why_invalid for one layout), and the queries a sequential chooser needs:
+// which options of the next field keep at least one valid design reachable, given the options taken so far.
+//
+// A design is a Point: one option index per field, in field order. Fields that do not apply to the chosen
+// family (the warp tile of an sm90 design, the schedule of an sm80 design) hold option 0 and are forced.
+// The valid points are kept sorted lexicographically, so the designs that share a prefix of decisions form
+// one contiguous range: narrowing the range field by field answers every masking query by binary search.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rlgemm/design.h"
+#include "rlgemm/problem.h"
+
+namespace rlgemm::search {
+
+enum class Field : int {
+  kFamily,
+  kSchedule,   // sm90
+  kTileM,
+  kTileN,
+  kTileK,
+  kWarpTile,   // sm80
+  kStages,
+  kCluster,    // sm90
+  kSmemLayout, // sm80
+  kRaster,
+  kGroup,
+  kSplit,
+  kEpilogue,   // reg | staged (epi_tma on sm90, epi_smem on sm80)
+  kSwap,
+  kStatic,
+};
+inline constexpr int kFieldCount = 15;
+const char* field_name(Field field);
+
+// The options of every field. Each list must be non-empty; option labels are what a policy file records.
+struct SpaceSpec {
+  std::vector<Family> families{Family::kSm90, Family::kSm80};
+  std::vector<Sm90Schedule> schedules{Sm90Schedule::kCooperative, Sm90Schedule::kPingpong};
+  std::vector<int> tile_m{64, 128, 256};
+  std::vector<int> tile_n{64, 128, 192, 256};
+  std::vector<int> tile_k{32, 64};
+  std::vector<std::pair<int, int>> warp_tiles{{32, 32}, {32, 64}, {64, 32}, {64, 64}};
+  std::vector<int> stages{2, 3, 4, 5, 6};
+  std::vector<std::pair<int, int>> clusters{{1, 1}, {2, 1}, {1, 2}};
+  std::vector<SmemLayout> smem_layouts{SmemLayout::kSwizzle, SmemLayout::kPad};
+  std::vector<Raster> rasters{Raster::kAlongM, Raster::kAlongN};
+  std::vector<int> groups{1, 8, 16};
+  std::vector<std::pair<SplitK, int>> splits{{SplitK::kNone, 1},     {SplitK::kSerial, 2},  {SplitK::kSerial, 4},
+                                             {SplitK::kParallel, 2}, {SplitK::kParallel, 4}, {SplitK::kStreamK, 1}};
+  std::vector<bool> staged_epilogue{false, true};
+  std::vector<bool> swap{false, true};
+  std::vector<bool> static_shape{false, true};
+
+  // The default space for a GPU of compute capability `cc_major`: sm90 and sm80 kernels on Hopper, sm80
+  // kernels alone before it.
+  static SpaceSpec for_gpu(int cc_major);
+};
+
+using Point = std::vector<uint8_t>;  // one option index per field
+
+class DesignSpace {
+ public:
+  // Enumerates every combination, keeps those why_invalid accepts for `layout` (duplicates of one design
+  // collapse to one point). Throws Error(kInvalidInput) when no valid design remains.
+  DesignSpace(SpaceSpec spec, Layout layout, int smem_limit_bytes = 232448);
+
+  const SpaceSpec& spec() const { return spec_; }
+  Layout layout() const { return layout_; }
+  size_t size() const { return points_.size() / kFieldCount; }
+  int option_count(int field) const { return option_counts_[field]; }
+  int total_options() const { return total_options_; }
+  int option_offset(int field) const { return option_offsets_[field]; }
+  std::string option_label(int field, int option) const;
+  // "family:sm90 sm80;schedule:coop pingpong;..." - identifies the space in policy files.
+  std::string signature() const;
+
+  Point point(size_t index) const;
+  Design design(const Point& point) const;
+  Design design(size_t index) const { return design(point(index)); }
+  // The point of a design, or an empty Point when the design is not in this space.
+  Point encode(const Design& design) const;
+
+  // Range of valid points [first, last) whose first fields equal `prefix`.
+  struct Range { size_t first = 0; size_t last = 0; bool empty() const { return first >= last; } };
+  Range full_range() const { return {0, size()}; }
+  // Narrows `range` (points sharing a prefix of `field` decisions) to those taking `option` at `field`.
+  Range narrow(Range range, int field, int option) const;
+  // The options of `field` that stay valid within `range`, ascending.
+  std::vector<int> valid_options(Range range, int field) const;
+
+  // The valid point nearest to `wanted`: decisions are kept field by field while a valid design remains,
+  // otherwise replaced by a random option that keeps one. Used by evolution to repair children.
+  Point project(const Point& wanted, std::mt19937_64& rng) const;
+  size_t index_of(const Point& point) const;  // size() when not valid
+
+ private:
+  uint8_t at(size_t index, int field) const { return points_[index * kFieldCount + field]; }
+  Design apply(const Point& point) const;
+
+  SpaceSpec spec_;
+  Layout layout_;
+  int option_counts_[kFieldCount] = {};
+  int option_offsets_[kFieldCount] = {};
+  int total_options_ = 0;
+  std::vector<uint8_t> points_;  // size() x kFieldCount, sorted lexicographically
+};
+
+}  // namespace rlgemm::search

@@ -1,0 +1,72 @@
+// The measuring backend the tuner talks to: compile a design, check it, time it, on one problem.
+//
+// Backends: the synthetic cost model (CPU, deterministic, for tests and strategy comparisons) and the GPU
+// harness. Either runs in-process or, wrapped by WorkerMeasurer (worker.h), in a separate worker process
+// that a crash or a hang cannot take down with the tuner. Backends are created by name through the
+// registry below, so the CLI and the worker process build the same backend from the same options.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlgemm/design.h"
+#include "rlgemm/problem.h"
+#include "store/measurement.h"
+
+namespace rlgemm::search {
+
+class Measurer {
+ public:
+  virtual ~Measurer() = default;
+
+  // The GPU this backend measures on (recorded with every measurement).
+  virtual GpuIdentity gpu() = 0;
+
+  // The vendor reference time (cuBLASLt with every heuristic candidate timed, "lt_auto") for a problem:
+  // the denominator of every reward. Throws Error when the reference cannot be measured.
+  virtual TimingStats reference(const Problem& problem, TimingMode mode) = 0;
+
+  // Compiles (or reuses the compiled) design, runs the correctness gate, times it. Never throws for a bad
+  // candidate: a compile error, a wrong result, a launch failure is reported in the Measurement's status.
+  // Throws Error only when the backend itself is unusable (no device, lost worker that cannot restart).
+  virtual Measurement measure(const Design& design, const Problem& problem, TimingMode mode) = 0;
+
+  // Several candidates of one problem. Backends that can overlap work (compile the next designs on the CPU
+  // while the GPU times the current one, or spread them over several GPUs) override this; results are in
+  // the order of `designs`.
+  virtual std::vector<Measurement> measure_batch(const std::vector<Design>& designs, const Problem& problem,
+                                                 TimingMode mode) {
+    std::vector<Measurement> out;
+    out.reserve(designs.size());
+    for (const auto& d : designs) out.push_back(measure(d, problem, mode));
+    return out;
+  }
+
+  // How many candidates measure_batch works on at once (the tuner sizes its batches with it).
+  virtual int parallelism() const { return 1; }
+};
+
+using MeasurerPtr = std::unique_ptr<Measurer>;
+
+// What a backend is built from (the same options reach an in-process backend and a worker's).
+struct BackendOptions {
+  std::string backend = "synthetic";  // "synthetic" | "gpu" | any registered name
+  int gpu_ordinal = 0;                // which GPU of the machine
+  double delay_ms = 0;                // synthetic: sleep per measurement, to simulate a slow GPU
+  bool simulate_faults = false;       // synthetic: act out test.* designs (segfault, hang), only in a worker
+};
+
+using BackendFactory = std::function<MeasurerPtr(const BackendOptions&)>;
+
+// Registers a backend under a name (the GPU harness registers "gpu"). Later registrations replace earlier.
+void register_backend(const std::string& name, BackendFactory factory);
+// Builds the named backend in this process. Throws Error(kInvalidInput) naming the known backends when
+// `options.backend` is not registered; "gpu" reports that this build has no GPU backend until one is.
+MeasurerPtr make_backend(const BackendOptions& options);
+// How many GPUs the named backend sees ("--gpus all"); 1 for the synthetic backend.
+int backend_device_count(const BackendOptions& options);
+void register_backend_device_counter(const std::string& name, std::function<int()> counter);
+
+}  // namespace rlgemm::search

@@ -1,0 +1,43 @@
+// The synthetic measuring backend: the cost model behind the Measurer interface. It behaves like the GPU
+// backend where the tuner can tell: it keeps a compile cache (a design compiled once serves every shape,
+// unless it bakes the shape in), reports source hashes and compile times, and, inside a worker process,
+// acts out the fault-injection designs (test.fault segfaults, test.hang loops forever, test.wrong fails the
+// correctness gate).
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "search/cost_model.h"
+#include "search/measurer.h"
+
+namespace rlgemm::search {
+
+class SyntheticMeasurer : public Measurer {
+ public:
+  explicit SyntheticMeasurer(BackendOptions options = {}, CostModel model = CostModel{});
+
+  GpuIdentity gpu() override { return model_.gpu().identity; }
+  TimingStats reference(const Problem& problem, TimingMode mode) override;
+  Measurement measure(const Design& design, const Problem& problem, TimingMode mode) override;
+
+  const CostModel& model() const { return model_; }
+  int64_t measure_calls() const { return measure_calls_; }
+  int64_t compilations() const { return compilations_; }
+
+ private:
+  BackendOptions options_;
+  CostModel model_;
+  std::mutex mutex_;
+  std::set<std::string> compiled_;  // compile-cache keys
+  std::atomic<int64_t> measure_calls_{0};
+  std::atomic<int64_t> compilations_{0};
+};
+
+// Server mode leaves the GPU idle between calls: clocks and caches are colder, the first instructions of
+// each call pay more. The synthetic backend models that as a fixed slowdown.
+inline constexpr double kSyntheticServerSlowdown = 1.12;
+
+}  // namespace rlgemm::search

@@ -1,0 +1,59 @@
+// What one measurement of a kernel design on one problem produced, as the tuner records it: status, timing
+// statistics, compile facts. Plain values shared by the measuring backends, the worker protocol and the store.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace rlgemm {
+
+// How samples were taken (the harness's two methods): back to back, or with idle gaps between calls.
+enum class TimingMode { kOffline, kServer };
+
+std::string_view to_string(TimingMode mode);
+TimingMode parse_timing_mode(std::string_view text);  // "offline" | "server"
+
+// The outcome of one candidate. Everything but kOk earns the tuner's fixed penalty.
+enum class MeasureStatus {
+  kOk,       // compiled, passed the correctness gate, timed
+  kWrong,    // ran but failed the correctness gate
+  kFailed,   // could not be built or launched (compiler error, invalid launch, compiler crash)
+  kTimeout,  // the watchdog fired: a hang in the compiler or the kernel
+  kCrashed,  // the worker died (illegal memory access, segfault, abort)
+};
+
+std::string_view to_string(MeasureStatus status);
+MeasureStatus parse_measure_status(std::string_view text);
+
+struct TimingStats {
+  double median_us = 0;
+  double min_us = 0;
+  double max_us = 0;
+  int samples = 0;
+};
+
+struct Measurement {
+  MeasureStatus status = MeasureStatus::kFailed;
+  std::string error;          // why, when status is not kOk
+  std::string source_hash;    // content hash of the generated source ("" when nothing was generated)
+  double compile_seconds = 0; // 0 when a compiled design was reused
+  TimingStats timing;         // valid when status is kOk
+};
+
+// The identity of the GPU a measurement was taken on; identical GPUs of one machine share one identity.
+struct GpuIdentity {
+  std::string name;
+  int sm_count = 0;
+  int cc_major = 0;
+  int cc_minor = 0;
+  int sm_clock_khz = 0;
+  int mem_clock_khz = 0;
+  int driver_version = 0;
+  int smem_per_block_optin = 0;
+
+  friend bool operator==(const GpuIdentity&, const GpuIdentity&) = default;
+};
+
+}  // namespace rlgemm

@@ -1,0 +1,502 @@
+#include "store/store.h"
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <ctime>
+#include <utility>
+
+#include "rlgemm/error.h"
+
+namespace rlgemm {
+
+std::string_view to_string(TimingMode mode) { return mode == TimingMode::kOffline ? "offline" : "server"; }
+
+TimingMode parse_timing_mode(std::string_view text) {
+  if (text == "offline") return TimingMode::kOffline;
+  if (text == "server") return TimingMode::kServer;
+  fail("unknown timing mode '" + std::string(text) + "': use offline or server");
+}
+
+std::string_view to_string(MeasureStatus status) {
+  switch (status) {
+    case MeasureStatus::kOk: return "ok";
+    case MeasureStatus::kWrong: return "wrong";
+    case MeasureStatus::kFailed: return "failed";
+    case MeasureStatus::kTimeout: return "timeout";
+    case MeasureStatus::kCrashed: return "crashed";
+  }
+  return "failed";
+}
+
+MeasureStatus parse_measure_status(std::string_view text) {
+  for (auto s : {MeasureStatus::kOk, MeasureStatus::kWrong, MeasureStatus::kFailed, MeasureStatus::kTimeout,
+                 MeasureStatus::kCrashed})
+    if (to_string(s) == text) return s;
+  fail("unknown measurement status '" + std::string(text) + "': use ok, wrong, failed, timeout or crashed");
+}
+
+namespace {
+
+// Busy waits up to this long for another tuner's write transaction: writes are single short rows, so a
+// wait this long means something is wrong with the other process.
+constexpr int kBusyTimeoutMs = 60000;
+
+[[noreturn]] void sql_fail(sqlite3* db, const std::string& what) {
+  throw Error(ErrorKind::kRuntime, "tuning database: " + what + ": " + (db ? sqlite3_errmsg(db) : "no handle"));
+}
+
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) sql_fail(db, std::string("prepare ") + sql);
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& bind(int i, int64_t v) { check(sqlite3_bind_int64(stmt_, i, v)); return *this; }
+  Statement& bind(int i, int v) { return bind(i, int64_t(v)); }
+  Statement& bind(int i, double v) { check(sqlite3_bind_double(stmt_, i, v)); return *this; }
+  Statement& bind(int i, std::string_view v) {
+    check(sqlite3_bind_text(stmt_, i, v.data(), int(v.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Statement& bind_blob(int i, const std::vector<uint8_t>& v) {
+    check(sqlite3_bind_blob64(stmt_, i, v.data(), sqlite3_uint64(v.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Statement& bind_problem(int first, const Problem& p) {
+    bind(first, p.shape.m).bind(first + 1, p.shape.n).bind(first + 2, p.shape.k);
+    return bind(first + 3, to_string(p.layout));
+  }
+  // True while a row is available.
+  bool step() {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    sql_fail(db_, "step");
+  }
+  int64_t i64(int c) const { return sqlite3_column_int64(stmt_, c); }
+  double f64(int c) const { return sqlite3_column_double(stmt_, c); }
+  bool is_null(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
+  std::vector<uint8_t> blob(int c) const {
+    const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(stmt_, c));
+    return p ? std::vector<uint8_t>(p, p + sqlite3_column_bytes(stmt_, c)) : std::vector<uint8_t>();
+  }
+  std::string text(int c) const {
+    auto* p = sqlite3_column_text(stmt_, c);
+    return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
+  }
+
+ private:
+  void check(int rc) { if (rc != SQLITE_OK) sql_fail(db_, "bind"); }
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+void exec(sqlite3* db, const char* sql) {
+  char* message = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &message) != SQLITE_OK) {
+    std::string text = message ? message : "unknown error";
+    sqlite3_free(message);
+    throw Error(ErrorKind::kRuntime, std::string("tuning database: ") + text + " in: " + sql);
+  }
+}
+
+// One IMMEDIATE transaction: takes the write lock up front so that two writers queue on the busy timeout
+// instead of failing with a deadlock when both upgrade from read to write.
+class WriteTransaction {
+ public:
+  explicit WriteTransaction(sqlite3* db) : db_(db) { exec(db_, "BEGIN IMMEDIATE"); }
+  ~WriteTransaction() {
+    if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  void commit() { exec(db_, "COMMIT"); done_ = true; }
+
+ private:
+  sqlite3* db_;
+  bool done_ = false;
+};
+
+std::string utc_now() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE gpus (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  sm_count INTEGER NOT NULL,
+  cc_major INTEGER NOT NULL,
+  cc_minor INTEGER NOT NULL,
+  sm_clock_khz INTEGER NOT NULL,
+  mem_clock_khz INTEGER NOT NULL,
+  driver_version INTEGER NOT NULL,
+  smem_optin INTEGER NOT NULL,
+  UNIQUE (name, sm_count, cc_major, cc_minor, sm_clock_khz, mem_clock_khz, driver_version, smem_optin));
+CREATE TABLE measurements (
+  id INTEGER PRIMARY KEY,
+  gpu_id INTEGER NOT NULL REFERENCES gpus(id),
+  m INTEGER NOT NULL, n INTEGER NOT NULL, k INTEGER NOT NULL,
+  layout TEXT NOT NULL CHECK (layout IN ('nn', 'tn')),
+  design TEXT NOT NULL,
+  mode TEXT NOT NULL CHECK (mode IN ('offline', 'server')),
+  status TEXT NOT NULL CHECK (status IN ('ok', 'wrong', 'failed', 'timeout', 'crashed')),
+  error TEXT NOT NULL DEFAULT '',
+  source_hash TEXT NOT NULL DEFAULT '',
+  compile_seconds REAL NOT NULL DEFAULT 0,
+  correct INTEGER NOT NULL,
+  median_us REAL, min_us REAL, max_us REAL, samples INTEGER NOT NULL DEFAULT 0,
+  reward REAL NOT NULL,
+  strategy TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  UNIQUE (gpu_id, m, n, k, layout, design, mode));
+CREATE INDEX measurements_by_problem ON measurements (gpu_id, m, n, k, layout, mode, status, median_us);
+CREATE TABLE reference_times (
+  gpu_id INTEGER NOT NULL REFERENCES gpus(id),
+  m INTEGER NOT NULL, n INTEGER NOT NULL, k INTEGER NOT NULL,
+  layout TEXT NOT NULL CHECK (layout IN ('nn', 'tn')),
+  mode TEXT NOT NULL CHECK (mode IN ('offline', 'server')),
+  median_us REAL NOT NULL, min_us REAL NOT NULL, max_us REAL NOT NULL, samples INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  PRIMARY KEY (gpu_id, m, n, k, layout, mode));
+CREATE VIEW best_designs AS
+  SELECT b.gpu_id, g.name AS gpu_name, b.m, b.n, b.k, b.layout, b.mode, b.design, b.median_us,
+         r.median_us AS reference_us, r.median_us / b.median_us AS speedup, b.measurements
+  FROM (SELECT gpu_id, m, n, k, layout, mode, design, median_us,
+               ROW_NUMBER() OVER (PARTITION BY gpu_id, m, n, k, layout, mode
+                                  ORDER BY median_us ASC, id ASC) AS rank,
+               (SELECT COUNT(*) FROM measurements a
+                 WHERE a.gpu_id = x.gpu_id AND a.m = x.m AND a.n = x.n AND a.k = x.k
+                   AND a.layout = x.layout AND a.mode = x.mode) AS measurements
+          FROM measurements x WHERE status = 'ok' AND correct = 1) b
+  JOIN gpus g ON g.id = b.gpu_id
+  LEFT JOIN reference_times r
+    ON r.gpu_id = b.gpu_id AND r.m = b.m AND r.n = b.n AND r.k = b.k AND r.layout = b.layout
+   AND r.mode = b.mode
+  WHERE b.rank = 1;
+)sql";
+
+// Version 2 adds the rescheduled cubins of `rlgemm sass-opt`; a version-1 file gains the table on open.
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE optimized_cubins (
+  gpu_id INTEGER NOT NULL REFERENCES gpus(id),
+  m INTEGER NOT NULL, n INTEGER NOT NULL, k INTEGER NOT NULL,
+  layout TEXT NOT NULL CHECK (layout IN ('nn', 'tn')),
+  design TEXT NOT NULL,
+  kernel TEXT NOT NULL,
+  source_key TEXT NOT NULL,
+  cubin BLOB NOT NULL,
+  time_before_us REAL NOT NULL,
+  time_after_us REAL NOT NULL,
+  gain REAL NOT NULL,
+  moves TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  PRIMARY KEY (gpu_id, m, n, k, layout, design));
+)sql";
+
+constexpr const char* kMeasurementColumns =
+    "gpu_id, m, n, k, layout, design, mode, status, error, source_hash, compile_seconds, median_us, min_us, "
+    "max_us, samples, reward, strategy, created_at";
+
+MeasurementRecord read_record(const Statement& s) {
+  MeasurementRecord r;
+  r.gpu_id = s.i64(0);
+  r.problem.shape = {s.i64(1), s.i64(2), s.i64(3)};
+  r.problem.layout = parse_layout(s.text(4));
+  r.design = s.text(5);
+  r.mode = parse_timing_mode(s.text(6));
+  r.measurement.status = parse_measure_status(s.text(7));
+  r.measurement.error = s.text(8);
+  r.measurement.source_hash = s.text(9);
+  r.measurement.compile_seconds = s.f64(10);
+  r.measurement.timing = {s.f64(11), s.f64(12), s.f64(13), int(s.i64(14))};
+  r.reward = s.f64(15);
+  r.strategy = s.text(16);
+  r.created_at = s.text(17);
+  return r;
+}
+
+BestDesign read_best(const Statement& s) {
+  BestDesign b;
+  b.gpu_id = s.i64(0);
+  b.gpu_name = s.text(1);
+  b.problem.shape = {s.i64(2), s.i64(3), s.i64(4)};
+  b.problem.layout = parse_layout(s.text(5));
+  b.mode = parse_timing_mode(s.text(6));
+  b.design = s.text(7);
+  b.median_us = s.f64(8);
+  if (!s.is_null(9)) b.reference_us = s.f64(9);
+  if (!s.is_null(10)) b.speedup = s.f64(10);
+  b.measurements = s.i64(11);
+  return b;
+}
+
+}  // namespace
+
+Store::Store(const std::filesystem::path& file) : path_(file) {
+  if (sqlite3_open_v2(file.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                      nullptr) != SQLITE_OK) {
+    std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw Error(ErrorKind::kRuntime, "cannot open tuning database " + file.string() + ": " + why);
+  }
+  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+  try {
+    {
+      Statement wal(db_, "PRAGMA journal_mode=WAL");
+      wal.step();
+    }
+    // In WAL mode NORMAL loses at most the last commits on power loss, never consistency; a killed process
+    // loses nothing that was committed.
+    exec(db_, "PRAGMA synchronous=NORMAL");
+    exec(db_, "PRAGMA foreign_keys=ON");
+    migrate();
+  } catch (...) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+Store::~Store() { sqlite3_close(db_); }
+
+void Store::migrate() {
+  WriteTransaction tx(db_);
+  bool has_version_table = false;
+  {
+    Statement s(db_, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
+    s.step();
+    has_version_table = s.i64(0) == 1;
+  }
+  if (!has_version_table) {
+    Statement s(db_, "SELECT COUNT(*) FROM sqlite_master WHERE type IN ('table', 'view')");
+    s.step();
+    if (s.i64(0) != 0)
+      fail("tuning database " + path_.string() +
+           " holds tables but no schema_version: it is not an rlgemm tuning database; use another --db file");
+    exec(db_, kSchemaV1);
+    exec(db_, kSchemaV2);
+    Statement v(db_, "INSERT INTO schema_version (version) VALUES (?)");
+    v.bind(1, kSchemaVersion).step();
+    tx.commit();
+    return;
+  }
+  Statement s(db_, "SELECT MAX(version) FROM schema_version");
+  s.step();
+  int64_t version = s.i64(0);
+  // Migrations from older versions, one step per version, inside this transaction.
+  if (version == 1) {
+    exec(db_, kSchemaV2);
+    exec(db_, "UPDATE schema_version SET version = 2");
+    version = 2;
+  }
+  if (version != kSchemaVersion)
+    fail("tuning database " + path_.string() + " has schema version " + std::to_string(version) +
+         ", this rlgemm reads version " + std::to_string(kSchemaVersion) +
+         (version > kSchemaVersion ? ": update rlgemm" : ": no migration from that version exists"));
+  tx.commit();
+}
+
+int Store::schema_version() {
+  Statement s(db_, "SELECT MAX(version) FROM schema_version");
+  s.step();
+  return int(s.i64(0));
+}
+
+std::string Store::journal_mode() {
+  Statement s(db_, "PRAGMA journal_mode");
+  s.step();
+  return s.text(0);
+}
+
+int64_t Store::gpu_id(const GpuIdentity& g) {
+  auto bind_all = [&](Statement& s) {
+    s.bind(1, std::string_view(g.name)).bind(2, g.sm_count).bind(3, g.cc_major).bind(4, g.cc_minor);
+    s.bind(5, g.sm_clock_khz).bind(6, g.mem_clock_khz).bind(7, g.driver_version).bind(8, g.smem_per_block_optin);
+  };
+  WriteTransaction tx(db_);
+  {
+    Statement insert(db_,
+                     "INSERT OR IGNORE INTO gpus (name, sm_count, cc_major, cc_minor, sm_clock_khz, mem_clock_khz, "
+                     "driver_version, smem_optin) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+    bind_all(insert);
+    insert.step();
+  }
+  Statement select(db_,
+                   "SELECT id FROM gpus WHERE name = ? AND sm_count = ? AND cc_major = ? AND cc_minor = ? AND "
+                   "sm_clock_khz = ? AND mem_clock_khz = ? AND driver_version = ? AND smem_optin = ?");
+  bind_all(select);
+  if (!select.step()) sql_fail(db_, "gpu row vanished");
+  const int64_t id = select.i64(0);
+  tx.commit();
+  return id;
+}
+
+std::optional<TimingStats> Store::reference(int64_t gpu, const Problem& p, TimingMode mode) {
+  Statement s(db_,
+              "SELECT median_us, min_us, max_us, samples FROM reference_times "
+              "WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND mode = ?");
+  s.bind(1, gpu).bind_problem(2, p).bind(6, to_string(mode));
+  if (!s.step()) return std::nullopt;
+  return TimingStats{s.f64(0), s.f64(1), s.f64(2), int(s.i64(3))};
+}
+
+void Store::put_reference(int64_t gpu, const Problem& p, TimingMode mode, const TimingStats& t) {
+  WriteTransaction tx(db_);
+  Statement s(db_,
+              "INSERT OR REPLACE INTO reference_times (gpu_id, m, n, k, layout, mode, median_us, min_us, max_us, "
+              "samples, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  s.bind(1, gpu).bind_problem(2, p).bind(6, to_string(mode));
+  s.bind(7, t.median_us).bind(8, t.min_us).bind(9, t.max_us).bind(10, t.samples).bind(11, utc_now());
+  s.step();
+  tx.commit();
+}
+
+bool Store::measured(int64_t gpu, const Problem& p, const std::string& design, TimingMode mode) {
+  Statement s(db_,
+              "SELECT 1 FROM measurements WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND "
+              "design = ? AND mode = ?");
+  s.bind(1, gpu).bind_problem(2, p).bind(6, std::string_view(design)).bind(7, to_string(mode));
+  return s.step();
+}
+
+std::optional<MeasurementRecord> Store::find(int64_t gpu, const Problem& p, const std::string& design,
+                                             TimingMode mode) {
+  const std::string sql = std::string("SELECT ") + kMeasurementColumns +
+                          " FROM measurements WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND "
+                          "design = ? AND mode = ?";
+  Statement s(db_, sql.c_str());
+  s.bind(1, gpu).bind_problem(2, p).bind(6, std::string_view(design)).bind(7, to_string(mode));
+  if (!s.step()) return std::nullopt;
+  return read_record(s);
+}
+
+bool Store::record(const MeasurementRecord& r) {
+  const auto& m = r.measurement;
+  const bool ok = m.status == MeasureStatus::kOk;
+  WriteTransaction tx(db_);
+  const std::string sql = std::string("INSERT OR IGNORE INTO measurements (") + kMeasurementColumns +
+                          ", correct) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+  Statement s(db_, sql.c_str());
+  s.bind(1, r.gpu_id).bind_problem(2, r.problem).bind(6, std::string_view(r.design)).bind(7, to_string(r.mode));
+  s.bind(8, to_string(m.status)).bind(9, std::string_view(m.error)).bind(10, std::string_view(m.source_hash));
+  s.bind(11, m.compile_seconds);
+  if (ok) {
+    s.bind(12, m.timing.median_us).bind(13, m.timing.min_us).bind(14, m.timing.max_us);
+  }
+  s.bind(15, ok ? m.timing.samples : 0).bind(16, r.reward).bind(17, std::string_view(r.strategy));
+  s.bind(18, utc_now()).bind(19, int64_t(ok ? 1 : 0));
+  s.step();
+  const bool inserted = sqlite3_changes(db_) == 1;
+  tx.commit();
+  return inserted;
+}
+
+std::vector<MeasurementRecord> Store::measurements(int64_t gpu, const Problem& p, TimingMode mode) {
+  const std::string sql = std::string("SELECT ") + kMeasurementColumns +
+                          " FROM measurements WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND "
+                          "mode = ? ORDER BY id";
+  Statement s(db_, sql.c_str());
+  s.bind(1, gpu).bind_problem(2, p).bind(6, to_string(mode));
+  std::vector<MeasurementRecord> out;
+  while (s.step()) out.push_back(read_record(s));
+  return out;
+}
+
+int64_t Store::count_measurements() {
+  Statement s(db_, "SELECT COUNT(*) FROM measurements");
+  s.step();
+  return s.i64(0);
+}
+
+int64_t Store::count_measurements(int64_t gpu, const Problem& p, TimingMode mode) {
+  Statement s(db_,
+              "SELECT COUNT(*) FROM measurements WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? "
+              "AND mode = ?");
+  s.bind(1, gpu).bind_problem(2, p).bind(6, to_string(mode));
+  s.step();
+  return s.i64(0);
+}
+
+std::optional<BestDesign> Store::best(int64_t gpu, const Problem& p, TimingMode mode) {
+  Statement s(db_,
+              "SELECT gpu_id, gpu_name, m, n, k, layout, mode, design, median_us, reference_us, speedup, "
+              "measurements FROM best_designs WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND "
+              "mode = ?");
+  s.bind(1, gpu).bind_problem(2, p).bind(6, to_string(mode));
+  if (!s.step()) return std::nullopt;
+  return read_best(s);
+}
+
+std::vector<BestDesign> Store::best_designs() {
+  Statement s(db_,
+              "SELECT gpu_id, gpu_name, m, n, k, layout, mode, design, median_us, reference_us, speedup, "
+              "measurements FROM best_designs ORDER BY gpu_id, m, n, k, layout, mode");
+  std::vector<BestDesign> out;
+  while (s.step()) out.push_back(read_best(s));
+  return out;
+}
+
+bool Store::put_optimized_cubin(const OptimizedCubin& r) {
+  if (r.cubin.empty()) fail("an optimized cubin of design " + r.design + " must not be empty");
+  if (!(r.gain > 0) || !(r.time_after_us > 0) || !(r.time_before_us > r.time_after_us))
+    fail("an optimized cubin is stored only when it is faster than the compiled one (design " + r.design +
+         ", gain " + std::to_string(r.gain) + ")");
+  WriteTransaction tx(db_);
+  Statement s(db_,
+              "INSERT INTO optimized_cubins (gpu_id, m, n, k, layout, design, kernel, source_key, cubin, "
+              "time_before_us, time_after_us, gain, moves, created_at) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+              "ON CONFLICT (gpu_id, m, n, k, layout, design) DO UPDATE SET kernel = excluded.kernel, "
+              "source_key = excluded.source_key, cubin = excluded.cubin, time_before_us = excluded.time_before_us, "
+              "time_after_us = excluded.time_after_us, gain = excluded.gain, moves = excluded.moves, "
+              "created_at = excluded.created_at WHERE excluded.gain > optimized_cubins.gain");
+  s.bind(1, r.gpu_id).bind_problem(2, r.problem).bind(6, std::string_view(r.design));
+  s.bind(7, std::string_view(r.kernel)).bind(8, std::string_view(r.source_key)).bind_blob(9, r.cubin);
+  s.bind(10, r.time_before_us).bind(11, r.time_after_us).bind(12, r.gain).bind(13, std::string_view(r.moves));
+  s.bind(14, utc_now());
+  s.step();
+  const bool stored = sqlite3_changes(db_) == 1;
+  tx.commit();
+  return stored;
+}
+
+std::optional<OptimizedCubin> Store::optimized_cubin(int64_t gpu, const Problem& p, const std::string& design) {
+  Statement s(db_,
+              "SELECT kernel, source_key, cubin, time_before_us, time_after_us, gain, moves, created_at "
+              "FROM optimized_cubins WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND design = ?");
+  s.bind(1, gpu).bind_problem(2, p).bind(6, std::string_view(design));
+  if (!s.step()) return std::nullopt;
+  OptimizedCubin r;
+  r.gpu_id = gpu;
+  r.problem = p;
+  r.design = design;
+  r.kernel = s.text(0);
+  r.source_key = s.text(1);
+  r.cubin = s.blob(2);
+  r.time_before_us = s.f64(3);
+  r.time_after_us = s.f64(4);
+  r.gain = s.f64(5);
+  r.moves = s.text(6);
+  r.created_at = s.text(7);
+  return r;
+}
+
+std::string Store::integrity_check() {
+  Statement s(db_, "PRAGMA integrity_check");
+  std::string report;
+  while (s.step()) report += (report.empty() ? "" : "\n") + s.text(0);
+  return report;
+}
+
+}  // namespace rlgemm

@@ -1,0 +1,124 @@
+// The tuning database: one SQLite file holding every measurement the tuner made, the lt_auto reference
+// time per problem, and the GPUs they were taken on.
+//
+// Several tuners may share one file at once (one per machine or per GPU): the file runs in WAL mode with a
+// busy timeout, every write is one short IMMEDIATE transaction, and a measurement's key
+// (gpu, M, N, K, layout, design, mode) is UNIQUE, so a race between two tuners keeps exactly one row.
+//
+// Schema (version kSchemaVersion, recorded in schema_version):
+//   gpus(id, name, sm_count, cc_major, cc_minor, sm_clock_khz, mem_clock_khz, driver_version, smem_optin)
+//   measurements(id, gpu_id, m, n, k, layout, design, mode, status, error, source_hash, compile_seconds,
+//                correct, median_us, min_us, max_us, samples, reward, strategy, created_at)
+//   reference_times(gpu_id, m, n, k, layout, mode, median_us, min_us, max_us, samples, created_at)
+//   view best_designs: per (gpu, M, N, K, layout, mode) the fastest correct design, with its speedup over
+//                      the reference when one is recorded.
+//   optimized_cubins(gpu_id, m, n, k, layout, design, kernel, source_key, cubin, time_before_us, time_after_us,
+//                    gain, moves, created_at)                                         (since version 2)
+//     a design's cubin with its SASS rescheduled by `rlgemm sass-opt`, verified bitwise identical in output
+//     and re-measured faster than the compiled one on this GPU and problem. source_key is the compile-cache
+//     key of the cubin it was derived from: a user loads it only while compiling the design still gives
+//     that key (the generator or NVRTC changed otherwise, and the rescheduled cubin is stale).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rlgemm/problem.h"
+#include "store/measurement.h"
+
+struct sqlite3;
+
+namespace rlgemm {
+
+struct MeasurementRecord {
+  int64_t gpu_id = 0;
+  Problem problem;
+  std::string design;  // canonical text form
+  TimingMode mode = TimingMode::kOffline;
+  Measurement measurement;
+  double reward = 0;
+  std::string strategy;
+  std::string created_at;  // UTC, ISO 8601; filled by the store
+};
+
+// One rescheduled cubin (see optimized_cubins above).
+struct OptimizedCubin {
+  int64_t gpu_id = 0;
+  Problem problem;
+  std::string design;      // canonical text form
+  std::string kernel;      // the kernel (function) name inside the cubin
+  std::string source_key;  // compile-cache key of the cubin that was rescheduled
+  std::vector<uint8_t> cubin;
+  double time_before_us = 0;  // the compiled cubin, re-measured side by side with the rescheduled one
+  double time_after_us = 0;
+  double gain = 0;            // time_before / time_after - 1
+  std::string moves;          // the moves from the compiled schedule, one per line
+  std::string created_at;     // UTC, ISO 8601; filled by the store
+};
+
+struct BestDesign {
+  int64_t gpu_id = 0;
+  std::string gpu_name;
+  Problem problem;
+  TimingMode mode = TimingMode::kOffline;
+  std::string design;
+  double median_us = 0;
+  std::optional<double> reference_us;
+  std::optional<double> speedup;  // reference / median
+  int64_t measurements = 0;       // rows of this (gpu, problem, mode), every status
+};
+
+class Store {
+ public:
+  static constexpr int kSchemaVersion = 2;
+
+  // Opens or creates the database. Throws Error(kInvalidInput) when the file holds a schema this build does
+  // not know (newer, or not an rlgemm database), Error(kRuntime) on I/O failures.
+  explicit Store(const std::filesystem::path& file);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  int schema_version();
+  std::string journal_mode();
+
+  // The id of this GPU identity, inserting it on first use.
+  int64_t gpu_id(const GpuIdentity& gpu);
+
+  std::optional<TimingStats> reference(int64_t gpu_id, const Problem& problem, TimingMode mode);
+  void put_reference(int64_t gpu_id, const Problem& problem, TimingMode mode, const TimingStats& stats);
+
+  // Resume: was this design measured already on this GPU, problem and mode (any status)?
+  bool measured(int64_t gpu_id, const Problem& problem, const std::string& design, TimingMode mode);
+  std::optional<MeasurementRecord> find(int64_t gpu_id, const Problem& problem, const std::string& design,
+                                        TimingMode mode);
+  // Inserts the record; returns false (and changes nothing) when its key was recorded already.
+  bool record(const MeasurementRecord& record);
+  // Every measurement of a problem on a GPU in one mode, oldest first.
+  std::vector<MeasurementRecord> measurements(int64_t gpu_id, const Problem& problem, TimingMode mode);
+  int64_t count_measurements();
+  int64_t count_measurements(int64_t gpu_id, const Problem& problem, TimingMode mode);
+
+  std::optional<BestDesign> best(int64_t gpu_id, const Problem& problem, TimingMode mode);
+  std::vector<BestDesign> best_designs();
+
+  // Keeps the rescheduled cubin of (gpu, problem, design): inserts it, or replaces the one recorded only when
+  // this one's gain is higher. Returns whether it was stored. Throws Error(kInvalidInput) for an empty cubin
+  // or a gain that is not positive (an unimproved kernel has nothing to store).
+  bool put_optimized_cubin(const OptimizedCubin& record);
+  std::optional<OptimizedCubin> optimized_cubin(int64_t gpu_id, const Problem& problem, const std::string& design);
+
+  // "ok" when SQLite's integrity check passes, its report otherwise.
+  std::string integrity_check();
+
+ private:
+  void migrate();
+  std::filesystem::path path_;
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace rlgemm

@@ -1,0 +1,109 @@
+// The policy file round trip, its errors, and zero-shot proposals for shapes never measured.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "rlgemm/error.h"
+#include "search/rl_policy.h"
+#include "search/search_test_util.h"
+#include "search/synthetic_measurer.h"
+#include "search/tuner.h"
+
+namespace rlgemm::search {
+namespace {
+
+using testing::small_spec;
+using testing::TempDir;
+
+Policy trained_policy(Store& store, int evals) {
+  DesignSpace space(small_spec(), Layout::kTN);
+  Policy policy(space, RlOptions{}, 11);
+  auto strategy = make_rl_strategy(policy, 11);
+  SyntheticMeasurer measurer;
+  Tuner tuner(store, measurer, *strategy, small_spec());
+  TuneOptions options;
+  options.problems = {{{4096, 4096, 1024}, Layout::kTN}, {{256, 2048, 4096}, Layout::kTN},
+                      {{8192, 1024, 2048}, Layout::kTN}, {{1024, 8192, 512}, Layout::kTN}};
+  options.budget.evaluations = evals;
+  tuner.run(options);
+  return policy;
+}
+
+TEST(Policy, SaveAndLoadRoundTrip) {
+  TempDir dir;
+  Store store(dir / "t.db");
+  const Policy policy = trained_policy(store, 48);
+  EXPECT_GT(policy.updates(), 0);
+  policy.save(dir / "p.policy");
+  const Policy loaded = Policy::load(dir / "p.policy");
+  EXPECT_EQ(loaded.space_signature(), policy.space_signature());
+  EXPECT_EQ(loaded.updates(), policy.updates());
+  EXPECT_EQ(loaded.sm_count(), policy.sm_count());
+  DesignSpace space(small_spec(), Layout::kTN);
+  for (const Shape s : {Shape{64, 64, 64}, Shape{3000, 1000, 520}, Shape{16384, 128, 8192}}) {
+    const Problem p{s, Layout::kTN};
+    EXPECT_EQ(propose(loaded, space, p, 132), propose(policy, space, p, 132));
+    std::mt19937_64 a(5), b(5);
+    const auto ta = policy.sample(space, shape_features(p, 132), a, false);
+    const auto tb = loaded.sample(space, shape_features(p, 132), b, false);
+    ASSERT_EQ(ta.steps.size(), tb.steps.size());
+    for (size_t i = 0; i < ta.steps.size(); ++i) EXPECT_NEAR(ta.steps[i].log_prob, tb.steps[i].log_prob, 1e-6);
+  }
+  std::ifstream in(dir / "p.policy");
+  std::string first;
+  std::getline(in, first);
+  EXPECT_EQ(first, "rlgemm-policy 1");
+}
+
+TEST(Policy, MalformedFilesAreRejectedWithTheRule) {
+  TempDir dir;
+  DesignSpace space(small_spec(), Layout::kTN);
+  Policy(space, RlOptions{}, 1).save(dir / "good.policy");
+  std::string text;
+  {
+    std::ifstream in(dir / "good.policy");
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto expect_error = [&](const std::string& content, const std::string& words) {
+    std::ofstream(dir / "bad.policy") << content;
+    try {
+      Policy::load(dir / "bad.policy");
+      ADD_FAILURE() << "accepted: " << content.substr(0, 60);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  expect_error("hello", "rlgemm-policy");
+  expect_error("rlgemm-policy 2\n" + text.substr(text.find('\n') + 1), "version 2");
+  expect_error(text.substr(0, text.size() / 2), "truncated");
+  EXPECT_THROW(Policy::load(dir / "missing.policy"), Error);
+  // A policy for another space refuses to sample in this one.
+  SpaceSpec other = small_spec();
+  other.stages = {3, 4};
+  DesignSpace other_space(other, Layout::kTN);
+  const Policy p = Policy::load(dir / "good.policy");
+  EXPECT_THROW(propose(p, other_space, {{64, 64, 64}, Layout::kTN}, 132), Error);
+}
+
+TEST(Policy, ProposesAGoodValidDesignForAnUnseenShape) {
+  TempDir dir;
+  Store store(dir / "t.db");
+  const Policy policy = trained_policy(store, 120);
+  CostModel model;
+  for (Layout layout : {Layout::kTN, Layout::kNN}) {
+    DesignSpace space(small_spec(), layout);
+    const Problem unseen{{3072, 2560, 1536}, layout};  // off the grid, never measured
+    const Design d = propose(policy, space, unseen, 132);
+    EXPECT_FALSE(why_invalid(d, layout)) << to_string(d);
+    EXPECT_LT(space.index_of(space.encode(d)), space.size());
+    // Better than a typical design of the space: the policy carried something over.
+    std::vector<double> times;
+    for (size_t i = 0; i < space.size(); ++i) times.push_back(model.time_us(space.design(i), unseen));
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    EXPECT_LT(model.time_us(d, unseen), times[times.size() / 2]) << to_string(d);
+  }
+}
+
+}  // namespace
+}  // namespace rlgemm::search

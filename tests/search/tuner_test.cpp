@@ -1,0 +1,213 @@
+// The tuning loop: budgets, progress, resume after SIGKILL with no repeated measurement, two tuners on one
+// database, isolated and multi-worker measuring.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "rlgemm/error.h"
+#include "search/rl_policy.h"
+#include "search/search_test_util.h"
+#include "search/synthetic_measurer.h"
+#include "search/tuner.h"
+#include "search/worker.h"
+
+namespace rlgemm::search {
+namespace {
+
+using testing::small_spec;
+using testing::TempDir;
+
+const std::vector<Problem> kProblems = {{{1024, 1024, 1024}, Layout::kTN},
+                                        {{256, 4096, 2048}, Layout::kTN},
+                                        {{4096, 512, 512}, Layout::kNN}};
+
+TEST(Budget, ParsesEvaluationsAndMinutes) {
+  EXPECT_EQ(Budget::parse("200").evaluations, 200);
+  EXPECT_DOUBLE_EQ(Budget::parse("30min").minutes, 30);
+  EXPECT_DOUBLE_EQ(Budget::parse("1.5m").minutes, 1.5);
+  EXPECT_THROW(Budget::parse("ten"), Error);
+  EXPECT_THROW(Budget::parse("0"), Error);
+  EXPECT_THROW(Budget::parse("20s"), Error);
+  EXPECT_THROW(Budget::parse("2.5"), Error);
+}
+
+// Runs a tuner over kProblems; returns the number of measurements it made.
+int64_t tune(const std::filesystem::path& db, const std::string& strategy_name, int budget, uint64_t seed,
+             double delay_ms = 0, std::FILE* progress = nullptr) {
+  Store store(db);
+  BackendOptions options;
+  options.delay_ms = delay_ms;
+  SyntheticMeasurer measurer(options);
+  DesignSpace space(small_spec(), Layout::kTN);
+  Policy policy(space, RlOptions{}, seed);
+  StrategyPtr strategy = strategy_name == "rl" ? make_rl_strategy(policy, seed)
+                         : strategy_name == "evo" ? make_evo_strategy(seed)
+                                                  : make_random_strategy(seed);
+  Tuner tuner(store, measurer, *strategy, small_spec());
+  TuneOptions tune;
+  tune.problems = kProblems;
+  tune.budget.evaluations = budget;
+  tune.progress = progress;
+  const auto outcomes = tuner.run(tune);
+  for (const auto& o : outcomes) EXPECT_GE(int(o.evaluations.size()), budget);
+  return measurer.measure_calls();
+}
+
+TEST(Tuner, RecordsEveryMeasurementAndTheBest) {
+  TempDir dir;
+  std::FILE* progress = std::tmpfile();
+  EXPECT_EQ(tune(dir / "t.db", "evo", 24, 1, 0, progress), 3 * 24);
+  Store store(dir / "t.db");
+  EXPECT_EQ(store.count_measurements(), 3 * 24);
+  const auto best = store.best_designs();
+  ASSERT_EQ(best.size(), 3u);
+  for (const auto& b : best) {
+    ASSERT_TRUE(b.speedup);
+    EXPECT_GT(*b.speedup, 0.5);
+    EXPECT_EQ(b.measurements, 24);
+    const auto rows = store.measurements(b.gpu_id, b.problem, TimingMode::kOffline);
+    for (const auto& r : rows) {
+      EXPECT_EQ(r.strategy, "evo");
+      EXPECT_NEAR(r.reward, std::log(*b.reference_us / r.measurement.timing.median_us), 1e-9);
+      EXPECT_GE(r.measurement.timing.median_us, b.median_us);
+    }
+  }
+  std::rewind(progress);
+  std::string text(4096, '\0');
+  text.resize(std::fread(text.data(), 1, text.size(), progress));
+  std::fclose(progress);
+  EXPECT_NE(text.find("[3/3] nn 4096,512,512  evals 24/24  best "), std::string::npos) << text;
+  EXPECT_NE(text.find("left"), std::string::npos);
+  // Rerunning with the same budget measures nothing: everything is in the database.
+  EXPECT_EQ(tune(dir / "t.db", "evo", 24, 2), 0);
+  // A larger budget measures only the difference.
+  EXPECT_EQ(tune(dir / "t.db", "random", 30, 3), 3 * 6);
+}
+
+TEST(Tuner, ResumesAfterSigkillWithoutRepeatingAMeasurement) {
+  TempDir dir;
+  const auto db = dir / "t.db";
+  constexpr int kBudget = 40;
+  { Store create(db); }
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try { tune(db, "rl", kBudget, 1, 4.0); } catch (...) {}
+    ::_exit(0);
+  }
+  // Kill it in the middle of the second problem, while it writes.
+  Store store(db);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (store.count_measurements() < kBudget + 10 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the tuner finished before it could be killed";
+  const int64_t before = store.count_measurements();
+  ASSERT_GE(before, kBudget + 10);
+  ASSERT_LT(before, 3 * kBudget);
+  EXPECT_EQ(store.integrity_check(), "ok");
+
+  const int64_t measured = tune(db, "rl", kBudget, 1);
+  EXPECT_EQ(measured, 3 * kBudget - before);  // nothing measured twice
+  EXPECT_EQ(store.count_measurements(), 3 * kBudget);
+  const int64_t gpu = store.gpu_id(SyntheticMeasurer().gpu());
+  for (const auto& p : kProblems) EXPECT_EQ(store.count_measurements(gpu, p, TimingMode::kOffline), kBudget);
+}
+
+TEST(Tuner, TwoTunersOnOneDatabase) {
+  TempDir dir;
+  const auto db = dir / "t.db";
+  constexpr int kBudget = 30;
+  pid_t children[2];
+  for (int i = 0; i < 2; ++i) {
+    children[i] = ::fork();
+    ASSERT_GE(children[i], 0);
+    if (children[i] == 0) {
+      int code = 0;
+      try { tune(db, i == 0 ? "rl" : "random", kBudget, 10 + i, 0.5); } catch (const std::exception& e) {
+        std::fprintf(stderr, "tuner %d: %s\n", i, e.what());
+        code = 1;
+      }
+      ::_exit(code);
+    }
+  }
+  for (pid_t c : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(c, &status, 0), c);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  Store store(db);
+  EXPECT_EQ(store.integrity_check(), "ok");
+  const int64_t gpu = store.gpu_id(SyntheticMeasurer().gpu());
+  for (const auto& p : kProblems) {
+    const auto rows = store.measurements(gpu, p, TimingMode::kOffline);
+    EXPECT_GE(rows.size(), size_t(kBudget));
+    EXPECT_LE(rows.size(), size_t(2 * kBudget));
+    std::set<std::string> designs;
+    for (auto& r : rows) designs.insert(r.design);
+    EXPECT_EQ(designs.size(), rows.size());
+  }
+  // Both runs are complete: a third with the same budget has nothing to measure.
+  EXPECT_EQ(tune(db, "evo", kBudget, 3), 0);
+}
+
+TEST(Tuner, MeasuresThroughWorkersOnSeveralGpus) {
+  TempDir dir;
+  Store store(dir / "t.db");
+  std::vector<MeasurerPtr> members;
+  for (int i = 0; i < 2; ++i) {
+    WorkerLaunch launch;
+    launch.child = [] {
+      BackendOptions o;
+      o.simulate_faults = true;
+      return serve_worker(o, 0, 1);
+    };
+    members.push_back(std::make_unique<WorkerMeasurer>(launch));
+  }
+  PoolMeasurer pool(std::move(members));
+  auto strategy = make_random_strategy(4);
+  Tuner tuner(store, pool, *strategy, small_spec());
+  TuneOptions options;
+  options.problems = {kProblems[0], kProblems[2]};
+  options.budget.evaluations = 20;
+  const auto outcomes = tuner.run(options);
+  ASSERT_EQ(outcomes.size(), 2u);
+  for (const auto& o : outcomes) {
+    EXPECT_EQ(o.evaluations.size(), 20u);
+    EXPECT_EQ(o.measured_now, 20);
+    EXPECT_GT(o.speedup(), 0);
+    for (const auto& e : o.evaluations) EXPECT_EQ(e.status, MeasureStatus::kOk) << e.design;
+  }
+  EXPECT_EQ(store.count_measurements(), 40);
+}
+
+TEST(Tuner, MinutesBudgetStopsInTime) {
+  TempDir dir;
+  Store store(dir / "t.db");
+  BackendOptions slow;
+  slow.delay_ms = 20;
+  SyntheticMeasurer measurer(slow);
+  auto strategy = make_random_strategy(1);
+  Tuner tuner(store, measurer, *strategy, small_spec());
+  TuneOptions options;
+  options.problems = {kProblems[0], kProblems[1]};
+  options.budget = Budget::parse("0.02min");  // 1.2 s for both problems
+  const auto start = std::chrono::steady_clock::now();
+  const auto outcomes = tuner.run(options);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(took, 3.0);
+  ASSERT_EQ(outcomes.size(), 2u);
+  for (const auto& o : outcomes) EXPECT_GT(o.evaluations.size(), 5u);
+}
+
+}  // namespace
+}  // namespace rlgemm::search

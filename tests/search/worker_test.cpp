@@ -1,0 +1,143 @@
+// Isolated measuring: a worker that segfaults, hangs or computes wrong results costs one candidate; the
+// worker restarts and nothing else is lost.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "rlgemm/error.h"
+#include "search/synthetic_measurer.h"
+#include "search/worker.h"
+
+namespace rlgemm::search {
+namespace {
+
+WorkerLaunch forked_synthetic() {
+  WorkerLaunch launch;
+  launch.child = [] {
+    BackendOptions o;
+    o.simulate_faults = true;
+    return serve_worker(o, 0, 1);
+  };
+  return launch;
+}
+
+std::unique_ptr<WorkerMeasurer> make_worker(double timeout_s) {
+  WorkerLimits limits;
+  limits.request_timeout_s = timeout_s;
+  limits.startup_timeout_s = 20;
+  return std::make_unique<WorkerMeasurer>(forked_synthetic(), limits);
+}
+
+const Problem kProblem{{1024, 512, 2048}, Layout::kTN};
+const char* kGood = "sm90.ws.pingpong/64x128x64/s4/c1x1/raster_m.g8/splitk1/epi_tma";
+
+TEST(Worker, AnswersLikeTheBackendInProcess) {
+  auto worker = make_worker(20);
+  SyntheticMeasurer local;
+  EXPECT_EQ(worker->gpu(), local.gpu());
+  const Measurement m = worker->measure(parse_design(kGood), kProblem, TimingMode::kOffline);
+  const Measurement l = local.measure(parse_design(kGood), kProblem, TimingMode::kOffline);
+  EXPECT_EQ(m.status, MeasureStatus::kOk) << m.error;
+  EXPECT_DOUBLE_EQ(m.timing.median_us, l.timing.median_us);
+  EXPECT_EQ(m.source_hash, l.source_hash);
+  EXPECT_NEAR(worker->reference(kProblem, TimingMode::kServer).median_us,
+              local.reference(kProblem, TimingMode::kServer).median_us, 1e-9);
+  // A design the backend rejects is a failed candidate, not a broken worker.
+  const Measurement bad = worker->measure(parse_design("sm90.ws.coop/64x128x64/s4/c1x1/raster_m.g8/splitk1/epi_tma"),
+                                          kProblem, TimingMode::kOffline);
+  EXPECT_EQ(bad.status, MeasureStatus::kFailed);
+  EXPECT_NE(bad.error.find("cooperative"), std::string::npos) << bad.error;
+  EXPECT_EQ(worker->restarts(), 0);
+}
+
+TEST(Worker, FaultHangAndWrongCostOneCandidateEach) {
+  auto worker = make_worker(1.5);
+  const Design good = parse_design(kGood);
+  ASSERT_EQ(worker->measure(good, kProblem, TimingMode::kOffline).status, MeasureStatus::kOk);
+  const pid_t first = worker->pid();
+
+  const Measurement fault = worker->measure(parse_design("test.fault"), kProblem, TimingMode::kOffline);
+  EXPECT_EQ(fault.status, MeasureStatus::kCrashed);
+  EXPECT_NE(fault.error.find("signal 11"), std::string::npos) << fault.error;
+  EXPECT_EQ(worker->measure(good, kProblem, TimingMode::kOffline).status, MeasureStatus::kOk);
+  EXPECT_EQ(worker->restarts(), 1);
+  EXPECT_NE(worker->pid(), first);
+
+  const auto start = std::chrono::steady_clock::now();
+  const Measurement hang = worker->measure(parse_design("test.hang"), kProblem, TimingMode::kOffline);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(hang.status, MeasureStatus::kTimeout);
+  EXPECT_NE(hang.error.find("watchdog"), std::string::npos) << hang.error;
+  EXPECT_GE(waited, 1.4);
+  EXPECT_LT(waited, 10);
+  EXPECT_EQ(worker->measure(good, kProblem, TimingMode::kOffline).status, MeasureStatus::kOk);
+  EXPECT_EQ(worker->restarts(), 2);
+
+  const Measurement wrong = worker->measure(parse_design("test.wrong"), kProblem, TimingMode::kOffline);
+  EXPECT_EQ(wrong.status, MeasureStatus::kWrong);
+  EXPECT_EQ(worker->restarts(), 2);  // a wrong result does not take the worker down
+  EXPECT_EQ(worker->measure(good, kProblem, TimingMode::kOffline).status, MeasureStatus::kOk);
+}
+
+TEST(Worker, PoolOfWorkersKeepsOrderAndSurvivesFaults) {
+  std::vector<MeasurerPtr> members;
+  members.push_back(make_worker(1.5));
+  members.push_back(make_worker(1.5));
+  PoolMeasurer pool(std::move(members));
+  EXPECT_EQ(pool.parallelism(), 2);
+  std::vector<Design> designs = {parse_design(kGood), parse_design("test.fault"),
+                                 parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_tma"),
+                                 parse_design("test.wrong"), parse_design("test.hang"), parse_design(kGood)};
+  const auto results = pool.measure_batch(designs, kProblem, TimingMode::kOffline);
+  ASSERT_EQ(results.size(), designs.size());
+  EXPECT_EQ(results[0].status, MeasureStatus::kOk);
+  EXPECT_EQ(results[1].status, MeasureStatus::kCrashed);
+  EXPECT_EQ(results[2].status, MeasureStatus::kOk);
+  EXPECT_EQ(results[3].status, MeasureStatus::kWrong);
+  EXPECT_EQ(results[4].status, MeasureStatus::kTimeout);
+  EXPECT_EQ(results[5].status, MeasureStatus::kOk);
+  EXPECT_DOUBLE_EQ(results[0].timing.median_us, results[5].timing.median_us);
+}
+
+TEST(Worker, ABackendThatCannotStartIsReportedWithItsReason) {
+  WorkerLaunch launch;
+  launch.child = [] {
+    BackendOptions o;
+    o.backend = "gpu";
+    return serve_worker(o, 0, 1);
+  };
+  WorkerMeasurer worker(launch);
+  try {
+    worker.gpu();
+    FAIL() << "a missing backend started";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not available in this build"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Worker, GpuSelection) {
+  BackendOptions synthetic;
+  EXPECT_EQ(parse_gpu_selection("all", synthetic), std::vector<int>{0});
+  EXPECT_EQ(parse_gpu_selection("2", synthetic), (std::vector<int>{0, 1}));
+  EXPECT_EQ(parse_gpu_selection("0,3", synthetic), (std::vector<int>{0, 3}));
+  EXPECT_THROW(parse_gpu_selection("0,0", synthetic), Error);
+  EXPECT_THROW(parse_gpu_selection("some", synthetic), Error);
+  EXPECT_THROW(parse_gpu_selection("0", synthetic), Error);
+}
+
+TEST(Worker, TheRlgemmWorkerSubcommandServesTheProtocol) {
+  const std::filesystem::path exe = std::filesystem::path(RLGEMM_BINARY_DIR) / "rlgemm";
+  if (!std::filesystem::exists(exe)) GTEST_SKIP() << "the rlgemm executable is not built in " << RLGEMM_BINARY_DIR;
+  MeasurerSetup setup;
+  setup.worker_exe = exe.string();
+  setup.timeout_s = 2;
+  auto measurer = make_measurer(setup);
+  EXPECT_EQ(measurer->measure(parse_design(kGood), kProblem, TimingMode::kOffline).status, MeasureStatus::kOk);
+  EXPECT_EQ(measurer->measure(parse_design("test.fault"), kProblem, TimingMode::kOffline).status,
+            MeasureStatus::kCrashed);
+  EXPECT_EQ(measurer->measure(parse_design(kGood), kProblem, TimingMode::kOffline).status, MeasureStatus::kOk);
+}
+
+}  // namespace
+}  // namespace rlgemm::search

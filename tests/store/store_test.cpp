@@ -1,0 +1,174 @@
+// The tuning database: schema and version, WAL, the best-design view, resume queries, and two processes
+// writing one file at once.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "rlgemm/error.h"
+#include "store/store.h"
+
+namespace rlgemm {
+namespace {
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("rlgemm-store-test-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path file(const std::string& name = "tune.db") const { return dir_ / name; }
+  std::filesystem::path dir_;
+};
+
+GpuIdentity h100() { return {"NVIDIA H100 80GB HBM3", 132, 9, 0, 1980000, 2619000, 13000, 232448}; }
+
+MeasurementRecord ok_record(int64_t gpu, const Problem& p, const std::string& design, double us, double ref) {
+  MeasurementRecord r;
+  r.gpu_id = gpu;
+  r.problem = p;
+  r.design = design;
+  r.measurement.status = MeasureStatus::kOk;
+  r.measurement.source_hash = "abc";
+  r.measurement.compile_seconds = 0.5;
+  r.measurement.timing = {us, us * 0.99, us * 1.1, 50};
+  r.reward = std::log(ref / us);
+  r.strategy = "rl";
+  return r;
+}
+
+TEST_F(StoreTest, CreatesTheSchemaWithItsVersionInWalMode) {
+  Store store(file());
+  EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
+  EXPECT_EQ(store.journal_mode(), "wal");
+  EXPECT_EQ(store.integrity_check(), "ok");
+  // Reopening an existing database keeps it.
+  const int64_t gpu = store.gpu_id(h100());
+  Store again(file());
+  EXPECT_EQ(again.gpu_id(h100()), gpu);
+}
+
+TEST_F(StoreTest, RejectsANewerSchemaAndForeignDatabases) {
+  { Store store(file()); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file().c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE schema_version SET version = 99", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  try {
+    Store store(file());
+    FAIL() << "a newer schema was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+    EXPECT_NE(std::string(e.what()).find("schema version 99"), std::string::npos) << e.what();
+  }
+  ASSERT_EQ(sqlite3_open(file("other.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t (x)", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  EXPECT_THROW(Store store(file("other.db")), Error);
+}
+
+TEST_F(StoreTest, RecordsOnceAndAnswersResumeQueries) {
+  Store store(file());
+  const int64_t gpu = store.gpu_id(h100());
+  const Problem p{{1024, 2048, 512}, Layout::kTN};
+  const std::string d = "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_tma";
+  EXPECT_FALSE(store.measured(gpu, p, d, TimingMode::kOffline));
+  EXPECT_TRUE(store.record(ok_record(gpu, p, d, 10.0, 12.0)));
+  EXPECT_TRUE(store.measured(gpu, p, d, TimingMode::kOffline));
+  EXPECT_FALSE(store.measured(gpu, p, d, TimingMode::kServer));
+  EXPECT_FALSE(store.measured(gpu, {{1024, 2048, 512}, Layout::kNN}, d, TimingMode::kOffline));
+  EXPECT_FALSE(store.record(ok_record(gpu, p, d, 9.0, 12.0)));  // same key: kept once, first value
+  auto found = store.find(gpu, p, d, TimingMode::kOffline);
+  ASSERT_TRUE(found);
+  EXPECT_DOUBLE_EQ(found->measurement.timing.median_us, 10.0);
+  EXPECT_EQ(found->measurement.status, MeasureStatus::kOk);
+  EXPECT_EQ(found->strategy, "rl");
+  EXPECT_FALSE(found->created_at.empty());
+  EXPECT_EQ(store.count_measurements(gpu, p, TimingMode::kOffline), 1);
+}
+
+TEST_F(StoreTest, BestViewPicksTheFastestCorrectDesignWithItsSpeedup) {
+  Store store(file());
+  const int64_t gpu = store.gpu_id(h100());
+  const Problem p{{4096, 4096, 4096}, Layout::kTN};
+  store.put_reference(gpu, p, TimingMode::kOffline, {200, 198, 210, 100});
+  store.record(ok_record(gpu, p, "a", 190, 200));
+  store.record(ok_record(gpu, p, "b", 170, 200));
+  auto wrong = ok_record(gpu, p, "c", 100, 200);  // fast but wrong: never the best
+  wrong.measurement.status = MeasureStatus::kWrong;
+  store.record(wrong);
+  auto crashed = ok_record(gpu, p, "d", 0, 200);
+  crashed.measurement.status = MeasureStatus::kCrashed;
+  crashed.measurement.error = "worker died on signal 11";
+  crashed.reward = -1;
+  store.record(crashed);
+  store.record(ok_record(gpu, {{64, 64, 64}, Layout::kTN}, "a", 5, 6));
+  auto best = store.best(gpu, p, TimingMode::kOffline);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->design, "b");
+  EXPECT_DOUBLE_EQ(best->median_us, 170);
+  ASSERT_TRUE(best->speedup);
+  EXPECT_NEAR(*best->speedup, 200.0 / 170.0, 1e-12);
+  EXPECT_EQ(best->measurements, 4);
+  EXPECT_EQ(best->gpu_name, h100().name);
+  const auto all = store.best_designs();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_FALSE(all[0].speedup);  // 64,64,64 has no reference recorded
+  auto rows = store.measurements(gpu, p, TimingMode::kOffline);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[3].measurement.status, MeasureStatus::kCrashed);
+  EXPECT_EQ(rows[3].measurement.error, "worker died on signal 11");
+}
+
+TEST_F(StoreTest, TwoProcessesWritingAtOnceLeaveAConsistentDatabase) {
+  { Store store(file()); }
+  constexpr int kRows = 300;
+  auto writer = [&](int which) {
+    Store store(file());
+    const int64_t gpu = store.gpu_id(h100());
+    // Overlapping keys: both processes write designs 0..kRows-1 of the same problem.
+    for (int i = 0; i < kRows; ++i) {
+      const int d = which == 0 ? i : kRows - 1 - i;
+      store.record(ok_record(gpu, {{256, 256, 256}, Layout::kTN}, "d" + std::to_string(d), 10 + d, 20));
+      store.record(ok_record(gpu, {{512, 512, 256 + 8 * which}, Layout::kTN}, "d" + std::to_string(i), 10, 20));
+    }
+  };
+  pid_t children[2];
+  for (int w = 0; w < 2; ++w) {
+    children[w] = ::fork();
+    ASSERT_GE(children[w], 0);
+    if (children[w] == 0) {
+      int code = 0;
+      try { writer(w); } catch (const std::exception& e) { std::fprintf(stderr, "%s\n", e.what()); code = 1; }
+      ::_exit(code);
+    }
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  Store store(file());
+  EXPECT_EQ(store.integrity_check(), "ok");
+  EXPECT_EQ(store.count_measurements(), 3 * kRows);
+  const int64_t gpu = store.gpu_id(h100());
+  EXPECT_EQ(store.count_measurements(gpu, {{256, 256, 256}, Layout::kTN}, TimingMode::kOffline), kRows);
+}
+
+TEST(StoreNames, StatusAndModeRoundTrip) {
+  for (auto s : {MeasureStatus::kOk, MeasureStatus::kWrong, MeasureStatus::kFailed, MeasureStatus::kTimeout,
+                 MeasureStatus::kCrashed})
+    EXPECT_EQ(parse_measure_status(to_string(s)), s);
+  EXPECT_EQ(parse_timing_mode("server"), TimingMode::kServer);
+  EXPECT_THROW(parse_timing_mode("fast"), Error);
+  EXPECT_THROW(parse_measure_status("meh"), Error);
+}
+
+}  // namespace
+}  // namespace rlgemm
