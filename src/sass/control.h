@@ -1,0 +1,43 @@
+// The scheduling fields ptxas writes into the top bits of every Volta-to-Hopper instruction word.
+// Bit numbers count from bit 0 of the first little-endian 64-bit half; the layout was checked on sm_90a
+// cubins (tests/sass/control_fields_test.cpp): variable-latency instructions set a write scoreboard,
+// fixed-latency ALU instructions never do, every waited scoreboard was set earlier, and the reuse field is
+// non-zero exactly where nvdisasm prints ".reuse".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sass/cubin.h"
+
+namespace rlgemm::sass {
+
+inline constexpr int kNoScoreboard = 7;
+
+struct ControlFields {
+  int stall = 0;                     // bits 105-108: cycles before the next instruction may issue
+  bool yield = false;                // bit 109
+  int write_sb = kNoScoreboard;      // bits 110-112: scoreboard released when the result is written
+  int read_sb = kNoScoreboard;       // bits 113-115: scoreboard released when the sources have been read
+  int wait_mask = 0;                 // bits 116-121: scoreboards that must be released before issue
+  int reuse = 0;                     // bits 122-125: operand-reuse cache flags
+
+  int sets_mask() const {
+    return (write_sb < 6 ? 1 << write_sb : 0) | (read_sb < 6 ? 1 << read_sb : 0);
+  }
+  std::string to_string() const;  // "[B------:R-:W2:Y:S04]"-like, as CuAssembler prints it
+};
+
+inline ControlFields decode_control(const InstructionWord& w) {
+  const uint64_t c = w.hi >> (105 - 64);
+  ControlFields f;
+  f.stall = int(c & 0xf);
+  f.yield = ((c >> 4) & 1) != 0;
+  f.write_sb = int((c >> 5) & 7);
+  f.read_sb = int((c >> 8) & 7);
+  f.wait_mask = int((c >> 11) & 0x3f);
+  f.reuse = int((c >> 17) & 0xf);
+  return f;
+}
+
+}  // namespace rlgemm::sass

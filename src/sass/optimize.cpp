@@ -1,0 +1,116 @@
+#include "sass/optimize.h"
+
+#include <map>
+
+#include "rlgemm/error.h"
+
+namespace rlgemm::sass {
+namespace {
+
+GpuEvaluatorFactory& gpu_factory() {
+  static GpuEvaluatorFactory factory;
+  return factory;
+}
+
+}  // namespace
+
+void set_gpu_evaluator_factory(GpuEvaluatorFactory factory) { gpu_factory() = std::move(factory); }
+
+std::unique_ptr<Evaluator> make_evaluator(const std::string& kind, const GpuEvaluationTarget* target) {
+  if (kind == "synthetic") return std::make_unique<SyntheticEvaluator>();
+  if (kind == "gpu") {
+    if (!gpu_factory())
+      fail("--evaluator gpu is not available in this build: no GPU evaluator is linked (use --evaluator synthetic)");
+    if (!target)
+      fail("--evaluator gpu runs the kernel, so it needs the design and problem the cubin was compiled for: "
+           "add --design, --shape and --layout");
+    return gpu_factory()(*target);
+  }
+  fail("unknown evaluator '" + kind + "': expected synthetic or gpu");
+}
+
+std::vector<std::string> verify_patch(const Cubin& original, const KernelCode& code, const std::vector<int>& order,
+                                      const std::vector<uint8_t>& patched) {
+  std::vector<std::string> problems = check_invariants(code, order);
+  if (!problems.empty()) return problems;
+  const Cubin reread = Cubin::parse(patched, "patched cubin");
+  const KernelText before = original.kernel(code.text().name);
+  const KernelText after = reread.kernel(code.text().name);
+  for (size_t s = 0; s < order.size(); ++s)
+    if (!(after.words[s] == before.words[order[s]])) problems.push_back("slot " + std::to_string(s) + " does not hold the moved word");
+  std::vector<int> slot_of(order.size());
+  for (size_t s = 0; s < order.size(); ++s) slot_of[order[s]] = int(s);
+  if (after.offset_refs.size() != before.offset_refs.size()) problems.push_back("offset references changed in number");
+  for (size_t i = 0; i < std::min(after.offset_refs.size(), before.offset_refs.size()); ++i) {
+    const auto& b = before.offset_refs[i];
+    const auto& a = after.offset_refs[i];
+    const uint64_t want = uint64_t(slot_of[b.value / kInstructionBytes]) * kInstructionBytes + b.value % kInstructionBytes;
+    if (a.value != want) problems.push_back("offset reference " + std::to_string(i) + " does not follow its instruction");
+  }
+  const DisasmFunction dis = disassemble_kernel(patched, code.text().name);
+  if (dis.instructions.size() != order.size()) {
+    problems.push_back("nvdisasm lists a different number of instructions");
+    return problems;
+  }
+  std::map<std::string, int> multiset;
+  for (size_t s = 0; s < order.size(); ++s) {
+    const std::string want = code.at(order[s]).dis.text();
+    const std::string got = dis.instructions[s].text();
+    ++multiset[want];
+    --multiset[got];
+    if (want != got && problems.size() < 10)
+      problems.push_back("slot " + std::to_string(s) + " disassembles as '" + got + "', expected '" + want + "'");
+  }
+  for (const auto& [text, count] : multiset)
+    if (count != 0) {
+      problems.push_back("the multiset of instructions changed (" + text + ")");
+      break;
+    }
+  return problems;
+}
+
+SassOptReport optimize_kernel(const Cubin& cubin, const std::string& kernel, Evaluator& evaluator,
+                              const std::string& agent, int steps, uint64_t seed) {
+  if (steps < 1) fail("--steps must be at least 1");
+  if (agent != "ppo" && agent != "anneal" && agent != "greedy")
+    fail("unknown agent '" + agent + "': expected ppo, anneal or greedy");
+  const KernelCode code = KernelCode::load(cubin, kernel);
+  const KernelText text = cubin.kernel(kernel);
+  Game game(code, evaluator, [&](const std::vector<int>& order) { return cubin.write(text, order); });
+  SearchOptions search{steps, seed, 32};
+  SassOptReport report;
+  report.instructions = code.size();
+  report.movable = code.movable().size();
+  report.notes = code.notes;
+  if (agent == "ppo") report.search = search_ppo(game, search);
+  else if (agent == "anneal") report.search = search_anneal(game, search);
+  else report.search = search_greedy(game, search);
+  std::vector<uint8_t> patched = cubin.write(text, report.search.best_order);
+  report.problems = verify_patch(cubin, code, report.search.best_order, patched);
+  if (report.problems.empty()) {
+    // The chosen schedule is measured once more: it must still run and give identical output.
+    Schedule best(code);
+    for (const auto& step : report.search.path) best.apply(step.move);
+    if (best.order() != report.search.best_order) report.problems.push_back("replaying the moves does not give the best schedule");
+    const Measurement m = game.measure(best);
+    if (!m.ok) report.problems.push_back("the best schedule failed its final evaluation: " + m.failure);
+  }
+  if (report.problems.empty()) report.patched = std::move(patched);
+  return report;
+}
+
+SassOptReport run_sass_opt(const SassOptOptions& options) {
+  if (options.steps < 1) fail("--steps must be at least 1");
+  if (options.agent != "ppo" && options.agent != "anneal" && options.agent != "greedy")
+    fail("unknown agent '" + options.agent + "': expected ppo, anneal or greedy");
+  const Cubin cubin = Cubin::load(options.cubin_path);
+  auto evaluator = make_evaluator(options.evaluator, nullptr);
+  SassOptReport report = optimize_kernel(cubin, options.kernel, *evaluator, options.agent, options.steps, options.seed);
+  if (report.problems.empty() && !options.out_path.empty()) {
+    write_file_atomically(options.out_path, report.patched);
+    report.written = true;
+  }
+  return report;
+}
+
+}  // namespace rlgemm::sass
