@@ -57,6 +57,25 @@ CheckResult Gate::check(Implementation& impl, cudaStream_t stream) {
   if (!normal.ok) return normal;
   CheckResult positive = check_set(impl, 1, stream);
   positive.worst_ratio = std::max(positive.worst_ratio, normal.worst_ratio);
+  if (!positive.ok || !impl.runtime_shape() || problem_.shape.k >= kLongK.k) return positive;
+  // A short K cannot expose an fp16 accumulator. An implementation that serves every shape with one kernel
+  // is also checked, once per layout, on a long K of positive inputs.
+  const auto key = std::make_pair(impl.name(), problem_.layout);
+  if (!long_k_passed_.count(key)) {
+    auto& probe = long_k_[int(problem_.layout)];
+    if (!probe) {
+      probe = std::make_unique<Gate>();
+      probe->load({kLongK, problem_.layout}, seed_ ^ 0x10c6ull, stream);
+    }
+    impl.prepare(probe->problem(), probe->operands(), stream);
+    CheckResult r = probe->check_set(impl, 1, stream);
+    impl.prepare(problem_, operands(), stream);
+    if (!r.ok) {
+      r.why = "long-K probe " + kLongK.to_string() + ": " + r.why;
+      return r;
+    }
+    long_k_passed_.insert(key);
+  }
   return positive;
 }
 

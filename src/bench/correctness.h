@@ -8,7 +8,10 @@
 
 #include <cuda_fp16.h>
 
+#include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/device_data.h"
@@ -36,8 +39,13 @@ CheckResult compare_samples(const std::vector<half>& got, const Reference& ref, 
 // use) and set 1 (uniform positive), drawn afresh by load().
 class Gate {
  public:
+  // The shape of the long-K probe (see check()).
+  static constexpr Shape kLongK{128, 128, 8192};
+
   void load(const Problem& problem, uint64_t seed, cudaStream_t stream);
-  // Both checks on `impl`, which must already be prepared for the loaded problem.
+  // Both checks on `impl`, which must already be prepared for the loaded problem. An implementation with
+  // run-time shapes is also checked once per layout on kLongK with positive inputs, when the loaded K is
+  // shorter (it is left prepared for the loaded problem again).
   CheckResult check(Implementation& impl, cudaStream_t stream);
   // Rewrites set 0 with the same values (CUDA-L2's "inputs freshly written").
   void rewrite_inputs(cudaStream_t stream);
@@ -51,6 +59,8 @@ class Gate {
   GuardedBuffer a_[2], b_[2], c_;
   SampleSet samples_;
   Reference ref_[2];
+  std::unique_ptr<Gate> long_k_[2];                       // per layout, loaded on first use
+  std::set<std::pair<std::string, Layout>> long_k_passed_;  // implementations that passed the probe
 };
 
 }  // namespace rlgemm::bench

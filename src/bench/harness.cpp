@@ -135,6 +135,7 @@ nlohmann::json identity(const BenchConfig& config, const DeviceInfo& dev) {
                       {"tolerance", "|c-ref| <= 2^-10 |ref| + 2^-16 sum|a*b|"},
                       {"checks", "standard-normal inputs, then uniform-positive inputs; C poisoned with NaN; guard bands"}};
   j["shard"] = std::to_string(config.shard_index) + "/" + std::to_string(config.shard_count);
+  if (config.extra.is_object()) j.update(config.extra);
   return j;
 }
 

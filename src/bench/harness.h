@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@ struct BenchConfig {
   TimingOptions timing;
   std::string out_csv;       // the JSON goes beside it, same stem
   std::string command_line;  // recorded in the JSON
+  nlohmann::json extra;      // more facts for the JSON (e.g. the designs' compile times), merged in
   int device = 0;
   int shard_index = 0;       // measure shapes i with i % shard_count == shard_index
   int shard_count = 1;

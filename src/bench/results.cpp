@@ -7,6 +7,7 @@
 #include <map>
 #include <ostream>
 #include <sstream>
+#include <tuple>
 
 #include "rlgemm/error.h"
 
@@ -113,6 +114,32 @@ Stats speedup_stats(const std::vector<double>& v) {
   s.arith_mean = sum / double(v.size());
   s.geo_mean = std::exp(log_sum / double(v.size()));
   return s;
+}
+
+bool is_design_row(const Row& row) { return row.impl.find('/') != std::string::npos; }
+
+std::vector<Row> best_of_designs(const std::vector<Row>& rows, const std::string& name) {
+  std::vector<Row> out;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, size_t> best;  // problem and mode -> index in out
+  for (const Row& row : rows) {
+    if (!is_design_row(row)) {
+      out.push_back(row);
+      continue;
+    }
+    const auto key = std::make_tuple(row.shape.m, row.shape.n, row.shape.k, int(row.layout), int(row.mode));
+    Row candidate = row;
+    candidate.impl = name;
+    candidate.detail = row.correct ? row.impl : "no design passed the gate";
+    auto [it, inserted] = best.emplace(key, out.size());
+    if (inserted) {
+      out.push_back(candidate);
+      continue;
+    }
+    Row& held = out[it->second];
+    const bool better = row.correct && (!held.correct || row.time_us < held.time_us);
+    if (better) held = candidate;
+  }
+  return out;
 }
 
 std::vector<SummaryGroup> summarize(const std::vector<Row>& rows) {

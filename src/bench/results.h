@@ -52,6 +52,13 @@ struct SummaryGroup {
   std::vector<Row> worst;  // up to 5 lowest speedups
 };
 
+// rlgemm design rows are named by the design's text form, which always contains '/'.
+bool is_design_row(const Row& row);
+// For each (shape, layout, mode), the rows of rlgemm designs reduced to the fastest correct one, named
+// `name`, with the design in its detail column; other rows pass through. A problem where no design passed
+// keeps one row with correct = 0 saying so.
+std::vector<Row> best_of_designs(const std::vector<Row>& rows, const std::string& name = "rlgemm_best");
+
 // Groups correct rows with a speedup by (mode, layout, implementation), in first-seen order.
 std::vector<SummaryGroup> summarize(const std::vector<Row>& rows);
 void print_summary(std::ostream& out, const std::vector<SummaryGroup>& groups);

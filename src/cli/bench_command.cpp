@@ -10,6 +10,13 @@
 #include "core/cuda_util.h"
 #include "rlgemm/error.h"
 #include "rlgemm/shapes.h"
+#ifdef RLGEMM_HAVE_MEASURE
+#include <chrono>
+#include <fstream>
+
+#include "measure/design_implementation.h"
+#include "rlgemm/design.h"
+#endif
 
 namespace rlgemm::cli {
 namespace {
@@ -25,6 +32,8 @@ struct BenchArgs {
   std::vector<std::string> shape_list;
   std::string layout = "both";
   std::vector<std::string> impls;
+  std::vector<std::string> designs;
+  std::string designs_file;
   std::vector<std::string> modes{"offline"};
   std::string out = "rlgemm-bench.csv";
   bool quick = false;
@@ -48,6 +57,39 @@ std::vector<std::string> split_list(const std::vector<std::string>& items) {
   return out;
 }
 
+#ifdef RLGEMM_HAVE_MEASURE
+// Design texts from --design and from --designs FILE (one per line; '#' starts a comment), parsed before any
+// GPU work so that a typo fails at once with the field that does not parse.
+std::vector<Design> read_designs(const BenchArgs& a) {
+  std::vector<std::string> texts = a.designs;
+  if (!a.designs_file.empty()) {
+    std::ifstream in(a.designs_file);
+    if (!in) fail("cannot read designs file '" + a.designs_file + "'");
+    std::string line;
+    int number = 0;
+    while (std::getline(in, line)) {
+      ++number;
+      line = line.substr(0, line.find('#'));
+      const auto b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
+      if (b == std::string::npos) continue;
+      texts.push_back(line.substr(b, e - b + 1));
+      try {
+        parse_design(texts.back());
+      } catch (const Error& err) {
+        fail(a.designs_file + ":" + std::to_string(number) + ": " + err.what());
+      }
+    }
+  }
+  std::vector<Design> designs;
+  for (const auto& t : texts) {
+    Design d = parse_design(t);
+    if (d.family == Family::kTest) fail("design '" + t + "' is a fault-injection design, not a kernel to benchmark");
+    if (std::find(designs.begin(), designs.end(), d) == designs.end()) designs.push_back(d);
+  }
+  return designs;
+}
+#endif
+
 int run(BenchArgs& a) {
   using namespace bench;
   BenchConfig config;
@@ -58,6 +100,9 @@ int run(BenchArgs& a) {
   for (const auto& s : a.shape_list) config.shapes.push_back(parse_shape(s));
   config.layouts = parse_layouts(a.layout);
   config.modes = parse_modes(split_list(a.modes));
+#ifdef RLGEMM_HAVE_MEASURE
+  const std::vector<Design> designs = read_designs(a);
+#endif
   auto names = split_list(a.impls);
   const bool torch_asked = std::find(names.begin(), names.end(), kTorchImplementation) != names.end();
   auto known = cublas_implementation_names();
@@ -116,6 +161,29 @@ int run(BenchArgs& a) {
 
   open_device(a.device);  // a clear "no GPU" error before any library touches the device
   for (const auto& name : names) config.implementations.push_back(make_cublas_implementation(name));
+#ifdef RLGEMM_HAVE_MEASURE
+  if (!designs.empty()) {
+    // Every design is compiled (concurrently, into the cubin cache) before the first problem is measured;
+    // a design that does not compile gets rows with correct = 0 and the compiler's reason.
+    const DeviceInfo dev = open_device(a.device);
+    const auto start = std::chrono::steady_clock::now();
+    const auto report = measure::precompile(designs, config.layouts, dev);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    nlohmann::json compile = nlohmann::json::array();
+    for (const auto& [label, seconds] : report.compile_seconds) compile.push_back({{"kernel", label}, {"seconds", seconds}});
+    config.extra["compile"] = {{"kernels", compile}, {"wall_s", wall}, {"failures", report.failures}};
+    std::cerr << "rlgemm: " << report.compile_seconds.size() << " kernels ready in " << wall << " s";
+    if (!report.failures.empty()) std::cerr << ", " << report.failures.size() << " failed to build";
+    std::cerr << "\n";
+    for (const auto& f : report.failures) std::cerr << "rlgemm: note: " << f.substr(0, f.find('\n')) << "\n";
+    nlohmann::json texts = nlohmann::json::array();
+    for (const Design& d : designs) {
+      texts.push_back(to_string(d));
+      config.implementations.push_back(std::make_unique<measure::DesignImplementation>(d, dev));
+    }
+    config.extra["designs"] = texts;
+  }
+#endif
 
   g_stop = false;
   std::signal(SIGINT, on_interrupt);
@@ -146,6 +214,10 @@ const CommandRegistration registration("bench", [](CLI::App& app) -> std::functi
   cmd->add_option("--shape", args->shape_list, "one shape M,N,K (repeatable)");
   cmd->add_option("--layout", args->layout, "nn (B is K x N), tn (B stored N x K) or both")->capture_default_str();
   cmd->add_option("--impl", args->impls, "implementations, comma-separated: cublas_nn, cublas_tn, lt_heuristic, lt_auto, torch (default: all; torch where PyTorch is installed)");
+#ifdef RLGEMM_HAVE_MEASURE
+  cmd->add_option("--design", args->designs, "an rlgemm kernel design to measure too, e.g. sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma (repeatable)");
+  cmd->add_option("--designs", args->designs_file, "a file of designs, one per line ('#' comments)")->check(CLI::ExistingFile);
+#endif
   cmd->add_option("--mode", args->modes, "timing modes, comma-separated: offline, server, cold, cudal2")->capture_default_str();
   cmd->add_option("--out", args->out, "results CSV; the run's JSON is written beside it")->capture_default_str();
   cmd->add_flag("--quick", args->quick, "fewer batches and samples: faster, less precise");

@@ -6,6 +6,9 @@
 #include "cli/command.h"
 #include "core/cuda_util.h"
 #include "rlgemm/error.h"
+#ifdef RLGEMM_HAVE_MEASURE
+#include "measure/gpu_measurer.h"
+#endif
 
 namespace rlgemm::cli {
 
@@ -25,6 +28,9 @@ CommandRegistration::CommandRegistration(std::string name, CommandSetup setup) {
 
 int main(int argc, char** argv) {
   using namespace rlgemm;
+#ifdef RLGEMM_HAVE_MEASURE
+  measure::install_gpu_backends();
+#endif
   for (int i = 0; i < argc; ++i) cli::g_command_line += (i ? " " : "") + std::string(argv[i]);
   CLI::App app{"rlgemm: generates, checks and tunes half-precision GEMM kernels for NVIDIA GPUs"};
   app.set_version_flag("--version", std::string(version()) + " (" + build_commit() + ")");

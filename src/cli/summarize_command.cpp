@@ -15,6 +15,7 @@ namespace {
 struct SummarizeArgs {
   std::vector<std::string> inputs;
   std::string out;
+  bool best_of_designs = false;
 };
 
 int run(const SummarizeArgs& a) {
@@ -32,6 +33,7 @@ int run(const SummarizeArgs& a) {
     }
     sources.push_back(source);
   }
+  if (a.best_of_designs) rows = best_of_designs(rows);
   const auto groups = summarize(rows);
   if (!a.out.empty()) {
     const auto out = std::filesystem::path(a.out);
@@ -44,6 +46,8 @@ int run(const SummarizeArgs& a) {
     }
     std::filesystem::rename(out.string() + ".tmp", out);
     nlohmann::json meta = {{"merged_from", sources}, {"rows", rows.size()}, {"command", command_line()}};
+    if (a.best_of_designs)
+      meta["rows_of_designs"] = "for each problem and mode, the fastest correct design measured (rlgemm_best; the design in detail)";
     meta["summary"] = summary_json(groups);
     std::ofstream(std::filesystem::path(a.out).replace_extension(".json")) << meta.dump(2) << '\n';
   }
@@ -57,6 +61,8 @@ const CommandRegistration registration("summarize", [](CLI::App& app) -> std::fu
   auto* cmd = app.add_subcommand("summarize", "Print the summary of results CSVs; --out merges them into one");
   cmd->add_option("files", args->inputs, "results CSVs written by rlgemm bench")->required()->check(CLI::ExistingFile);
   cmd->add_option("--out", args->out, "write the merged rows here (and a JSON beside it)");
+  cmd->add_flag("--best-of-designs", args->best_of_designs,
+                "reduce rlgemm designs' rows to the fastest correct design per problem (impl rlgemm_best)");
   return [args] { return run(*args); };
 });
 

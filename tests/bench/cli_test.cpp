@@ -10,6 +10,7 @@
 
 #include "core/cuda_util.h"
 #include "support/cli.h"
+#include "support/gpu.h"
 
 namespace {
 
@@ -54,6 +55,28 @@ TEST(BenchCli, NoGpuIsAClearError) {
   std::filesystem::remove(out);
   expect_error("bench --shape 64,64,64 --out " + out.string(), 3, "no usable CUDA GPU");
   EXPECT_FALSE(std::filesystem::exists(out)) << "nothing may be written when nothing was measured";
+}
+
+TEST(BenchCliGpu, OutOfDeviceMemoryStopsCleanlyAndSaysSo) {
+  RLGEMM_REQUIRE_GPU();
+  // A small shape is measured first, then one whose C alone (2^18 x 2^18 fp16 = 128 GiB) exceeds any GPU.
+  const auto dir = std::filesystem::temp_directory_path();
+  std::ofstream(dir / "rlgemm_cli_oom_shapes.csv") << "M,N,K\n64,64,64\n262144,262144,64\n";
+  const auto out = dir / "rlgemm_cli_oom.csv";
+  std::filesystem::remove(out);
+  const Result r = run_rlgemm("bench --shapes " + (dir / "rlgemm_cli_oom_shapes.csv").string() +
+                              " --layout tn --impl lt_heuristic --no-progress --out " + out.string());
+  EXPECT_EQ(r.code, 4) << r.output;
+  EXPECT_NE(r.output.find("out of device memory"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("kept in"), std::string::npos) << r.output;
+  std::ifstream csv(out);
+  std::string line;
+  int lines = 0;
+  while (std::getline(csv, line)) ++lines;
+  EXPECT_EQ(lines, 2) << "the header and the small shape's row are kept";
+  std::ifstream json(std::filesystem::path(out).replace_extension(".json"));
+  const std::string meta((std::istreambuf_iterator<char>(json)), std::istreambuf_iterator<char>());
+  EXPECT_NE(meta.find("failed (partial results)"), std::string::npos) << meta;
 }
 
 }  // namespace

@@ -8,14 +8,21 @@
 namespace rlgemm::bench {
 namespace {
 
-enum class Flaw { kNone, kFp16Accumulator, kSkipLastElement, kWritePastEnd };
+// kFp16AfterShortK: exact on short K, fp16 accumulation past 256 terms (a long-K code path gone wrong).
+enum class Flaw { kNone, kFp16Accumulator, kSkipLastElement, kWritePastEnd, kFp16AfterShortK };
 
 template <typename Acc>
 __global__ void naive_gemm(const half* a, const half* b, half* c, int m, int n, int k, int nn, int flaw) {
   const int i = blockIdx.y * blockDim.y + threadIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= m || j >= n) return;
   Acc acc = Acc(0.0f);
-  for (int t = 0; t < k; ++t) acc += Acc(__half2float(a[i * k + t]) * __half2float(nn ? b[t * n + j] : b[j * k + t]));
+  half low = 0.0f;
+  for (int t = 0; t < k; ++t) {
+    const float ab = __half2float(a[i * k + t]) * __half2float(nn ? b[t * n + j] : b[j * k + t]);
+    if (flaw == int(Flaw::kFp16AfterShortK) && t >= 256) low = low + half(ab);
+    else acc += Acc(ab);
+  }
+  acc += Acc(float(low));
   if (flaw == int(Flaw::kSkipLastElement) && i == m - 1 && j == n - 1) return;
   c[i * n + j] = __float2half(float(acc));
   if (flaw == int(Flaw::kWritePastEnd) && i == m - 1 && j == n - 1) c[m * n + 3] = c[i * n + j];
@@ -23,8 +30,9 @@ __global__ void naive_gemm(const half* a, const half* b, half* c, int m, int n, 
 
 class Naive final : public Implementation {
  public:
-  explicit Naive(Flaw flaw) : flaw_(flaw) {}
+  explicit Naive(Flaw flaw, bool runtime_shape = false) : flaw_(flaw), runtime_shape_(runtime_shape) {}
   std::string name() const override { return "naive"; }
+  bool runtime_shape() const override { return runtime_shape_; }
   void run(const Problem& p, const Operands& x, cudaStream_t stream) override {
     dim3 block(16, 16), grid(unsigned((p.shape.n + 15) / 16), unsigned((p.shape.m + 15) / 16));
     const int nn = p.layout == Layout::kNN;
@@ -36,6 +44,7 @@ class Naive final : public Implementation {
 
  private:
   Flaw flaw_;
+  bool runtime_shape_;
 };
 
 CheckResult gate(Implementation& impl, Problem p) {
@@ -67,6 +76,20 @@ TEST(GateGpu, CatchesEachFlaw) {
   r = gate(past, p);
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.why.find("strayed outside C"), std::string::npos) << r.why;
+}
+
+TEST(GateGpu, LongKProbeCatchesAnFp16AccumulatorThatAShortKHides) {
+  RLGEMM_REQUIRE_GPU();
+  const Problem p{{64, 64, 128}, Layout::kNN};  // the flaw needs more than 256 terms to show
+  Naive per_shape(Flaw::kFp16AfterShortK, false), any_shape(Flaw::kFp16AfterShortK, true);
+  Naive honest(Flaw::kNone, true);
+  EXPECT_TRUE(gate(per_shape, p).ok) << "the short-K problem alone cannot expose it";
+  EXPECT_FALSE(gate(per_shape, {{64, 64, 4096}, Layout::kNN}).ok) << "a long K does";
+  auto r = gate(any_shape, p);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.why.find("long-K probe"), std::string::npos) << r.why;
+  r = gate(honest, p);
+  EXPECT_TRUE(r.ok) << r.why;
 }
 
 TEST(GateGpu, CublasImplementationsPass) {

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace rlgemm::testing {
@@ -14,8 +15,14 @@ struct CliResult {
   std::string output;
 };
 
+// The binary of this build, or $RLGEMM_BINARY (a build run elsewhere, e.g. on a GPU machine).
+inline std::string rlgemm_binary() {
+  const char* env = std::getenv("RLGEMM_BINARY");
+  return env && *env ? env : std::string(RLGEMM_BINARY_DIR) + "/rlgemm";
+}
+
 inline CliResult run_rlgemm(const std::string& args) {
-  const std::string cmd = std::string(RLGEMM_BINARY_DIR) + "/rlgemm " + args + " 2>&1";
+  const std::string cmd = rlgemm_binary() + " " + args + " 2>&1";
   CliResult r;
   FILE* pipe = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf{};

@@ -1,0 +1,104 @@
+#include "measure/design_implementation.h"
+
+#include <cstdio>
+
+#include "generate/generate.h"
+#include "rlgemm/error.h"
+
+namespace rlgemm::measure {
+namespace {
+
+std::string kernel_key(const Design& design, const Problem& problem) {
+  std::string key(to_string(problem.layout));
+  if (design.static_shape) key += "/" + problem.shape.to_string();
+  return key;
+}
+
+int smem_limit(const DeviceInfo& device) { return device.smem_per_block_optin > 0 ? device.smem_per_block_optin : 232448; }
+
+}  // namespace
+
+DesignImplementation::DesignImplementation(const Design& design, const DeviceInfo& device, const CompileOptions& options)
+    : design_(design), text_(to_string(design)), device_(device), options_(options) {}
+
+DesignImplementation::~DesignImplementation() {
+  if (workspace_) cudaFree(workspace_);
+}
+
+std::string DesignImplementation::unsupported_reason(const Problem& problem) const {
+  const int cc = device_.cc_major * 10 + device_.cc_minor;
+  if (design_.family == Family::kSm90 && cc != 90)
+    return "sm90 designs need an sm_90 GPU, " + device_.name + " is sm_" + std::to_string(cc);
+  if (cc < 80) return "rlgemm kernels need sm_80 or later, " + device_.name + " is sm_" + std::to_string(cc);
+  if (auto why = why_invalid(design_, problem.layout, smem_limit(device_))) return *why;
+  return "";
+}
+
+bool DesignImplementation::supports(const Problem& problem) const { return unsupported_reason(problem).empty(); }
+
+const GemmKernel& DesignImplementation::kernel_for(const Problem& problem) {
+  auto& slot = kernels_[kernel_key(design_, problem)];
+  if (!slot) slot = std::make_unique<GemmKernel>(design_, problem, device_, options_);
+  return *slot;
+}
+
+void DesignImplementation::prepare(const Problem& problem, const bench::Operands&, cudaStream_t stream) {
+  current_ = &kernel_for(problem);
+  const LaunchPlan plan = current_->plan(problem);
+  if (plan.workspace_bytes > workspace_bytes_) {
+    // Grown here, never in run(); a zeroed workspace stays zeroed (the kernels leave it so).
+    RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (workspace_) RLGEMM_CUDA_CHECK(cudaFree(workspace_));
+    workspace_ = nullptr;
+    workspace_bytes_ = 0;
+    RLGEMM_CUDA_CHECK(cudaMalloc(&workspace_, plan.workspace_bytes));
+    workspace_bytes_ = plan.workspace_bytes;
+    RLGEMM_CUDA_CHECK(cudaMemsetAsync(workspace_, 0, workspace_bytes_, stream));
+  } else if (plan.workspace_must_be_zero && plan.workspace_bytes) {
+    // A kernel that failed the gate may have left it dirty; start every problem from zero.
+    RLGEMM_CUDA_CHECK(cudaMemsetAsync(workspace_, 0, plan.workspace_bytes, stream));
+  }
+  workspace_used_ = plan.workspace_bytes;
+  const auto& compiled = current_->compiled();
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "regs=%d spill=%d grid=%ux%ux%u ws=%zu", compiled.resources.registers,
+                compiled.resources.spill_store_bytes, plan.grid[0], plan.grid[1], plan.grid[2], plan.workspace_bytes);
+  detail_ = buf;
+}
+
+void DesignImplementation::run(const Problem& problem, const bench::Operands& x, cudaStream_t stream) {
+  if (!current_) fail("design " + text_ + " was run before prepare()");
+  current_->launch(stream, problem, {x.a, x.b, x.c, workspace_, workspace_bytes_});
+}
+
+PrecompileReport precompile(const std::vector<Design>& designs, const std::vector<Layout>& layouts,
+                            const DeviceInfo& device, const CompileOptions& options) {
+  PrecompileReport report;
+  std::vector<GeneratedKernel> kernels;
+  std::vector<std::string> labels;
+  for (const Design& d : designs) {
+    if (d.static_shape) continue;  // built per shape, in prepare()
+    for (Layout layout : layouts) {
+      const Problem p = layout_problem(layout);
+      DesignImplementation probe(d, device, options);
+      if (!probe.supports(p)) continue;
+      const std::string label = to_string(d) + " " + std::string(to_string(layout));
+      try {
+        kernels.push_back(generate_kernel(d, p, arch_for_device(d, device.cc_major, device.cc_minor)));
+        labels.push_back(label);
+      } catch (const Error& e) {
+        report.failures.push_back(label + ": " + e.what());
+      }
+    }
+  }
+  const auto results = compile_all(kernels, options);
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].kernel)
+      report.compile_seconds.emplace_back(labels[i], results[i].kernel->compile_seconds);
+    else
+      report.failures.push_back(labels[i] + ": " + results[i].error);
+  }
+  return report;
+}
+
+}  // namespace rlgemm::measure

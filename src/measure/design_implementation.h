@@ -1,0 +1,65 @@
+// rlgemm's own kernels in the benchmark harness: one generated design, measured side by side with the
+// cuBLAS implementations through the same correctness gate and the same output format.
+//
+//   auto impl = std::make_unique<DesignImplementation>(parse_design(text), open_device());
+//   bench --design TEXT   (repeatable) adds one of these per design
+//
+// The design is compiled once per layout (once per shape for static designs) through the cubin cache, and
+// the workspace (split-K partials, semaphores) is allocated in prepare(), never in run().
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/implementation.h"
+#include "compile/compiler.h"
+#include "core/cuda_util.h"
+#include "rlgemm/design.h"
+#include "run/gemm_kernel.h"
+
+namespace rlgemm::measure {
+
+class DesignImplementation : public bench::Implementation {
+ public:
+  DesignImplementation(const Design& design, const DeviceInfo& device, const CompileOptions& options = {});
+  ~DesignImplementation() override;
+
+  std::string name() const override { return text_; }
+  // False when the design cannot be built for the problem's layout on this GPU (the reason is kept in
+  // unsupported_reason()): such problems get no row, as cublas_nn gets none for tn.
+  bool supports(const Problem& problem) const override;
+  void prepare(const Problem& problem, const bench::Operands& operands, cudaStream_t stream) override;
+  void run(const Problem& problem, const bench::Operands& operands, cudaStream_t stream) override;
+  std::string detail() const override { return detail_; }
+  bool runtime_shape() const override { return !design_.static_shape; }
+
+  const Design& design() const { return design_; }
+  std::string unsupported_reason(const Problem& problem) const;
+  // The compiled kernel of a layout (compiling it when needed); for the compile-time record.
+  const GemmKernel& kernel_for(const Problem& problem);
+
+ private:
+  Design design_;
+  std::string text_;
+  DeviceInfo device_;
+  CompileOptions options_;
+  std::map<std::string, std::unique_ptr<GemmKernel>> kernels_;  // by layout (and shape, when static)
+  const GemmKernel* current_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  size_t workspace_used_ = 0;
+  std::string detail_;
+};
+
+// Compiles every (design, layout) pair's kernel concurrently into the cubin cache, so that the harness's
+// per-problem prepare() only loads them. Returns one line per pair that failed, naming design and reason.
+struct PrecompileReport {
+  std::vector<std::string> failures;
+  std::vector<std::pair<std::string, double>> compile_seconds;  // design/layout -> seconds (0 = cached)
+};
+PrecompileReport precompile(const std::vector<Design>& designs, const std::vector<Layout>& layouts,
+                            const DeviceInfo& device, const CompileOptions& options = {});
+
+}  // namespace rlgemm::measure

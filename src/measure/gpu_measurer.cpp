@@ -1,0 +1,159 @@
+#include "measure/gpu_measurer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <algorithm>
+#include <thread>
+
+#include "generate/generate.h"
+#include "measure/sass_evaluator.h"
+#include "rlgemm/error.h"
+
+namespace rlgemm::measure {
+namespace {
+
+bench::Mode bench_mode(TimingMode mode) { return mode == TimingMode::kServer ? bench::Mode::kServer : bench::Mode::kOffline; }
+
+std::string compile_key(const Design& design, const Problem& problem) {
+  return to_string(design) + "|" + std::string(to_string(problem.layout)) +
+         (design.static_shape ? "|" + problem.shape.to_string() : "");
+}
+
+}  // namespace
+
+GpuMeasurer::GpuMeasurer(const search::BackendOptions& options)
+    : device_(open_device(options.gpu_ordinal)),
+      seed_(uint64_t(std::chrono::system_clock::now().time_since_epoch().count())) {
+  RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+GpuMeasurer::~GpuMeasurer() {
+  designs_.clear();
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+GpuIdentity GpuMeasurer::gpu() {
+  return {device_.name,          device_.sm_count,      device_.cc_major,       device_.cc_minor,
+          device_.sm_clock_khz,  device_.mem_clock_khz, device_.driver_version, device_.smem_per_block_optin};
+}
+
+int GpuMeasurer::parallelism() const { return int(std::max(2u, std::thread::hardware_concurrency())); }
+
+void GpuMeasurer::context_lost(const std::string& what) {
+  std::fprintf(stderr, "rlgemm worker: %s; the CUDA context is lost, the worker ends so that it can restart\n",
+               what.c_str());
+  std::fflush(stderr);
+  std::_Exit(70);
+}
+
+void GpuMeasurer::load_problem(const Problem& problem) {
+  if (loaded_ && *loaded_ == problem) return;
+  gate_.load(problem, seed_ += 16, stream_);
+  loaded_ = problem;
+}
+
+TimingStats GpuMeasurer::time(bench::Implementation& impl, const Problem& problem, TimingMode mode) {
+  const bench::Operands x = gate_.operands();
+  std::vector<bench::Subject> subjects{{[&impl, problem, x](cudaStream_t s) { impl.run(problem, x, s); }, {}}};
+  bench::TimingOptions options;
+  options.seed = seed_;
+  const bench::Timing t =
+      bench::time_side_by_side(bench_mode(mode), subjects, [](cudaStream_t) {}, stream_, options)[0];
+  return {t.time_us, t.min_us, t.max_us, t.samples};
+}
+
+TimingStats GpuMeasurer::reference(const Problem& problem, TimingMode mode) {
+  validate(problem.shape);
+  load_problem(problem);
+  auto lt = bench::make_cublas_implementation("lt_auto");
+  lt->prepare(problem, gate_.operands(), stream_);
+  const bench::CheckResult check = gate_.check(*lt, stream_);
+  if (!check.ok) throw Error(ErrorKind::kRuntime, "lt_auto failed the correctness gate on " + problem.shape.to_string() + ": " + check.why);
+  return time(*lt, problem, mode);
+}
+
+Measurement GpuMeasurer::measure(const Design& design, const Problem& problem, TimingMode mode) {
+  Measurement out;
+  const std::string text = to_string(design);
+  auto& impl = designs_[text];
+  if (!impl) impl = std::make_unique<DesignImplementation>(design, device_, compile_options_);
+  if (const std::string why = impl->unsupported_reason(problem); !why.empty()) {
+    out.status = MeasureStatus::kFailed;
+    out.error = "invalid design " + text + ": " + why;
+    return out;
+  }
+  try {
+    validate(problem.shape);
+    load_problem(problem);
+    const GemmKernel& kernel = impl->kernel_for(problem);
+    out.source_hash = kernel.compiled().cache_key;
+    // Compile time is paid once per kernel and recorded with its first measurement; a batch compiled it
+    // ahead (measure_batch), the kernel object then found it in the cache.
+    const std::string key = compile_key(design, problem);
+    if (reported_.insert(key).second) {
+      auto ahead = compiled_ahead_.find(key);
+      out.compile_seconds = ahead != compiled_ahead_.end() ? ahead->second : kernel.compiled().compile_seconds;
+    }
+    impl->prepare(problem, gate_.operands(), stream_);
+    const bench::CheckResult check = gate_.check(*impl, stream_);
+    if (!check.ok) {
+      out.status = MeasureStatus::kWrong;
+      out.error = "correctness gate: " + check.why;
+      // A wrong kernel may have written anywhere: make sure the context survived before going on.
+      if (cudaDeviceSynchronize() != cudaSuccess) context_lost(text + " broke the context while being checked");
+      return out;
+    }
+    out.timing = time(*impl, problem, mode);
+    out.status = MeasureStatus::kOk;
+  } catch (const Error& e) {
+    if (cudaDeviceSynchronize() != cudaSuccess || cudaGetLastError() != cudaSuccess)
+      context_lost(text + " on " + problem.shape.to_string() + ": " + e.what());
+    if (e.kind() == ErrorKind::kOutOfMemory) throw;
+    out.status = MeasureStatus::kFailed;
+    out.error = e.what();
+  }
+  return out;
+}
+
+std::vector<Measurement> GpuMeasurer::measure_batch(const std::vector<Design>& designs, const Problem& problem,
+                                                    TimingMode mode) {
+  // Compile the whole batch concurrently into the cubin cache first; each measure() then only loads.
+  std::vector<GeneratedKernel> kernels;
+  std::vector<std::string> keys;
+  for (const Design& d : designs) {
+    DesignImplementation probe(d, device_, compile_options_);
+    const std::string key = compile_key(d, problem);
+    if (!probe.supports(problem) || reported_.count(key) || compiled_ahead_.count(key)) continue;
+    try {
+      kernels.push_back(generate_kernel(d, d.static_shape ? problem : layout_problem(problem.layout),
+                                        arch_for_device(d, device_.cc_major, device_.cc_minor)));
+      keys.push_back(key);
+    } catch (const Error&) {
+      // measure() reports it for this candidate
+    }
+  }
+  if (kernels.size() > 1) {
+    const auto results = compile_all(kernels, compile_options_);
+    for (size_t i = 0; i < results.size(); ++i)
+      if (results[i].kernel) compiled_ahead_[keys[i]] = results[i].kernel->compile_seconds;
+  }
+  std::vector<Measurement> out;
+  out.reserve(designs.size());
+  for (const Design& d : designs) out.push_back(measure(d, problem, mode));
+  return out;
+}
+
+void install_gpu_backends() {
+  search::register_backend("gpu", [](const search::BackendOptions& o) -> search::MeasurerPtr {
+    return std::make_unique<GpuMeasurer>(o);
+  });
+  search::register_backend_device_counter("gpu", [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    return n;
+  });
+  install_sass_gpu_evaluator();
+}
+
+}  // namespace rlgemm::measure

@@ -1,0 +1,56 @@
+// The tuner's GPU backend ("gpu"): a candidate design is compiled (through the cubin cache, concurrently
+// for a batch), passed through the benchmark harness's correctness gate and timed with the harness's own
+// methods; the reference is cuBLASLt with every heuristic candidate timed (lt_auto).
+//
+// A CUDA error that poisons the context (an illegal address, a kernel trap) cannot be survived by this
+// process: the backend reports it on stderr and ends the process, so that the worker that hosts it is
+// restarted and only this candidate is lost (worker.h).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "bench/correctness.h"
+#include "bench/timing.h"
+#include "core/cuda_util.h"
+#include "measure/design_implementation.h"
+#include "search/measurer.h"
+
+namespace rlgemm::measure {
+
+class GpuMeasurer : public search::Measurer {
+ public:
+  explicit GpuMeasurer(const search::BackendOptions& options);
+  ~GpuMeasurer() override;
+
+  GpuIdentity gpu() override;
+  TimingStats reference(const Problem& problem, TimingMode mode) override;
+  Measurement measure(const Design& design, const Problem& problem, TimingMode mode) override;
+  std::vector<Measurement> measure_batch(const std::vector<Design>& designs, const Problem& problem,
+                                         TimingMode mode) override;
+  int parallelism() const override;
+
+ private:
+  void load_problem(const Problem& problem);
+  TimingStats time(bench::Implementation& impl, const Problem& problem, TimingMode mode);
+  [[noreturn]] void context_lost(const std::string& what);
+
+  DeviceInfo device_;
+  CompileOptions compile_options_;
+  cudaStream_t stream_ = nullptr;
+  bench::Gate gate_;
+  std::optional<Problem> loaded_;
+  uint64_t seed_;
+  std::map<std::string, std::unique_ptr<DesignImplementation>> designs_;
+  std::map<std::string, double> compiled_ahead_;  // kernel -> compile seconds, for batches compiled ahead
+  std::set<std::string> reported_;                 // kernels whose compile time was recorded already
+};
+
+// Registers "gpu" with the search's backend registry, and the SASS game's GPU evaluator. Called once at
+// start-up by the programs that measure on the GPU.
+void install_gpu_backends();
+
+}  // namespace rlgemm::measure
