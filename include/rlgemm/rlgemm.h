@@ -1,0 +1,123 @@
+// rlgemm as a library: tuned fp16 GEMM kernels behind one call.
+//
+//   #include <rlgemm/rlgemm.h>
+//   rlgemm::Handle handle;                                  // the tuned table built into the library
+//   handle.prepare(M, N, K, rlgemm::Layout::kTN);            // optional: before CUDA graph capture
+//   handle.hgemm(stream, M, N, K, A, B, rlgemm::Layout::kTN, C);
+//
+// C[M,N] = A[M,K] * B with fp16 operands, fp32 accumulation, alpha = 1, beta = 0. A and C are row-major; B is
+// K x N row-major (Layout::kNN) or stored N x K row-major (Layout::kTN: a linear layer's weight). The rules
+// of include/rlgemm/problem.h apply: M >= 1, N and K multiples of 8, extents <= 2^20. A, B and C must be
+// device pointers aligned to 16 bytes (the kernels load and store 16-byte vectors and describe the
+// operands to the Tensor Memory Accelerator, which needs 16-byte aligned base addresses).
+//
+// Which kernel runs (the route of a shape, see describe()):
+//   tuned     the shape (and layout) is in the tuned table for this GPU: its measured-best design;
+//   cublaslt  the table records that cuBLASLt beat every rlgemm kernel for this exact shape
+//             (speedup_vs_lt_auto < 1): cuBLASLt's heuristic algorithm (HandleOptions::prefer_cublaslt);
+//   policy    any other shape, when the handle has a policy file: the policy's zero-shot design;
+//   nearest   any other shape: the design of the nearest tuned shape of this GPU and layout, distance
+//             measured between (log M, log N, log K), among designs valid for the layout and the GPU;
+//   default   nothing is tuned for this GPU: a built-in design for its architecture (sm90 on compute
+//             capability 9.0, sm80 elsewhere).
+// Designs taken from another shape (policy, nearest) run shape-generic: a design tuned as static (shape
+// baked in) is compiled without the shape, so every shape that borrows it shares one kernel.
+//
+// Costs. The first call of a shape and layout chooses its route and may compile the kernel (NVRTC, through
+// the on-disk cubin cache: seconds on a miss, milliseconds on a hit) and load it; a split-K kernel's
+// workspace (or cuBLASLt's) is allocated and zeroed on the first call of the shape on each stream. Every
+// later call allocates nothing, creates no stream, does not synchronize and is capturable in a CUDA graph.
+// Call prepare() with the capturing stream before capture: a call that would need to allocate while its
+// stream is capturing throws instead. Kernels are loaded once per process and shared by all handles.
+//
+// Thread safety: one handle may be used by any number of threads at once, on any streams. The workspace
+// of a (shape, stream) is reused by every call on that stream, which the stream serializes; a CUDA graph
+// that contains rlgemm calls uses the workspaces of the stream it was captured on, so do not replay it
+// concurrently with direct calls of the same shapes on that stream.
+//
+// Errors throw rlgemm::Error (include/rlgemm/error.h): kInvalidInput for bad shapes, null or misaligned
+// pointers, bad files; kNoDevice when no usable GPU exists; kOutOfMemory; kRuntime for CUDA, compiler or
+// cuBLASLt failures.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "rlgemm/error.h"
+#include "rlgemm/problem.h"
+
+namespace rlgemm {
+
+// How a shape is served; see the header comment.
+enum class Path { kTuned, kNearest, kPolicy, kDefault, kCublasLt };
+inline constexpr int kPathCount = 5;
+const char* to_string(Path path);
+
+struct HandleOptions {
+  // A tuning database (SQLite, written by `rlgemm tune`): its best design per shape for this GPU in
+  // `mode`. Empty: the tuned table (`tuned_table`, else the one built into the library).
+  std::string database;
+  // A tuned-table CSV (data/tuned/ format) to use instead of the built-in one; ignored with `database`.
+  std::string tuned_table;
+  std::string mode = "offline";  // the database's timing mode to take the best designs of: offline|server
+  // A policy file (`rlgemm tune --strategy rl --policy FILE`): zero-shot designs for untuned shapes.
+  std::string policy;
+  // Call cuBLASLt for the exact shapes where the table records that it is faster.
+  bool prefer_cublaslt = true;
+  // Where compiled kernels are cached: empty for the default ($RLGEMM_CACHE_DIR, else ~/.cache/rlgemm/cubins).
+  std::string cache_dir;
+};
+
+// Calls served per path since the handle was created.
+struct Stats {
+  uint64_t tuned = 0;
+  uint64_t nearest = 0;
+  uint64_t policy = 0;
+  uint64_t default_design = 0;
+  uint64_t cublaslt = 0;
+  uint64_t total() const { return tuned + nearest + policy + default_design + cublaslt; }
+};
+
+class Handle {
+ public:
+  // The tuned table built into the library, on the current CUDA device.
+  Handle();
+  explicit Handle(const HandleOptions& options);
+  // Shorthand: Handle(HandleOptions{.database = database}).
+  static Handle from_database(const std::string& database);
+
+  ~Handle();
+  Handle(Handle&&) noexcept;
+  Handle& operator=(Handle&&) noexcept;
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+
+  // Chooses the route of (M, N, K, layout), compiles and loads its kernel, and allocates its workspace for
+  // `stream`, so that later calls on that stream allocate nothing (and may be captured in a CUDA graph).
+  void prepare(int64_t M, int64_t N, int64_t K, Layout layout, cudaStream_t stream = nullptr);
+
+  // C = A * B on `stream` (asynchronous: errors of the kernel itself surface at the next synchronization).
+  void hgemm(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const half* A, const half* B, Layout layout,
+             half* C);
+
+  Stats stats() const;
+
+  // The route of a shape, e.g. "tuned sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma" or
+  // "nearest sm80/... (from 4096,4096,4096)"; chooses (and compiles) it when the shape is new.
+  std::string describe(int64_t M, int64_t N, int64_t K, Layout layout);
+
+  // The GPU the handle serves, as the CUDA runtime names it (the tuned table's `gpu` column).
+  const std::string& device_name() const;
+  // Rows of the tuned table (or database) that apply to this GPU.
+  size_t tuned_shapes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rlgemm

@@ -1,0 +1,77 @@
+/* rlgemm's C interface: the same handle as include/rlgemm/rlgemm.h, for C programs and foreign-function
+ * callers (the Python package uses it through ctypes).
+ *
+ * Every function returns RLGEMM_OK (0) or an error status equal to the process exit code of the error's
+ * kind (2 invalid input, 3 no usable GPU, 4 out of device memory, 1 other failures); rlgemm_last_error()
+ * then returns the message, kept per thread until that thread's next failing call.
+ *
+ * layout: 0 = nn (B is K x N row-major), 1 = tn (B is stored N x K row-major, a linear layer's weight).
+ * stream: a cudaStream_t (or CUstream), NULL for the legacy default stream.
+ * The costs, the routes and the thread-safety rules are those of rlgemm::Handle. */
+#ifndef RLGEMM_RLGEMM_C_H_
+#define RLGEMM_RLGEMM_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+  RLGEMM_OK = 0,
+  RLGEMM_ERROR_RUNTIME = 1,
+  RLGEMM_ERROR_INVALID_INPUT = 2,
+  RLGEMM_ERROR_NO_DEVICE = 3,
+  RLGEMM_ERROR_OUT_OF_MEMORY = 4,
+};
+
+enum { RLGEMM_LAYOUT_NN = 0, RLGEMM_LAYOUT_TN = 1 };
+
+typedef struct rlgemm_handle* rlgemm_handle_t;
+
+typedef struct {
+  uint64_t tuned;
+  uint64_t nearest;
+  uint64_t policy;
+  uint64_t default_design;
+  uint64_t cublaslt;
+} rlgemm_stats_t;
+
+/* A handle on the current CUDA device, from a tuning database (SQLite) or, with NULL or "", the tuned table
+ * built into the library. */
+int rlgemm_create(rlgemm_handle_t* handle, const char* database_or_null);
+
+/* The same with every option: tuned_table_or_null (a tuned-table CSV, used when database_or_null is NULL),
+ * policy_or_null (an RL policy file for zero-shot designs), prefer_cublaslt (0 or 1), cache_dir_or_null. */
+int rlgemm_create_ex(rlgemm_handle_t* handle, const char* database_or_null, const char* tuned_table_or_null,
+                     const char* policy_or_null, int prefer_cublaslt, const char* cache_dir_or_null);
+
+int rlgemm_destroy(rlgemm_handle_t handle);
+
+/* Chooses, compiles and loads the kernel of the shape and allocates its workspace for `stream`: afterwards
+ * rlgemm_hgemm on that stream allocates nothing and may be captured in a CUDA graph. */
+int rlgemm_prepare(rlgemm_handle_t handle, int64_t M, int64_t N, int64_t K, int layout, void* stream);
+
+/* C = A * B on `stream`; A (M x K), C (M x N) row-major fp16 device pointers aligned to 16 bytes. */
+int rlgemm_hgemm(rlgemm_handle_t handle, void* stream, int64_t M, int64_t N, int64_t K, const void* A,
+                 const void* B, int layout, void* C);
+
+int rlgemm_stats(rlgemm_handle_t handle, rlgemm_stats_t* stats);
+
+/* The route of a shape ("tuned <design>", "nearest <design> (from M,N,K)", "cublaslt", ...), written
+ * NUL-terminated into buffer (truncated to size - 1 characters). */
+int rlgemm_describe(rlgemm_handle_t handle, int64_t M, int64_t N, int64_t K, int layout, char* buffer,
+                    size_t size);
+
+/* The message of this thread's last failing call ("" when none failed). */
+const char* rlgemm_last_error(void);
+
+/* The library's version, e.g. "0.1.0 (commit abc123)". */
+const char* rlgemm_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RLGEMM_RLGEMM_C_H_ */

@@ -1,0 +1,23 @@
+"""rlgemm for Python: tuned fp16 GEMM kernels as PyTorch operators.
+
+    import rlgemm                                  # registers torch.ops.rlgemm.mm and torch.ops.rlgemm.linear
+    y = torch.ops.rlgemm.linear(x, weight)         # x (..., K) fp16 CUDA, weight (N, K)
+    rlgemm.swap_linears(model)                     # every suitable nn.Linear now runs on rlgemm
+
+The operators call librlgemm.so (the C API) through ctypes; where the library is looked for is described in
+rlgemm._library (set RLGEMM_LIBRARY=/path/to/librlgemm.so to choose). Without PyTorch only the library
+layer (rlgemm.Handle, rlgemm.version) is available.
+"""
+from ._library import (ERROR_INVALID_INPUT, ERROR_NO_DEVICE, ERROR_OUT_OF_MEMORY, ERROR_RUNTIME, Handle,
+                       LibraryNotFound, RlgemmError, candidate_paths, library, version)
+
+try:
+    import torch as _torch  # noqa: F401
+except ImportError:  # the library layer works without PyTorch
+    _torch = None
+
+if _torch is not None:
+    from .nn import RlgemmLinear, swap_linears, why_not_swappable
+    from .ops import configure, describe, handle, linear, mm, prepare, stats
+
+__version__ = "0.1.0"

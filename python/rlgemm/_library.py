@@ -1,0 +1,162 @@
+"""librlgemm through ctypes: finding the shared library, its C API (include/rlgemm/rlgemm_c.h), and errors.
+
+The library is looked for, in order:
+  1. $RLGEMM_LIBRARY (a path to librlgemm.so);
+  2. librlgemm.so next to this package (a copy placed there by hand or by a packaging step);
+  3. the build trees of the source checkout this package sits in: <repo>/build/librlgemm.so, then any
+     <repo>/build-*/librlgemm.so;
+  4. the system's library path (ldconfig, LD_LIBRARY_PATH), e.g. after `cmake --install build --prefix /usr/local`.
+"""
+import ctypes
+import ctypes.util
+import os
+import threading
+from pathlib import Path
+
+# Status codes: the process exit codes of the error kinds (include/rlgemm/error.h).
+OK = 0
+ERROR_RUNTIME = 1
+ERROR_INVALID_INPUT = 2
+ERROR_NO_DEVICE = 3
+ERROR_OUT_OF_MEMORY = 4
+
+LAYOUT_NN = 0
+LAYOUT_TN = 1
+
+
+class RlgemmError(RuntimeError):
+    """A failure reported by librlgemm; `status` is its code (2 bad input, 3 no GPU, 4 out of memory, 1 other)."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+class LibraryNotFound(RlgemmError):
+    def __init__(self, message):
+        super().__init__(ERROR_RUNTIME, message)
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [("tuned", ctypes.c_uint64), ("nearest", ctypes.c_uint64), ("policy", ctypes.c_uint64),
+                ("default_design", ctypes.c_uint64), ("cublaslt", ctypes.c_uint64)]
+
+    def as_dict(self):
+        return {name: int(getattr(self, name)) for name, _ in self._fields_}
+
+
+def candidate_paths():
+    """Where librlgemm.so is looked for, in order (see the module docstring)."""
+    env = os.environ.get("RLGEMM_LIBRARY")
+    if env:
+        return [Path(env)]
+    here = Path(__file__).resolve().parent
+    repo = here.parent.parent
+    paths = [here / "librlgemm.so", repo / "build" / "librlgemm.so"]
+    paths += sorted(p for p in repo.glob("build-*/librlgemm.so"))
+    return paths
+
+
+_lock = threading.Lock()
+_lib = None
+
+
+def _declare(lib):
+    i64, vp, cp, i32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+    handle_p = ctypes.POINTER(ctypes.c_void_p)
+    signatures = {
+        "rlgemm_create": [handle_p, cp],
+        "rlgemm_create_ex": [handle_p, cp, cp, cp, i32, cp],
+        "rlgemm_destroy": [vp],
+        "rlgemm_prepare": [vp, i64, i64, i64, i32, vp],
+        "rlgemm_hgemm": [vp, vp, i64, i64, i64, vp, vp, i32, vp],
+        "rlgemm_stats": [vp, ctypes.POINTER(Stats)],
+        "rlgemm_describe": [vp, i64, i64, i64, i32, ctypes.c_char_p, ctypes.c_size_t],
+    }
+    for name, args in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = ctypes.c_int
+    lib.rlgemm_last_error.argtypes = []
+    lib.rlgemm_last_error.restype = ctypes.c_char_p
+    lib.rlgemm_version.argtypes = []
+    lib.rlgemm_version.restype = ctypes.c_char_p
+
+
+def library():
+    """The loaded librlgemm (ctypes.CDLL), loaded on first use."""
+    global _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for path in candidate_paths():
+            if path.is_file():
+                lib = ctypes.CDLL(str(path))
+                break
+            tried.append(str(path))
+        else:
+            found = None if os.environ.get("RLGEMM_LIBRARY") else ctypes.util.find_library("rlgemm")
+            if not found:
+                raise LibraryNotFound(
+                    "librlgemm.so not found (looked at: " + ", ".join(tried) + ", and the system library path). "
+                    "Build it (cmake --build build --target rlgemm_shared) and set RLGEMM_LIBRARY=/path/to/librlgemm.so")
+            lib = ctypes.CDLL(found)
+        _declare(lib)
+        _lib = lib
+        return lib
+
+
+def check(status):
+    if status != OK:
+        message = library().rlgemm_last_error().decode("utf-8", "replace")
+        raise RlgemmError(status, message)
+
+
+def version():
+    return library().rlgemm_version().decode()
+
+
+class Handle:
+    """One rlgemm handle (rlgemm::Handle) on the current CUDA device."""
+
+    def __init__(self, database=None, tuned_table=None, policy=None, prefer_cublaslt=True, cache_dir=None):
+        lib = library()
+        enc = lambda s: None if s is None else os.fsencode(s)
+        handle = ctypes.c_void_p()
+        check(lib.rlgemm_create_ex(ctypes.byref(handle), enc(database), enc(tuned_table), enc(policy),
+                                   1 if prefer_cublaslt else 0, enc(cache_dir)))
+        self._handle = handle
+        self._lib = lib
+
+    @property
+    def pointer(self):
+        return self._handle
+
+    def prepare(self, m, n, k, layout, stream=0):
+        check(self._lib.rlgemm_prepare(self._handle, m, n, k, layout, ctypes.c_void_p(stream)))
+
+    def hgemm(self, stream, m, n, k, a_ptr, b_ptr, layout, c_ptr):
+        check(self._lib.rlgemm_hgemm(self._handle, ctypes.c_void_p(stream), m, n, k, ctypes.c_void_p(a_ptr),
+                                     ctypes.c_void_p(b_ptr), layout, ctypes.c_void_p(c_ptr)))
+
+    def stats(self):
+        s = Stats()
+        check(self._lib.rlgemm_stats(self._handle, ctypes.byref(s)))
+        return s.as_dict()
+
+    def describe(self, m, n, k, layout):
+        buf = ctypes.create_string_buffer(512)
+        check(self._lib.rlgemm_describe(self._handle, m, n, k, layout, buf, len(buf)))
+        return buf.value.decode()
+
+    def close(self):
+        if self._handle:
+            check(self._lib.rlgemm_destroy(self._handle))
+            self._handle = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

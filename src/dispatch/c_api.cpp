@@ -1,0 +1,119 @@
+// The C interface (include/rlgemm/rlgemm_c.h) over rlgemm::Handle: exceptions become status codes and a
+// thread-local message.
+#include "rlgemm/rlgemm_c.h"
+
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "core/cuda_util.h"
+#include "rlgemm/rlgemm.h"
+
+struct rlgemm_handle {
+  rlgemm::Handle handle;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+int failure(int status, const std::string& message) {
+  last_error = message;
+  return status;
+}
+
+template <class F>
+int guarded(F&& body) {
+  try {
+    body();
+    return RLGEMM_OK;
+  } catch (const rlgemm::Error& e) {
+    return failure(rlgemm::exit_code(e.kind()), e.what());
+  } catch (const std::bad_alloc&) {
+    return failure(RLGEMM_ERROR_OUT_OF_MEMORY, "rlgemm: out of host memory");
+  } catch (const std::exception& e) {
+    return failure(RLGEMM_ERROR_RUNTIME, e.what());
+  } catch (...) {
+    return failure(RLGEMM_ERROR_RUNTIME, "rlgemm: unknown failure");
+  }
+}
+
+rlgemm::Layout layout_of(int layout) {
+  if (layout == RLGEMM_LAYOUT_NN) return rlgemm::Layout::kNN;
+  if (layout == RLGEMM_LAYOUT_TN) return rlgemm::Layout::kTN;
+  rlgemm::fail("layout must be 0 (nn: B is K x N) or 1 (tn: B is stored N x K), got " + std::to_string(layout));
+}
+
+rlgemm::Handle& handle_of(rlgemm_handle_t handle) {
+  if (!handle) rlgemm::fail("the rlgemm handle is NULL (create it with rlgemm_create)");
+  return handle->handle;
+}
+
+std::string text(const char* s) { return s ? s : ""; }
+
+}  // namespace
+
+extern "C" {
+
+int rlgemm_create(rlgemm_handle_t* handle, const char* database_or_null) {
+  return rlgemm_create_ex(handle, database_or_null, nullptr, nullptr, 1, nullptr);
+}
+
+int rlgemm_create_ex(rlgemm_handle_t* handle, const char* database_or_null, const char* tuned_table_or_null,
+                     const char* policy_or_null, int prefer_cublaslt, const char* cache_dir_or_null) {
+  return guarded([&] {
+    if (!handle) rlgemm::fail("rlgemm_create: the output pointer is NULL");
+    *handle = nullptr;
+    rlgemm::HandleOptions options;
+    options.database = text(database_or_null);
+    options.tuned_table = text(tuned_table_or_null);
+    options.policy = text(policy_or_null);
+    options.prefer_cublaslt = prefer_cublaslt != 0;
+    options.cache_dir = text(cache_dir_or_null);
+    *handle = new rlgemm_handle{rlgemm::Handle(options)};
+  });
+}
+
+int rlgemm_destroy(rlgemm_handle_t handle) {
+  return guarded([&] { delete handle; });
+}
+
+int rlgemm_prepare(rlgemm_handle_t handle, int64_t M, int64_t N, int64_t K, int layout, void* stream) {
+  return guarded([&] { handle_of(handle).prepare(M, N, K, layout_of(layout), static_cast<cudaStream_t>(stream)); });
+}
+
+int rlgemm_hgemm(rlgemm_handle_t handle, void* stream, int64_t M, int64_t N, int64_t K, const void* A,
+                 const void* B, int layout, void* C) {
+  return guarded([&] {
+    handle_of(handle).hgemm(static_cast<cudaStream_t>(stream), M, N, K, static_cast<const half*>(A),
+                            static_cast<const half*>(B), layout_of(layout), static_cast<half*>(C));
+  });
+}
+
+int rlgemm_stats(rlgemm_handle_t handle, rlgemm_stats_t* stats) {
+  return guarded([&] {
+    if (!stats) rlgemm::fail("rlgemm_stats: the output pointer is NULL");
+    const rlgemm::Stats s = handle_of(handle).stats();
+    *stats = rlgemm_stats_t{s.tuned, s.nearest, s.policy, s.default_design, s.cublaslt};
+  });
+}
+
+int rlgemm_describe(rlgemm_handle_t handle, int64_t M, int64_t N, int64_t K, int layout, char* buffer,
+                    size_t size) {
+  return guarded([&] {
+    if (!buffer || size == 0) rlgemm::fail("rlgemm_describe: the buffer is NULL or empty");
+    const std::string route = handle_of(handle).describe(M, N, K, layout_of(layout));
+    const size_t n = std::min(route.size(), size - 1);
+    std::memcpy(buffer, route.data(), n);
+    buffer[n] = '\0';
+  });
+}
+
+const char* rlgemm_last_error(void) { return last_error.c_str(); }
+
+const char* rlgemm_version(void) {
+  static const std::string version = std::string(rlgemm::version()) + " (commit " + rlgemm::build_commit() + ")";
+  return version.c_str();
+}
+
+}  // extern "C"

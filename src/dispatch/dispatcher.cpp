@@ -1,0 +1,115 @@
+#include "dispatch/dispatcher.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "rlgemm/error.h"
+
+namespace rlgemm {
+
+const char* to_string(Path path) {
+  switch (path) {
+    case Path::kTuned: return "tuned";
+    case Path::kNearest: return "nearest";
+    case Path::kPolicy: return "policy";
+    case Path::kDefault: return "default";
+    case Path::kCublasLt: return "cublaslt";
+  }
+  return "?";
+}
+
+namespace dispatch {
+
+std::string Choice::describe() const {
+  if (path == Path::kCublasLt) return "cublaslt";
+  std::string text = std::string(to_string(path)) + " " + to_string(design);
+  if (borrowed_from) text += " (from " + borrowed_from->to_string() + ")";
+  return text;
+}
+
+std::optional<std::string> why_not_runnable(const Design& design, Layout layout, const Target& target) {
+  const int cc = target.cc_major * 10 + target.cc_minor;
+  switch (design.family) {
+    case Family::kTest: return "test designs are never dispatched";
+    case Family::kSm90:
+      if (cc != 90) return "sm90 designs need a compute capability 9.0 GPU (this one is " + std::to_string(cc / 10) +
+                           "." + std::to_string(cc % 10) + ")";
+      break;
+    case Family::kSm80:
+      if (cc < 80) return "sm80 designs need compute capability 8.0 or later";
+      break;
+  }
+  return why_invalid(design, layout, target.smem_per_block_optin > 0 ? target.smem_per_block_optin : 232448);
+}
+
+Design default_design(const Target& target) {
+  // Mid-size tiles with no split-K: correct for every shape, no workspace, fine for large problems.
+  if (target.cc_major == 9 && target.cc_minor == 0)
+    return parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg");
+  return parse_design("sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg");
+}
+
+double log_distance(const Shape& a, const Shape& b) {
+  auto d = [](int64_t x, int64_t y) { return std::log(double(x)) - std::log(double(y)); };
+  const double dm = d(a.m, b.m), dn = d(a.n, b.n), dk = d(a.k, b.k);
+  return std::sqrt(dm * dm + dn * dn + dk * dk);
+}
+
+Dispatcher::Dispatcher(const std::vector<TunedRow>& rows, Target target, bool prefer_cublaslt, Proposer proposer)
+    : target_(std::move(target)), prefer_cublaslt_(prefer_cublaslt), proposer_(std::move(proposer)) {
+  std::map<std::pair<Layout, Shape>, const TunedRow*> seen;
+  for (const TunedRow& row : rows) {
+    if (row.gpu != target_.name) continue;
+    const auto [it, inserted] = seen.emplace(std::pair{row.problem.layout, row.problem.shape}, &row);
+    if (!inserted)
+      fail("two tuned rows for " + row.gpu + " " + row.problem.shape.to_string() + " " +
+           std::string(to_string(row.problem.layout)) + ": " + it->second->source + " and " + row.source);
+  }
+  for (const auto& [key, row] : seen) rows_.push_back(*row);  // sorted by (layout, shape)
+}
+
+Choice Dispatcher::choose(const Problem& problem) const {
+  validate(problem.shape);
+  const auto layout_first = std::lower_bound(rows_.begin(), rows_.end(), problem.layout,
+                                             [](const TunedRow& r, Layout l) { return r.problem.layout < l; });
+  const auto layout_last = std::upper_bound(rows_.begin(), rows_.end(), problem.layout,
+                                            [](Layout l, const TunedRow& r) { return l < r.problem.layout; });
+
+  // The exact shape: its measured-best design, or cuBLASLt where that measured faster.
+  const auto exact = std::lower_bound(layout_first, layout_last, problem.shape,
+                                      [](const TunedRow& r, const Shape& s) { return r.problem.shape < s; });
+  if (exact != layout_last && exact->problem.shape == problem.shape) {
+    if (prefer_cublaslt_ && exact->speedup_vs_lt_auto && *exact->speedup_vs_lt_auto < 1.0)
+      return Choice{Path::kCublasLt, exact->design, std::nullopt};
+    if (!why_not_runnable(exact->design, problem.layout, target_))
+      return Choice{Path::kTuned, exact->design, std::nullopt};
+  }
+
+  // Borrowed designs run shape-generic, so one kernel serves every shape that borrows them.
+  auto generic = [](Design d) {
+    d.static_shape = false;
+    return d;
+  };
+
+  if (proposer_) {
+    if (const std::optional<Design> proposed = proposer_(problem)) {
+      const Design d = generic(*proposed);
+      if (!why_not_runnable(d, problem.layout, target_)) return Choice{Path::kPolicy, d, std::nullopt};
+    }
+  }
+
+  const TunedRow* nearest = nullptr;
+  double best = 0;
+  for (auto it = layout_first; it != layout_last; ++it) {
+    if (why_not_runnable(generic(it->design), problem.layout, target_)) continue;
+    const double distance = log_distance(it->problem.shape, problem.shape);
+    if (!nearest || distance < best) nearest = &*it, best = distance;
+  }
+  if (nearest) return Choice{Path::kNearest, generic(nearest->design), nearest->problem.shape};
+
+  return Choice{Path::kDefault, default_design(target_), std::nullopt};
+}
+
+}  // namespace dispatch
+}  // namespace rlgemm

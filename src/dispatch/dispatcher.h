@@ -1,0 +1,66 @@
+// The dispatcher's choice: which kernel serves a problem on one GPU, given the tuned rows of that GPU, an
+// optional design proposer (the RL policy) and the cuBLASLt preference. Pure host logic, no CUDA calls, so
+// it is tested on machines without a GPU. The order of the paths is documented in include/rlgemm/rlgemm.h.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dispatch/tuned_table.h"
+#include "rlgemm/design.h"
+#include "rlgemm/rlgemm.h"
+
+namespace rlgemm::dispatch {
+
+// What the dispatcher needs to know of the GPU.
+struct Target {
+  std::string name;  // as the CUDA runtime reports it
+  int cc_major = 9;
+  int cc_minor = 0;
+  int smem_per_block_optin = 232448;
+};
+
+// A design proposed for a problem, or nullopt when the proposer has none.
+using Proposer = std::function<std::optional<Design>(const Problem&)>;
+
+struct Choice {
+  Path path = Path::kDefault;
+  Design design;                     // unused for kCublasLt
+  std::optional<Shape> borrowed_from;  // kNearest: the tuned shape whose design is used
+  std::string describe() const;      // "tuned <design>", "nearest <design> (from M,N,K)", "cublaslt", ...
+};
+
+// Why `design` cannot run for `layout` on `target`, or nullopt when it can: the design's own rules
+// (why_invalid) plus the family's architecture (sm90 kernels need compute capability 9.0, sm80 kernels 8.0 or
+// later, test designs are never dispatched).
+std::optional<std::string> why_not_runnable(const Design& design, Layout layout, const Target& target);
+
+// The built-in design for a GPU with nothing tuned: an sm90 design on compute capability 9.0, sm80 elsewhere.
+// Valid for both layouts.
+Design default_design(const Target& target);
+
+// Distance between shapes in log space: sqrt(sum over M, N, K of (ln a - ln b)^2).
+double log_distance(const Shape& a, const Shape& b);
+
+class Dispatcher {
+ public:
+  // `rows` may hold other GPUs' rows: only those of target.name are used. Throws Error(kInvalidInput) when
+  // two rows name the same (GPU, shape, layout).
+  Dispatcher(const std::vector<TunedRow>& rows, Target target, bool prefer_cublaslt = true,
+             Proposer proposer = nullptr);
+
+  Choice choose(const Problem& problem) const;
+
+  const Target& target() const { return target_; }
+  size_t tuned_rows() const { return rows_.size(); }
+
+ private:
+  Target target_;
+  bool prefer_cublaslt_;
+  Proposer proposer_;
+  std::vector<TunedRow> rows_;  // this GPU's, sorted by (layout, shape)
+};
+
+}  // namespace rlgemm::dispatch

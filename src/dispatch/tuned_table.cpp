@@ -1,0 +1,169 @@
+#include "dispatch/tuned_table.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "rlgemm/error.h"
+#include "store/store.h"
+
+namespace rlgemm::dispatch {
+
+// Generated at build time from data/tuned/*.csv (src/dispatch/CMakeLists.txt).
+struct EmbeddedTable {
+  const char* name;
+  const char* text;
+};
+extern const EmbeddedTable kEmbeddedTunedTables[];
+extern const size_t kEmbeddedTunedTableCount;
+
+namespace {
+
+std::string trim(const std::string& s) {
+  const auto first = s.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  const auto last = s.find_last_not_of(" \t");
+  return s.substr(first, last - first + 1);
+}
+
+std::string lowercase(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::vector<std::string> split_columns(const std::string& line) {
+  std::vector<std::string> columns;
+  std::string column;
+  std::istringstream in(line);
+  while (std::getline(in, column, ',')) columns.push_back(trim(column));
+  if (!line.empty() && line.back() == ',') columns.push_back("");
+  return columns;
+}
+
+double parse_positive(const std::string& text, const char* column) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(value) || value <= 0)
+    fail(std::string(column) + " must be a positive number, got '" + text + "'");
+  return value;
+}
+
+std::string problem_key(const TunedRow& row) {
+  return row.gpu + "|" + row.problem.shape.to_string() + "|" + std::string(to_string(row.problem.layout));
+}
+
+}  // namespace
+
+std::vector<TunedRow> parse_tuned_table(std::istream& in, const std::string& source) {
+  std::vector<TunedRow> rows;
+  std::map<std::string, std::string> seen;  // problem key -> where it was first given
+  std::string line;
+  int line_no = 0;
+  bool header_seen = false;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::string text = trim(line);
+    if (text.empty() || text[0] == '#') continue;
+    const std::string where = source + ":" + std::to_string(line_no);
+    if (!header_seen) {
+      std::string compact;
+      for (char c : lowercase(text))
+        if (c != ' ' && c != '\t') compact += c;
+      if (compact != lowercase(kTunedTableHeader))
+        fail(where + ": a tuned table starts with the header '" + kTunedTableHeader + "', got '" + text + "'");
+      header_seen = true;
+      continue;
+    }
+    try {
+      const std::vector<std::string> columns = split_columns(text);
+      if (columns.size() != 8)
+        fail("expected 8 columns (" + std::string(kTunedTableHeader) + "), got " + std::to_string(columns.size()));
+      TunedRow row;
+      row.gpu = columns[0];
+      if (row.gpu.empty()) fail("the gpu column is empty (expected the CUDA device name)");
+      row.problem.shape = parse_shape(columns[1] + "," + columns[2] + "," + columns[3]);
+      row.problem.layout = parse_layout(columns[4]);
+      row.design = parse_design(columns[5]);
+      if (row.design.family == Family::kTest) fail("test designs (" + columns[5] + ") cannot be dispatched");
+      row.time_us = parse_positive(columns[6], "time_us");
+      if (!columns[7].empty()) row.speedup_vs_lt_auto = parse_positive(columns[7], "speedup_vs_lt_auto");
+      row.source = where;
+      const auto [it, inserted] = seen.emplace(problem_key(row), where);
+      if (!inserted)
+        fail("duplicate row for " + row.gpu + " " + row.problem.shape.to_string() + " " +
+             std::string(to_string(row.problem.layout)) + " (first given at " + it->second + ")");
+      rows.push_back(std::move(row));
+    } catch (const Error& e) {
+      throw Error(ErrorKind::kInvalidInput, where + ": " + e.what());
+    }
+  }
+  if (!header_seen) fail(source + ": empty tuned table (expected the header '" + kTunedTableHeader + "')");
+  return rows;
+}
+
+std::vector<TunedRow> load_tuned_table(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot open tuned table '" + path.string() + "'");
+  return parse_tuned_table(in, path.string());
+}
+
+std::vector<TunedRow> embedded_tuned_rows() {
+  std::vector<TunedRow> rows;
+  for (size_t i = 0; i < kEmbeddedTunedTableCount; ++i) {
+    std::istringstream in(kEmbeddedTunedTables[i].text);
+    auto table = parse_tuned_table(in, std::string("built-in data/tuned/") + kEmbeddedTunedTables[i].name);
+    rows.insert(rows.end(), std::make_move_iterator(table.begin()), std::make_move_iterator(table.end()));
+  }
+  return rows;
+}
+
+std::vector<std::string> embedded_table_names() {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < kEmbeddedTunedTableCount; ++i) names.push_back(kEmbeddedTunedTables[i].name);
+  return names;
+}
+
+std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, const std::string& mode) {
+  // Store creates missing files; a handle must never invent an empty database from a typo.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) fail("tuning database '" + path.string() + "' does not exist");
+  const TimingMode wanted = parse_timing_mode(mode);
+  Store store(path);
+  std::vector<TunedRow> rows;
+  for (const BestDesign& best : store.best_designs()) {
+    if (best.mode != wanted) continue;
+    TunedRow row;
+    row.gpu = best.gpu_name;
+    row.problem = best.problem;
+    try {
+      row.design = parse_design(best.design);
+    } catch (const Error& e) {
+      throw Error(ErrorKind::kInvalidInput, path.string() + ": best design of " + best.problem.shape.to_string() +
+                                                " does not parse: " + e.what());
+    }
+    if (row.design.family == Family::kTest) continue;  // fault-injection runs of the tuner's own tests
+    row.time_us = best.median_us;
+    row.speedup_vs_lt_auto = best.speedup;
+    row.source = path.string() + " (" + best.problem.shape.to_string() + " " +
+                 std::string(to_string(best.problem.layout)) + ")";
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::vector<TunedRow> rows_for_gpu(const std::vector<TunedRow>& rows, const std::string& gpu) {
+  std::vector<TunedRow> out;
+  std::copy_if(rows.begin(), rows.end(), std::back_inserter(out), [&](const TunedRow& r) { return r.gpu == gpu; });
+  return out;
+}
+
+}  // namespace rlgemm::dispatch

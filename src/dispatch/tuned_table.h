@@ -1,0 +1,52 @@
+// Tuned tables: the measured-best kernel design per (GPU, shape, layout), as the dispatcher reads them.
+//
+// A tuned table is a CSV file, data/tuned/<gpu-key>.csv in the repository (every file there is built into
+// the library), with the header
+//   gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto
+// gpu is the device name as the CUDA runtime reports it ("NVIDIA H100 80GB HBM3"); design is the canonical
+// text form (include/rlgemm/design.h); time_us the design's measured time; speedup_vs_lt_auto the lt_auto
+// time divided by time_us, empty when no reference was measured. Blank lines and lines starting with '#'
+// are skipped. The same rows can also come from a tuning database (the store's best_designs view).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <istream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rlgemm/design.h"
+#include "rlgemm/problem.h"
+
+namespace rlgemm::dispatch {
+
+struct TunedRow {
+  std::string gpu;
+  Problem problem;
+  Design design;
+  double time_us = 0;
+  std::optional<double> speedup_vs_lt_auto;  // lt_auto time / time_us
+  std::string source;                        // "file:line", for messages
+};
+
+inline constexpr const char* kTunedTableHeader = "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto";
+
+// Parses a tuned table. Throws Error(kInvalidInput) naming `source`, the line number and the broken rule
+// (header, column count, number, shape rules, layout, design syntax, duplicate row).
+std::vector<TunedRow> parse_tuned_table(std::istream& in, const std::string& source);
+std::vector<TunedRow> load_tuned_table(const std::filesystem::path& path);
+
+// Every table built into the library (data/tuned/*.csv at build time), concatenated.
+std::vector<TunedRow> embedded_tuned_rows();
+// The names of the built-in tables ("h100.csv", ...).
+std::vector<std::string> embedded_table_names();
+
+// The best correct design per (GPU, shape, layout) recorded in a tuning database in `mode`
+// ("offline" | "server"). Throws Error(kInvalidInput) when the file does not exist or is not a database.
+std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, const std::string& mode);
+
+// The rows of one GPU.
+std::vector<TunedRow> rows_for_gpu(const std::vector<TunedRow>& rows, const std::string& gpu);
+
+}  // namespace rlgemm::dispatch

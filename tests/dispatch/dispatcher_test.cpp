@@ -1,0 +1,287 @@
+// The dispatcher's choices on the CPU: tuned-table parsing (errors name the line), the built-in tables,
+// tuning databases, exact / nearest / policy / default routes, layout and architecture filtering, and the
+// rows where cuBLASLt measured faster.
+#include "dispatch/dispatcher.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "dispatch/tuned_table.h"
+#include "store/store.h"
+
+namespace rlgemm::dispatch {
+namespace {
+
+const std::string kH100 = "NVIDIA H100 80GB HBM3";
+const std::string kSm90Big = "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma";
+const std::string kSm90Small = "sm90.ws.pingpong/64x128x64/s4/c1x1/raster_m.g8/splitk2.serial/epi_reg/swap/static";
+const std::string kSm80 = "sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg";
+
+Target h100() { return Target{kH100, 9, 0, 232448}; }
+
+std::vector<TunedRow> parse(const std::string& text, const std::string& source = "t.csv") {
+  std::istringstream in(text);
+  return parse_tuned_table(in, source);
+}
+
+std::string header() { return std::string(kTunedTableHeader) + "\n"; }
+
+std::string row(const std::string& gpu, const std::string& mnk, const std::string& layout, const std::string& design,
+                const std::string& speedup = "1.1") {
+  return gpu + "," + mnk + "," + layout + "," + design + ",12.5," + speedup + "\n";
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(TunedTable, ParsesRowsSkippingCommentsAndBlankLines) {
+  const auto rows = parse("# tuned on one H100\n" + header() + "\n" + row(kH100, "4096,4096,4096", "tn", kSm90Big) +
+                          "  # a comment\n" + row(kH100, "1,4096,4096", "nn", kSm90Small, ""));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].gpu, kH100);
+  EXPECT_EQ(rows[0].problem, (Problem{{4096, 4096, 4096}, Layout::kTN}));
+  EXPECT_EQ(to_string(rows[0].design), kSm90Big);
+  EXPECT_DOUBLE_EQ(rows[0].time_us, 12.5);
+  EXPECT_DOUBLE_EQ(*rows[0].speedup_vs_lt_auto, 1.1);
+  EXPECT_EQ(rows[0].source, "t.csv:4");
+  EXPECT_FALSE(rows[1].speedup_vs_lt_auto.has_value());
+  EXPECT_EQ(rows[1].problem.layout, Layout::kNN);
+}
+
+TEST(TunedTable, ErrorsNameTheFileTheLineAndTheRule) {
+  const std::string ok = row(kH100, "64,64,64", "tn", kSm80);
+  auto has = [](const std::string& message, const std::string& part) {
+    return message.find(part) != std::string::npos;
+  };
+  std::string e = error_of("M,N,K\n" + ok);
+  EXPECT_TRUE(has(e, "t.csv:1:") && has(e, "header")) << e;
+  e = error_of(header() + ok + kH100 + ",64,64,64,tn," + kSm80 + ",12.5\n");
+  EXPECT_TRUE(has(e, "t.csv:3:") && has(e, "expected 8 columns")) << e;
+  e = error_of(header() + "\n" + row(kH100, "64,60,64", "tn", kSm80));
+  EXPECT_TRUE(has(e, "t.csv:3:") && has(e, "multiple of 8")) << e;
+  e = error_of(header() + row(kH100, "64,64,64", "nt", kSm80));
+  EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "nn")) << e;
+  e = error_of(header() + row(kH100, "64,64,64", "tn", "sm80/64x64/w32x32"));
+  EXPECT_TRUE(has(e, "t.csv:2:")) << e;
+  e = error_of(header() + kH100 + ",64,64,64,tn," + kSm80 + ",fast,1.0\n");
+  EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "time_us")) << e;
+  e = error_of(header() + row(kH100, "64,64,64", "tn", kSm80, "-1"));
+  EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "speedup_vs_lt_auto")) << e;
+  e = error_of(header() + row("", "64,64,64", "tn", kSm80));
+  EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "gpu")) << e;
+  e = error_of(header() + row(kH100, "64,64,64", "tn", "test.wrong"));
+  EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "test designs")) << e;
+  e = error_of(header() + ok + "\n" + row(kH100, "64,64,64", "tn", kSm90Big));
+  EXPECT_TRUE(has(e, "t.csv:4:") && has(e, "duplicate") && has(e, "t.csv:2")) << e;
+  e = error_of("# only a comment\n");
+  EXPECT_TRUE(has(e, "empty tuned table")) << e;
+  // The same shape in the other layout, or on another GPU, is not a duplicate.
+  EXPECT_EQ(parse(header() + ok + row(kH100, "64,64,64", "nn", kSm80) + row("NVIDIA H200", "64,64,64", "tn", kSm80))
+                .size(),
+            3u);
+}
+
+TEST(TunedTable, MissingFileIsAnInputError) {
+  EXPECT_THROW(load_tuned_table("/nonexistent/rlgemm-tuned.csv"), Error);
+}
+
+TEST(TunedTable, BuiltInTablesParse) {
+  const auto names = embedded_table_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "h100.csv"), names.end());
+  const auto rows = embedded_tuned_rows();  // throws when a committed table is malformed
+  for (const auto& r : rows) EXPECT_FALSE(why_invalid(r.design, r.problem.layout)) << r.source;
+}
+
+TEST(TunedTable, TuningDatabaseGivesTheBestDesignPerShapeAndMode) {
+  const auto dir = std::filesystem::temp_directory_path() / ("rlgemm-dispatch-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "tune.db";
+  {
+    Store store(file);
+    const int64_t gpu = store.gpu_id(GpuIdentity{kH100, 132, 9, 0, 1980000, 2619000, 13000, 232448});
+    const Problem p{{256, 512, 1024}, Layout::kTN};
+    auto record = [&](const std::string& design, double us, TimingMode mode) {
+      MeasurementRecord r;
+      r.gpu_id = gpu;
+      r.problem = p;
+      r.design = design;
+      r.mode = mode;
+      r.measurement.status = MeasureStatus::kOk;
+      r.measurement.timing = TimingStats{us, us, us, 5};
+      store.record(r);
+    };
+    record(kSm80, 20.0, TimingMode::kOffline);
+    record(kSm90Big, 10.0, TimingMode::kOffline);
+    record(kSm90Small, 5.0, TimingMode::kServer);
+    store.put_reference(gpu, p, TimingMode::kOffline, TimingStats{8.0, 8.0, 8.0, 5});
+  }
+  const auto offline = load_tuning_database(file, "offline");
+  ASSERT_EQ(offline.size(), 1u);
+  EXPECT_EQ(offline[0].gpu, kH100);
+  EXPECT_EQ(to_string(offline[0].design), kSm90Big);
+  EXPECT_DOUBLE_EQ(offline[0].time_us, 10.0);
+  ASSERT_TRUE(offline[0].speedup_vs_lt_auto);
+  EXPECT_DOUBLE_EQ(*offline[0].speedup_vs_lt_auto, 0.8);  // cuBLASLt was faster
+  const auto server = load_tuning_database(file, "server");
+  ASSERT_EQ(server.size(), 1u);
+  EXPECT_EQ(to_string(server[0].design), kSm90Small);
+  EXPECT_FALSE(server[0].speedup_vs_lt_auto);
+  EXPECT_THROW(load_tuning_database(file, "cold"), Error);
+  EXPECT_THROW(load_tuning_database(dir / "missing.db", "offline"), Error);
+  EXPECT_FALSE(std::filesystem::exists(dir / "missing.db"));  // never created by a lookup
+  std::filesystem::remove_all(dir);
+}
+
+std::vector<TunedRow> table() {
+  return parse(header() +                                                    //
+               row(kH100, "1024,1024,1024", "tn", kSm90Small) +              // static: shape-generic when borrowed
+               row(kH100, "8192,8192,8192", "tn", kSm90Big) +                //
+               row(kH100, "4096,4096,4096", "tn", kSm80, "0.85") +          // cuBLASLt measured faster
+               row(kH100, "64,64,64", "nn", kSm80) +                         //
+               row("NVIDIA A100-SXM4-80GB", "1000,1000,1000", "tn", kSm80));  // another GPU
+}
+
+TEST(Dispatcher, ExactShapeUsesItsTunedDesign) {
+  const Dispatcher d(table(), h100());
+  EXPECT_EQ(d.tuned_rows(), 4u);
+  const Choice c = d.choose({{1024, 1024, 1024}, Layout::kTN});
+  EXPECT_EQ(c.path, Path::kTuned);
+  EXPECT_EQ(to_string(c.design), kSm90Small);  // static kept: it was tuned for this very shape
+  EXPECT_EQ(c.describe(), "tuned " + kSm90Small);
+}
+
+TEST(Dispatcher, CublasLtServesTheShapesWhereItMeasuredFaster) {
+  EXPECT_EQ(Dispatcher(table(), h100()).choose({{4096, 4096, 4096}, Layout::kTN}).path, Path::kCublasLt);
+  const Choice c = Dispatcher(table(), h100(), /*prefer_cublaslt=*/false).choose({{4096, 4096, 4096}, Layout::kTN});
+  EXPECT_EQ(c.path, Path::kTuned);
+  EXPECT_EQ(to_string(c.design), kSm80);
+  // Only the exact shape: its neighbours borrow its design.
+  const Choice near = Dispatcher(table(), h100()).choose({{4000, 4096, 4096}, Layout::kTN});
+  EXPECT_EQ(near.path, Path::kNearest);
+  EXPECT_EQ(to_string(near.design), kSm80);
+}
+
+TEST(Dispatcher, OtherShapesBorrowTheNearestInLogSpace) {
+  const Dispatcher d(table(), h100());
+  Choice c = d.choose({{1000, 1024, 1096}, Layout::kTN});
+  EXPECT_EQ(c.path, Path::kNearest);
+  ASSERT_TRUE(c.borrowed_from);
+  EXPECT_EQ(*c.borrowed_from, (Shape{1024, 1024, 1024}));
+  Design generic = parse_design(kSm90Small);
+  generic.static_shape = false;
+  EXPECT_EQ(c.design, generic);
+  EXPECT_EQ(c.describe(), "nearest " + to_string(generic) + " (from 1024,1024,1024)");
+  c = d.choose({{3000, 4096, 4096}, Layout::kTN});
+  EXPECT_EQ(*c.borrowed_from, (Shape{4096, 4096, 4096}));
+  // M = 1 is far from every row in log space: sqrt(ln^2 1024 + 2 ln^2 8) = 7.5 to 1024^3 beats ln 8192 = 9.0
+  // to 8192^3, although N and K match the latter exactly.
+  c = d.choose({{1, 8192, 8192}, Layout::kTN});
+  EXPECT_EQ(*c.borrowed_from, (Shape{1024, 1024, 1024}));
+  EXPECT_NEAR(log_distance({1, 8192, 8192}, {8192, 8192, 8192}), std::log(8192.0), 1e-12);
+  EXPECT_DOUBLE_EQ(log_distance({7, 16, 24}, {7, 16, 24}), 0.0);
+  EXPECT_DOUBLE_EQ(log_distance({7, 16, 24}, {70, 160, 240}), log_distance({70, 160, 240}, {7, 16, 24}));
+}
+
+TEST(Dispatcher, OnlyRowsOfTheSameLayoutAreBorrowed) {
+  const Dispatcher d(table(), h100());
+  // The only nn row is 64^3: every nn shape borrows it, however far, never a tn row.
+  Choice c = d.choose({{8192, 8192, 8192}, Layout::kNN});
+  EXPECT_EQ(c.path, Path::kNearest);
+  EXPECT_EQ(*c.borrowed_from, (Shape{64, 64, 64}));
+  EXPECT_EQ(to_string(c.design), kSm80);
+  // An exact shape of the other layout is not tuned for this one.
+  c = d.choose({{1024, 1024, 1024}, Layout::kNN});
+  EXPECT_EQ(c.path, Path::kNearest);
+  // Nothing of a layout tuned: the default design.
+  const Dispatcher tn_only(parse(header() + row(kH100, "64,64,64", "tn", kSm80)), h100());
+  EXPECT_EQ(tn_only.choose({{64, 64, 64}, Layout::kNN}).path, Path::kDefault);
+}
+
+TEST(Dispatcher, DesignsTheLayoutOrTheGpuCannotRunAreSkipped) {
+  // An sm90 design valid for tn that the nn layout rejects (an MN-major B tile needs BN % 64 == 0).
+  const std::string tn_only = "sm90.ws.pingpong/64x96x64/s4/c1x1/raster_m.g8/splitk1/epi_reg";
+  ASSERT_FALSE(why_invalid(parse_design(tn_only), Layout::kTN));
+  ASSERT_TRUE(why_invalid(parse_design(tn_only), Layout::kNN));
+  // The same GPU name on an sm_80 target: sm90 rows cannot run there, the nearest runnable row serves.
+  const auto rows = parse(header() + row(kH100, "1024,1024,1024", "tn", kSm90Big) +
+                          row(kH100, "128,128,128", "tn", kSm80));
+  Target ampere = h100();
+  ampere.cc_major = 8;
+  const Dispatcher d(rows, ampere);
+  Choice c = d.choose({{1024, 1024, 1024}, Layout::kTN});  // exact row, not runnable here
+  EXPECT_EQ(c.path, Path::kNearest);
+  EXPECT_EQ(*c.borrowed_from, (Shape{128, 128, 128}));
+  EXPECT_TRUE(why_not_runnable(parse_design(kSm90Big), Layout::kTN, ampere));
+  EXPECT_FALSE(why_not_runnable(parse_design(kSm80), Layout::kTN, ampere));
+  // A policy proposing a design the layout rejects falls back to the nearest row.
+  const Dispatcher with_policy(rows, h100(), true, [&](const Problem&) { return parse_design(tn_only); });
+  EXPECT_EQ(with_policy.choose({{500, 512, 512}, Layout::kNN}).path, Path::kDefault);  // no nn rows
+  EXPECT_EQ(with_policy.choose({{500, 512, 512}, Layout::kTN}).path, Path::kPolicy);
+}
+
+TEST(Dispatcher, PolicyProposesForUntunedShapesOnly) {
+  int calls = 0;
+  const Dispatcher d(table(), h100(), true, [&](const Problem&) -> std::optional<Design> {
+    ++calls;
+    return parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_n.g8/splitk1/epi_reg/static");
+  });
+  EXPECT_EQ(d.choose({{1024, 1024, 1024}, Layout::kTN}).path, Path::kTuned);
+  EXPECT_EQ(calls, 0);
+  const Choice c = d.choose({{333, 1024, 1024}, Layout::kTN});
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(c.path, Path::kPolicy);
+  EXPECT_FALSE(c.design.static_shape);  // borrowed designs run shape-generic
+  // A proposer with nothing to say leaves the nearest row.
+  const Dispatcher silent(table(), h100(), true, [](const Problem&) { return std::optional<Design>(); });
+  EXPECT_EQ(silent.choose({{333, 1024, 1024}, Layout::kTN}).path, Path::kNearest);
+}
+
+TEST(Dispatcher, UntunedGpusGetTheArchitecturesDefaultDesign) {
+  const Dispatcher hopper({}, h100());
+  Choice c = hopper.choose({{100, 200, 300 - 4}, Layout::kTN});
+  EXPECT_EQ(c.path, Path::kDefault);
+  EXPECT_EQ(c.design.family, Family::kSm90);
+  Target ampere{"NVIDIA A100-SXM4-80GB", 8, 0, 166912};
+  Target ada{"NVIDIA L4", 8, 9, 101376};
+  for (const Target& t : {h100(), ampere, ada}) {
+    const Design d = default_design(t);
+    EXPECT_EQ(d.family, t.cc_major == 9 ? Family::kSm90 : Family::kSm80) << t.name;
+    for (Layout l : {Layout::kNN, Layout::kTN})
+      EXPECT_FALSE(why_not_runnable(d, l, t)) << t.name << " " << to_string(d) << ": " << *why_not_runnable(d, l, t);
+    // Rows of another GPU do not count.
+    EXPECT_EQ(Dispatcher(table(), Target{t.name + " (other)", t.cc_major, t.cc_minor, t.smem_per_block_optin})
+                  .choose({{64, 64, 64}, Layout::kTN})
+                  .path,
+              Path::kDefault);
+  }
+}
+
+TEST(Dispatcher, RejectsBadShapesAndDuplicateRows) {
+  const Dispatcher d(table(), h100());
+  EXPECT_THROW(d.choose({{0, 64, 64}, Layout::kTN}), Error);
+  EXPECT_THROW(d.choose({{64, 60, 64}, Layout::kTN}), Error);
+  auto rows = table();
+  rows.push_back(rows.front());
+  rows.back().source = "db";
+  try {
+    Dispatcher twice(rows, h100());
+    ADD_FAILURE() << "duplicate rows accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("t.csv:2 and db"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace rlgemm::dispatch

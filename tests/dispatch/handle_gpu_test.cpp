@@ -1,0 +1,316 @@
+// librlgemm on a GPU (skipped without one): every route (tuned, nearest, default, cuBLASLt) against a
+// double-precision host reference on shapes that are not tile multiples, in both layouts; split-K
+// workspaces; CUDA-graph capture after prepare(); concurrent callers; bad inputs through the C++ and C APIs.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "rlgemm/rlgemm.h"
+#include "rlgemm/rlgemm_c.h"
+#include "support/gpu.h"
+
+namespace rlgemm {
+namespace {
+
+struct DeviceMemory {
+  void* ptr = nullptr;
+  explicit DeviceMemory(size_t bytes) { RLGEMM_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(bytes, 16))); }
+  ~DeviceMemory() { cudaFree(ptr); }
+  DeviceMemory(const DeviceMemory&) = delete;
+  half* h() const { return static_cast<half*>(ptr); }
+};
+
+// One problem's inputs on the device, with its fp64 reference.
+struct Case {
+  Problem problem;
+  std::vector<half> a, b;
+  std::vector<double> ref;
+  std::unique_ptr<DeviceMemory> da, db, dc;
+
+  Case(Shape shape, Layout layout, uint64_t seed) : problem{shape, layout} {
+    const int64_t M = shape.m, N = shape.n, K = shape.k;
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    a.resize(M * K);
+    b.resize(K * N);
+    for (auto& x : a) x = __float2half(normal(rng));
+    for (auto& x : b) x = __float2half(normal(rng));
+    ref.assign(M * N, 0.0);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) {
+        const double x = __half2float(a[m * K + k]);
+        for (int64_t n = 0; n < N; ++n)
+          ref[m * N + n] += x * __half2float(layout == Layout::kNN ? b[k * N + n] : b[n * K + k]);
+      }
+    da = std::make_unique<DeviceMemory>(a.size() * 2);
+    db = std::make_unique<DeviceMemory>(b.size() * 2);
+    dc = std::make_unique<DeviceMemory>(M * N * 2);
+    RLGEMM_CUDA_CHECK(cudaMemcpy(da->ptr, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+    RLGEMM_CUDA_CHECK(cudaMemcpy(db->ptr, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+  }
+
+  void poison() const { RLGEMM_CUDA_CHECK(cudaMemset(dc->ptr, 0xff, problem.c_elems() * 2)); }  // NaN
+
+  void run(Handle& handle, cudaStream_t stream = nullptr) const {
+    handle.hgemm(stream, problem.shape.m, problem.shape.n, problem.shape.k, da->h(), db->h(), problem.layout, dc->h());
+  }
+
+  // "" or what is wrong with C.
+  std::string check() const {
+    RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<half> c(problem.c_elems());
+    RLGEMM_CUDA_CHECK(cudaMemcpy(c.data(), dc->ptr, c.size() * 2, cudaMemcpyDeviceToHost));
+    const double atol = std::ldexp(1.0, -9) * std::sqrt(double(problem.shape.k)) * 4;
+    int64_t bad = 0;
+    std::string first;
+    for (size_t i = 0; i < c.size(); ++i) {
+      const double got = __half2float(c[i]);
+      if (std::isfinite(got) && std::abs(got - ref[i]) <= atol + std::ldexp(1.0, -9) * std::abs(ref[i])) continue;
+      if (bad++ == 0)
+        first = "C[" + std::to_string(i / problem.shape.n) + "][" + std::to_string(i % problem.shape.n) +
+                "] = " + std::to_string(got) + ", want " + std::to_string(ref[i]);
+    }
+    if (!bad) return "";
+    return problem.shape.to_string() + " " + std::string(to_string(problem.layout)) + ": " + std::to_string(bad) +
+           " wrong, first " + first;
+  }
+};
+
+class HandleGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RLGEMM_REQUIRE_GPU();
+    device_ = open_device();
+    dir_ = std::filesystem::temp_directory_path() / ("rlgemm-handle-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    hopper_ = device_.cc_major == 9 && device_.cc_minor == 0;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+
+  // A tuned table of this GPU; rows are "M,N,K,layout,design,speedup".
+  HandleOptions options_with(const std::vector<std::string>& rows) {
+    const auto file = dir_ / "tuned.csv";
+    std::ofstream out(file);
+    out << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto\n";
+    for (const auto& r : rows) {
+      // r = "M,N,K,layout,design,speedup" -> insert time_us before speedup.
+      const auto last = r.rfind(',');
+      out << device_.name << "," << r.substr(0, last) << ",10" << r.substr(last) << "\n";
+    }
+    out.close();
+    HandleOptions options;
+    options.tuned_table = file.string();
+    // The default cubin cache (content-addressed, shared safely): each design compiles once per machine.
+    return options;
+  }
+
+  // Split-K (workspace) and plain designs this GPU runs.
+  std::string split_design() const {
+    return hopper_ ? "sm90.ws.pingpong/128x128x64/s4/c1x1/raster_m.g8/splitk3.serial/epi_reg"
+                   : "sm80/64x64x64/w32x32/s3/swz/raster_m.g8/splitk3.serial/epi_reg";
+  }
+  std::string big_design() const {
+    return hopper_ ? "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma"
+                   : "sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg";
+  }
+  static constexpr const char* kSm80Swap = "sm80/64x128x32/w32x64/s5/swz/raster_m.g8/splitk1/epi_smem/swap";
+
+  DeviceInfo device_;
+  std::filesystem::path dir_;
+  bool hopper_ = false;
+};
+
+TEST_F(HandleGpu, EveryRouteMatchesTheReferenceInBothLayouts) {
+  std::vector<std::string> rows;
+  for (const char* layout : {"nn", "tn"}) {
+    rows.push_back(std::string("512,1024,2048,") + layout + "," + big_design() + ",1.2");
+    rows.push_back(std::string("64,256,4096,") + layout + "," + split_design() + ",1.5");
+    rows.push_back(std::string("8,512,512,") + layout + "," + kSm80Swap + ",");
+  }
+  Handle handle(options_with(rows));
+  EXPECT_EQ(handle.tuned_shapes(), 6u);
+  uint64_t tuned = 0, nearest = 0;
+  const std::vector<Shape> shapes = {{512, 1024, 2048}, {64, 256, 4096}, {8, 512, 512},  // tuned
+                                     {1, 72, 24},       {7, 200, 136},   {100, 1000, 1000},
+                                     {1000, 72, 3000},  {33, 264, 520},  {77, 256, 4104}};  // borrowed
+  for (Layout layout : {Layout::kNN, Layout::kTN})
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const Case c(shapes[i], layout, 100 * i + int(layout));
+      c.poison();
+      c.run(handle);
+      c.run(handle);  // twice: split-K flags must be left zeroed
+      EXPECT_EQ(c.check(), "") << handle.describe(shapes[i].m, shapes[i].n, shapes[i].k, layout);
+      (i < 3 ? tuned : nearest) += 2;
+    }
+  const Stats s = handle.stats();
+  EXPECT_EQ(s.tuned, tuned);
+  EXPECT_EQ(s.nearest, nearest);
+  EXPECT_EQ(s.default_design + s.policy + s.cublaslt, 0u);
+  EXPECT_EQ(handle.describe(512, 1024, 2048, Layout::kTN), "tuned " + big_design());
+  EXPECT_EQ(handle.describe(60, 256, 4096, Layout::kNN).rfind("nearest " + split_design() + " (from 64,256,4096)", 0),
+            0u);
+}
+
+TEST_F(HandleGpu, UntunedGpuUsesTheDefaultDesign) {
+  HandleOptions options = options_with({});
+  Handle handle(options);
+  for (Layout layout : {Layout::kNN, Layout::kTN})
+    for (Shape shape : {Shape{1, 8, 8}, Shape{130, 136, 264}, Shape{257, 520, 1000}}) {
+      const Case c(shape, layout, shape.m);
+      c.poison();
+      c.run(handle);
+      EXPECT_EQ(c.check(), "");
+    }
+  EXPECT_EQ(handle.stats().default_design, 6u);
+  EXPECT_EQ(handle.describe(1, 8, 8, Layout::kTN).rfind(hopper_ ? "default sm90" : "default sm80", 0), 0u);
+}
+
+TEST_F(HandleGpu, CublasLtServesTheShapesWhereItWasFaster) {
+  const std::string row = "200,512,1024,tn," + big_design() + ",0.5";
+  {
+    Handle handle(options_with({row}));
+    const Case c({200, 512, 1024}, Layout::kTN, 7);
+    c.poison();
+    c.run(handle);
+    EXPECT_EQ(c.check(), "");
+    EXPECT_EQ(handle.stats().cublaslt, 1u);
+    EXPECT_EQ(handle.describe(200, 512, 1024, Layout::kTN), "cublaslt");
+  }
+  HandleOptions options = options_with({row});
+  options.prefer_cublaslt = false;
+  Handle handle(options);
+  EXPECT_EQ(handle.describe(200, 512, 1024, Layout::kTN), "tuned " + big_design());
+}
+
+TEST_F(HandleGpu, GraphCaptureAfterPrepare) {
+  // A split-K route (a workspace per stream) and a plain one, captured together and replayed.
+  Handle handle(options_with({"96,512,2048,tn," + split_design() + ",1.3", "96,512,2048,nn," + big_design() + ",1.3"}));
+  const Case split({96, 512, 2048}, Layout::kTN, 1), plain({96, 512, 2048}, Layout::kNN, 2);
+  const Case untuned({50, 64, 128}, Layout::kTN, 3);
+  cudaStream_t stream;
+  RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const Case* c : {&split, &plain, &untuned})
+    handle.prepare(c->problem.shape.m, c->problem.shape.n, c->problem.shape.k, c->problem.layout, stream);
+
+  cudaGraph_t graph;
+  RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  for (const Case* c : {&split, &plain, &untuned}) c->run(handle, stream);
+  RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  RLGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    for (const Case* c : {&split, &plain, &untuned}) c->poison();
+    RLGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (const Case* c : {&split, &plain, &untuned}) EXPECT_EQ(c->check(), "") << "replay " << replay;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+
+  // A split-K shape not prepared for the capturing stream is refused with the remedy in the message.
+  cudaStream_t other;
+  RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(other, cudaStreamCaptureModeThreadLocal));
+  try {
+    split.run(handle, other);
+    ADD_FAILURE() << "an unprepared split-K call was captured";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("prepare("), std::string::npos) << e.what();
+  }
+  cudaGraph_t discarded = nullptr;
+  cudaStreamEndCapture(other, &discarded);
+  if (discarded) cudaGraphDestroy(discarded);
+  (void)cudaGetLastError();
+  cudaStreamDestroy(other);
+  cudaStreamDestroy(stream);
+}
+
+TEST_F(HandleGpu, ConcurrentCallersOnTheirOwnStreams) {
+  Handle handle(options_with({"64,256,4096,tn," + split_design() + ",1.5"}));
+  const std::vector<Shape> shapes = {{64, 256, 4096}, {65, 256, 4096}, {3, 128, 256}};
+  std::vector<std::unique_ptr<Case>> cases;
+  for (int t = 0; t < 4; ++t)
+    for (size_t i = 0; i < shapes.size(); ++i) cases.push_back(std::make_unique<Case>(shapes[i], Layout::kTN, 10 * t + i));
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(4);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        RLGEMM_CUDA_CHECK(cudaSetDevice(device_.ordinal));
+        cudaStream_t stream;
+        RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        for (int round = 0; round < 20; ++round)
+          for (size_t i = 0; i < shapes.size(); ++i) cases[t * shapes.size() + i]->run(handle, stream);
+        RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+        cudaStreamDestroy(stream);
+      } catch (const std::exception& e) {
+        errors[t] = e.what();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  for (const auto& c : cases) EXPECT_EQ(c->check(), "");
+  EXPECT_EQ(handle.stats().total(), 4u * 20u * shapes.size());
+}
+
+TEST_F(HandleGpu, BadInputsAreRefusedWithTheRule) {
+  Handle handle(options_with({}));
+  const Case c({64, 64, 64}, Layout::kTN, 1);
+  auto message = [&](auto&& call) -> std::string {
+    try {
+      call();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_NE(message([&] { handle.hgemm(nullptr, 64, 64, 64, nullptr, c.db->h(), Layout::kTN, c.dc->h()); })
+                .find("A is a null pointer"),
+            std::string::npos);
+  EXPECT_NE(message([&] { handle.hgemm(nullptr, 64, 56, 64, c.da->h(), c.db->h() + 1, Layout::kTN, c.dc->h()); })
+                .find("B is not 16-byte aligned"),
+            std::string::npos);
+  EXPECT_NE(message([&] { handle.hgemm(nullptr, 64, 60, 64, c.da->h(), c.db->h(), Layout::kTN, c.dc->h()); })
+                .find("multiple of 8"),
+            std::string::npos);
+  EXPECT_NE(message([&] { handle.hgemm(nullptr, 0, 64, 64, c.da->h(), c.db->h(), Layout::kTN, c.dc->h()); }),
+            "(no error)");
+  EXPECT_EQ(handle.stats().total(), 0u);
+
+  // The C API: status = the error kind's exit code, message per thread.
+  rlgemm_handle_t h = nullptr;
+  ASSERT_EQ(rlgemm_create(&h, nullptr), RLGEMM_OK) << rlgemm_last_error();
+  EXPECT_EQ(rlgemm_hgemm(h, nullptr, 64, 64, 64, c.da->ptr, c.db->ptr, 2, c.dc->ptr), RLGEMM_ERROR_INVALID_INPUT);
+  EXPECT_NE(std::string(rlgemm_last_error()).find("layout must be 0"), std::string::npos);
+  EXPECT_EQ(rlgemm_hgemm(h, nullptr, 64, 64, 64, c.da->ptr, static_cast<char*>(c.db->ptr) + 8, 1, c.dc->ptr),
+            RLGEMM_ERROR_INVALID_INPUT);
+  EXPECT_NE(std::string(rlgemm_last_error()).find("16-byte aligned"), std::string::npos);
+  c.poison();
+  ASSERT_EQ(rlgemm_hgemm(h, nullptr, 64, 64, 64, c.da->ptr, c.db->ptr, RLGEMM_LAYOUT_TN, c.dc->ptr), RLGEMM_OK)
+      << rlgemm_last_error();
+  EXPECT_EQ(c.check(), "");
+  rlgemm_stats_t stats{};
+  ASSERT_EQ(rlgemm_stats(h, &stats), RLGEMM_OK);
+  EXPECT_EQ(stats.tuned + stats.nearest + stats.policy + stats.default_design + stats.cublaslt, 1u);
+  char route[256];
+  ASSERT_EQ(rlgemm_describe(h, 64, 64, 64, RLGEMM_LAYOUT_TN, route, sizeof route), RLGEMM_OK);
+  EXPECT_GT(std::strlen(route), 0u);
+  EXPECT_EQ(rlgemm_destroy(h), RLGEMM_OK);
+  rlgemm_handle_t none = nullptr;
+  EXPECT_EQ(rlgemm_create(&none, (dir_ / "missing.db").c_str()), RLGEMM_ERROR_INVALID_INPUT);
+  EXPECT_NE(std::string(rlgemm_last_error()).find("does not exist"), std::string::npos);
+  EXPECT_EQ(none, nullptr);
+}
+
+}  // namespace
+}  // namespace rlgemm
