@@ -87,6 +87,11 @@ Design parse_design(std::string_view text);
 // can. `smem_limit_bytes` is the device's opt-in per-block limit (227 KiB on H100).
 std::optional<std::string> why_invalid(const Design& design, Layout layout, int smem_limit_bytes = 232448);
 
+// Why this design cannot compute this problem although it is valid for the layout, or nullopt: the rules
+// that depend on the shape. An sm90 split-K design needs at least one k-block of BK per slice (K >= splits x
+// BK, rounded up to whole k-blocks): slices left without k-blocks are not generated.
+std::optional<std::string> why_unfit(const Design& design, const Problem& problem);
+
 // Dynamic shared memory (bytes) a design needs, as why_invalid counts it against the limit.
 // sm80: max(stages x (A tile + B tile), epilogue staging), padding included; the epilogue reuses the
 // pipeline's buffers. sm90: stages x (BM + BN) x BK x 2 + the TMA-store staging + barriers + alignment slack,

@@ -12,6 +12,7 @@ enum class ErrorKind {
   kNoDevice,       // no CUDA device, or a driver too old for the runtime (exit code 3)
   kOutOfMemory,    // the device has too little free memory for the request (exit code 4)
   kRuntime,        // a CUDA, cuBLAS, compiler or I/O failure (exit code 1)
+  kHang,           // GPU work did not finish within the watchdog's limit; the process must end (exit code 5)
 };
 
 class Error : public std::runtime_error {
@@ -32,6 +33,7 @@ inline int exit_code(ErrorKind kind) {
     case ErrorKind::kNoDevice: return 3;
     case ErrorKind::kOutOfMemory: return 4;
     case ErrorKind::kRuntime: return 1;
+    case ErrorKind::kHang: return 5;
   }
   return 1;
 }

@@ -88,8 +88,8 @@ CheckResult Gate::check_set(Implementation& impl, int set, cudaStream_t stream) 
   b_[set].arm_guards(size_t(p.b_elems()), stream);
   c_.arm_guards(size_t(p.c_elems()), stream);
   impl.run(p, x, stream);
-  RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
   RLGEMM_CHECK_LAUNCH();
+  wait_for(stream, impl.name() + " on " + p.shape.to_string() + " (" + what + ")");
   CheckResult r;
   const GuardedBuffer* guarded[3] = {&a_[set], &b_[set], &c_};
   const char* names[3] = {"A", "B", "C"};

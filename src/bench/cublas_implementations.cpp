@@ -30,7 +30,9 @@ constexpr int kLtMaxCandidates = 100;
 class CublasGemmEx final : public Implementation {
  public:
   explicit CublasGemmEx(Layout layout) : layout_(layout) { CUBLAS_CHECK(cublasCreate(&handle_)); }
-  ~CublasGemmEx() override { cublasDestroy(handle_); }
+  ~CublasGemmEx() override {
+    if (!device_hung()) cublasDestroy(handle_);  // it synchronizes the device
+  }
   std::string name() const override { return layout_ == Layout::kNN ? "cublas_nn" : "cublas_tn"; }
   bool supports(const Problem& p) const override { return p.layout == layout_; }
   void run(const Problem& p, const Operands& x, cudaStream_t stream) override {
@@ -56,6 +58,7 @@ class LtBase : public Implementation {
   }
   ~LtBase() override {
     release_descriptors();
+    if (device_hung()) return;  // frees would block behind the hung kernel; the process is ending
     cudaFree(workspace_);
     cublasLtDestroy(handle_);
   }

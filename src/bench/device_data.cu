@@ -107,7 +107,9 @@ template <typename T>
 struct Scratch {
   T* ptr = nullptr;
   explicit Scratch(size_t n) { RLGEMM_CUDA_CHECK(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T))); }
-  ~Scratch() { cudaFree(ptr); }
+  ~Scratch() {
+    if (!device_hung()) cudaFree(ptr);
+  }
 };
 
 template <typename T>
@@ -119,7 +121,7 @@ void upload(Scratch<T>& dst, const std::vector<T>& src, cudaStream_t stream) {
 }  // namespace
 
 GuardedBuffer::~GuardedBuffer() {
-  if (base_) cudaFree(base_);
+  if (base_ && !device_hung()) cudaFree(base_);
 }
 
 void GuardedBuffer::reserve(size_t elems, cudaStream_t stream) {

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "bench/correctness.h"
@@ -44,7 +46,8 @@ class ColdSets {
 
   ~ColdSets() { release_cold(); }
   void release_cold() {
-    for (half* p : cold_sets) cudaFree(p);
+    if (!device_hung())
+      for (half* p : cold_sets) cudaFree(p);
     cold_sets.clear();
   }
   void prepare_cold(const Problem& p, const DeviceInfo& dev, cudaStream_t stream, uint64_t seed) {
@@ -169,10 +172,27 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
 
   const auto csv_path = std::filesystem::path(config.out_csv);
   if (csv_path.has_parent_path()) std::filesystem::create_directories(csv_path.parent_path());
-  std::ofstream csv(csv_path);
+  std::set<std::pair<Shape, Layout>> already;  // --resume: problems the CSV holds from an earlier run
+  const bool resuming = config.resume && std::filesystem::exists(csv_path);
+  if (resuming) {
+    for (const Row& row : read_csv(config.out_csv)) {
+      already.insert({row.shape, row.layout});
+      outcome.rows.push_back(row);
+    }
+  }
+  std::ofstream csv(csv_path, resuming ? std::ios::app : std::ios::trunc);
   if (!csv) throw Error(ErrorKind::kInvalidInput, "cannot write results file '" + config.out_csv + "'");
-  csv << kCsvHeader << '\n' << std::flush;
+  if (!resuming) csv << kCsvHeader << '\n' << std::flush;
   const auto json_path = json_path_for(config.out_csv);
+  nlohmann::json previous_run;
+  if (resuming && std::filesystem::exists(json_path)) {
+    std::ifstream in(json_path);
+    previous_run = nlohmann::json::parse(in, nullptr, false);
+    if (previous_run.is_object()) {
+      previous_run.erase("summary");
+      previous_run.erase("resumed");
+    }
+  }
   nlohmann::json meta = identity(config, dev);
   meta["status"] = "running";
   write_json(json_path, meta);
@@ -181,6 +201,8 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
   for (size_t i = 0; i < config.shapes.size(); ++i)
     if (int(i % size_t(config.shard_count)) == config.shard_index) shapes.push_back(config.shapes[i]);
   const size_t total = shapes.size() * config.layouts.size();
+  if (resuming)
+    meta["resumed"] = {{"rows_kept", outcome.rows.size()}, {"problems_kept", already.size()}, {"previous_run", previous_run}};
   ProgressLine progress(total, config.progress);
   const auto started = Clock::now();
   const bool want_cold = std::find(config.modes.begin(), config.modes.end(), Mode::kCold) != config.modes.end();
@@ -193,6 +215,10 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
     for (const Shape& shape : shapes) {
       for (Layout layout : config.layouts) {
         if (stop) throw std::runtime_error("interrupted");
+        if (already.count({shape, layout})) {
+          ++done;
+          continue;
+        }
         const Problem p{shape, layout};
         progress.update(done, shape.to_string() + " " + std::string(to_string(layout)));
         // Fresh inputs for this problem: normal (set 0) and positive (set 1), with their references.
@@ -215,7 +241,7 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
             impl->prepare(p, x0, stream);
             check = gate.check(*impl, stream);
           } catch (const Error& e) {
-            if (e.kind() == ErrorKind::kOutOfMemory) throw;
+            if (e.kind() == ErrorKind::kOutOfMemory || e.kind() == ErrorKind::kHang) throw;
             if (cudaDeviceSynchronize() != cudaSuccess)
               throw Error(ErrorKind::kRuntime, impl->name() + " on " + shape.to_string() + " broke the CUDA context: " + e.what());
             check.ok = false;
@@ -230,7 +256,7 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
         // Implementations keep per-problem state from prepare(): all passed ones stay prepared for p.
         std::vector<Subject> subjects;
         for (Implementation* impl : passed) {
-          Subject subject{[impl, p, x0](cudaStream_t s) { impl->run(p, x0, s); }, {}};
+          Subject subject{[impl, p, x0](cudaStream_t s) { impl->run(p, x0, s); }, {}, impl->name() + " on " + shape.to_string()};
           for (size_t s = 0; s + 2 < cold.cold_sets.size(); s += 3) {
             const Operands xs{cold.cold_sets[s], cold.cold_sets[s + 1], cold.cold_sets[s + 2]};
             subject.rotate.push_back([impl, p, xs](cudaStream_t st) { impl->run(p, xs, st); });

@@ -33,6 +33,9 @@ struct BenchConfig {
   int shard_index = 0;       // measure shapes i with i % shard_count == shard_index
   int shard_count = 1;
   bool progress = true;
+  // Continue a run that stopped (a hang, Ctrl-C, a crash): problems already in out_csv are kept and not
+  // measured again; the new rows are appended.
+  bool resume = false;
 };
 
 enum class RunStatus { kComplete, kInterrupted, kFailed };

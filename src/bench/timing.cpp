@@ -24,12 +24,12 @@ struct EventPair {
     cudaEventDestroy(stop);
   }
   // Milliseconds spent by the GPU on `n` calls of `next` (each call picks its own operands).
-  double time_ms(int n, const std::function<void(int)>& next, cudaStream_t stream) {
+  double time_ms(int n, const std::function<void(int)>& next, cudaStream_t stream, const std::string& what) {
     RLGEMM_CUDA_CHECK(cudaEventRecord(start, stream));
     for (int i = 0; i < n; ++i) next(i);
     RLGEMM_CUDA_CHECK(cudaEventRecord(stop, stream));
-    RLGEMM_CUDA_CHECK(cudaEventSynchronize(stop));
     RLGEMM_CHECK_LAUNCH();
+    wait_for(stop, what);
     float ms = 0;
     RLGEMM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     return ms;
@@ -90,20 +90,20 @@ namespace {
 
 // Offline and cold: each subject gets a batch size from a single timed call, then warm-up rounds until
 // every subject's last two batches agree within 2%, then the timed rounds.
-std::vector<Timing> time_batched(const std::vector<std::function<void(int)>>& next, cudaStream_t stream,
-                                 const TimingOptions& o) {
+std::vector<Timing> time_batched(const std::vector<std::function<void(int)>>& next,
+                                 const std::vector<std::string>& what, cudaStream_t stream, const TimingOptions& o) {
   EventPair ev;
   const size_t n = next.size();
   std::vector<int> batch(n), counter(n, 0);
   for (size_t i = 0; i < n; ++i) {
     next[i](0);  // a first call after a change of operands may pay for first touches
-    const double single_us = ev.time_ms(1, next[i], stream) * 1e3;
+    const double single_us = ev.time_ms(1, next[i], stream, what[i]) * 1e3;
     batch[i] = int(std::clamp(std::ceil(o.batch_target_us / std::max(single_us, 0.5)), 1.0, 100000.0));
   }
   auto run_batch = [&](size_t i) {
     const int base = counter[i];
     counter[i] += batch[i];
-    return ev.time_ms(batch[i], [&](int c) { next[i](base + c); }, stream) * 1e3 / batch[i];
+    return ev.time_ms(batch[i], [&](int c) { next[i](base + c); }, stream, what[i]) * 1e3 / batch[i];
   };
   std::vector<double> previous(n);
   for (size_t i = 0; i < n; ++i) previous[i] = run_batch(i);
@@ -132,7 +132,9 @@ std::vector<Timing> time_side_by_side(Mode mode, const std::vector<Subject>& sub
   if (n == 0) return {};
   if (mode == Mode::kOffline || mode == Mode::kCold) {
     std::vector<std::function<void(int)>> next;
+    std::vector<std::string> what;
     for (const auto& s : subjects) {
+      what.push_back("a timed batch of " + (s.name.empty() ? std::string("an implementation") : s.name));
       if (mode == Mode::kCold) {
         if (s.rotate.empty()) throw Error(ErrorKind::kRuntime, "cold mode needs rotating input sets");
         next.push_back([&s, stream](int i) { s.rotate[size_t(i) % s.rotate.size()](stream); });
@@ -140,7 +142,7 @@ std::vector<Timing> time_side_by_side(Mode mode, const std::vector<Subject>& sub
         next.push_back([&s, stream](int) { s.call(stream); });
       }
     }
-    return time_batched(next, stream, o);
+    return time_batched(next, what, stream, o);
   }
   std::vector<std::vector<double>> per_call(n);
   if (mode == Mode::kServer) {
@@ -151,7 +153,7 @@ std::vector<Timing> time_side_by_side(Mode mode, const std::vector<Subject>& sub
     for (int s = 0; s < o.samples; ++s)
       for (size_t i = 0; i < n; ++i) {
         std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(gap(rng)));
-        per_call[i].push_back(ev.time_ms(1, [&](int) { subjects[i].call(stream); }, stream) * 1e3);
+        per_call[i].push_back(ev.time_ms(1, [&](int) { subjects[i].call(stream); }, stream, "a timed call of " + subjects[i].name) * 1e3);
       }
   } else {  // cudal2: the first round is a warm-up
     for (int s = 0; s < o.samples + 1; ++s)

@@ -46,6 +46,7 @@ using Call = std::function<void(cudaStream_t)>;
 struct Subject {
   Call call;
   std::vector<Call> rotate;
+  std::string name;  // for messages (a hang names the implementation)
 };
 
 // Times every subject in `mode`, side by side: rounds in which each subject takes its turn (one batch, or

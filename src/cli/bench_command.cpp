@@ -43,6 +43,7 @@ struct BenchArgs {
   int device = 0;
   std::string shard = "0/1";
   bool no_progress = false;
+  bool resume = false;
   std::string command_line;
 };
 
@@ -144,6 +145,7 @@ int run(BenchArgs& a) {
   config.command_line = a.command_line;
   config.device = a.device;
   config.progress = !a.no_progress;
+  config.resume = a.resume;
 
   // torch runs in a Python worker: whether it can run at all is known before any GPU work here.
   if (torch_asked || default_list) {
@@ -201,8 +203,12 @@ int run(BenchArgs& a) {
     case RunStatus::kFailed:
       std::cerr << "rlgemm: error: " << outcome.message << "\nrlgemm: the run stopped; the " << outcome.rows.size()
                 << " rows measured before are kept in " << config.out_csv << " and marked partial in its JSON\n";
-      return outcome.message.find("out of device memory") != std::string::npos ? exit_code(ErrorKind::kOutOfMemory)
-                                                                                  : exit_code(ErrorKind::kRuntime);
+      if (outcome.message.find("out of device memory") != std::string::npos) return exit_code(ErrorKind::kOutOfMemory);
+      if (outcome.message.find("is hung") != std::string::npos) {
+        std::fflush(nullptr);
+        std::_Exit(exit_code(ErrorKind::kHang));  // the hung kernel keeps the context: no orderly teardown
+      }
+      return exit_code(ErrorKind::kRuntime);
   }
   return 1;
 }
@@ -227,6 +233,7 @@ const CommandRegistration registration("bench", [](CLI::App& app) -> std::functi
   cmd->add_option("--device", args->device, "GPU ordinal")->capture_default_str();
   cmd->add_option("--shard", args->shard, "I/N: measure every N-th shape starting at I (split a long run)")->capture_default_str();
   cmd->add_flag("--no-progress", args->no_progress, "no progress bar");
+  cmd->add_flag("--resume", args->resume, "keep the problems --out already holds (a run that stopped) and measure the rest");
   return [args] {
     args->command_line = command_line();
     return run(*args);

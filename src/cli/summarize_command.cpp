@@ -1,5 +1,6 @@
 // rlgemm summarize: the summary of one or more results CSVs (shards of one run, or separate runs), and
 // optionally their rows merged into one CSV with a JSON listing the runs it came from.
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -16,7 +17,33 @@ struct SummarizeArgs {
   std::vector<std::string> inputs;
   std::string out;
   bool best_of_designs = false;
+  std::string tuned_table;
 };
+
+// The library's tuned table (data/tuned/README.md) from the best design per problem: offline rows of
+// rlgemm_best, the GPU named by the runs' JSON.
+void write_tuned_table(const SummarizeArgs& a, const std::vector<bench::Row>& rows, const nlohmann::json& sources) {
+  if (!a.best_of_designs) fail("--tuned-table needs --best-of-designs");
+  std::string gpu;
+  for (const auto& source : sources)
+    if (source.contains("run") && source["run"].is_object() && source["run"].contains("gpu"))
+      gpu = source["run"]["gpu"].value("name", "");
+  if (gpu.empty()) fail("--tuned-table: the runs' JSON files do not name the GPU (they sit beside the CSVs)");
+  const std::string tmp = a.tuned_table + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto\n";
+    for (const auto& r : rows) {
+      if (r.impl != "rlgemm_best" || !r.correct || r.mode != bench::Mode::kOffline) continue;
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.3f,%.4f", r.time_us, r.speedup);
+      out << gpu << ',' << r.shape.m << ',' << r.shape.n << ',' << r.shape.k << ',' << to_string(r.layout) << ','
+          << r.detail << ',' << buf << '\n';
+    }
+    if (!out) throw Error(ErrorKind::kRuntime, "cannot write " + a.tuned_table);
+  }
+  std::filesystem::rename(tmp, a.tuned_table);
+}
 
 int run(const SummarizeArgs& a) {
   using namespace bench;
@@ -51,6 +78,7 @@ int run(const SummarizeArgs& a) {
     meta["summary"] = summary_json(groups);
     std::ofstream(std::filesystem::path(a.out).replace_extension(".json")) << meta.dump(2) << '\n';
   }
+  if (!a.tuned_table.empty()) write_tuned_table(a, rows, sources);
   print_summary(std::cout, groups);
   std::cout << '\n' << rows.size() << " rows from " << a.inputs.size() << " file(s)\n";
   return 0;
@@ -63,6 +91,8 @@ const CommandRegistration registration("summarize", [](CLI::App& app) -> std::fu
   cmd->add_option("--out", args->out, "write the merged rows here (and a JSON beside it)");
   cmd->add_flag("--best-of-designs", args->best_of_designs,
                 "reduce rlgemm designs' rows to the fastest correct design per problem (impl rlgemm_best)");
+  cmd->add_option("--tuned-table", args->tuned_table,
+                  "with --best-of-designs: write the library's tuned table (data/tuned/<gpu>.csv) from the offline rows");
   return [args] { return run(*args); };
 });
 

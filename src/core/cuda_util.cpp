@@ -1,6 +1,10 @@
 #include "core/cuda_util.h"
 
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <string>
+#include <thread>
 
 namespace rlgemm {
 
@@ -63,6 +67,48 @@ DeviceInfo open_device(int ordinal) {
                                           std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor) +
                                           "; rlgemm needs 8.0 or newer");
   return info;
+}
+
+namespace {
+
+std::atomic<bool> g_device_hung{false};
+
+template <typename Query>
+void wait_until_done(Query query, const std::string& what, double seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int polls = 0;; ++polls) {
+    const cudaError_t status = query();
+    if (status == cudaSuccess) return;
+    if (status != cudaErrorNotReady) throw_cuda_error(status, what.c_str(), __FILE__, __LINE__);
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > seconds) {
+      g_device_hung = true;
+      throw Error(ErrorKind::kHang, what + " did not finish within " + std::to_string(int(seconds)) +
+                                        " s: a kernel is hung (deadlocked); the GPU stays busy until this process ends");
+    }
+    // Spin briefly (short kernels), then yield the CPU.
+    if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+}  // namespace
+
+double watchdog_seconds() {
+  static const double seconds = [] {
+    const char* env = std::getenv("RLGEMM_WATCHDOG_S");
+    const double v = env ? std::atof(env) : 0.0;
+    return v > 0 ? v : 60.0;
+  }();
+  return seconds;
+}
+
+bool device_hung() { return g_device_hung; }
+
+void wait_for(cudaStream_t stream, const std::string& what, double seconds) {
+  wait_until_done([stream] { return cudaStreamQuery(stream); }, what, seconds);
+}
+
+void wait_for(cudaEvent_t event, const std::string& what, double seconds) {
+  wait_until_done([event] { return cudaEventQuery(event); }, what, seconds);
 }
 
 }  // namespace rlgemm

@@ -23,6 +23,17 @@ void throw_cuda_error(cudaError_t status, const char* call, const char* file, in
 // Checks the launch just made (configuration errors) without synchronizing.
 #define RLGEMM_CHECK_LAUNCH() RLGEMM_CUDA_CHECK(cudaGetLastError())
 
+// Waits for the work queued on `stream` (or for `event`), like cudaStreamSynchronize, but gives up after
+// `seconds`: a kernel that never finishes (a deadlock in a generated kernel) throws Error(kHang) naming
+// `what`, instead of blocking forever. The hung work still occupies the GPU: the caller must end.
+// The default limit is 60 s ($RLGEMM_WATCHDOG_S overrides it).
+double watchdog_seconds();
+void wait_for(cudaStream_t stream, const std::string& what, double seconds = watchdog_seconds());
+void wait_for(cudaEvent_t event, const std::string& what, double seconds = watchdog_seconds());
+// True once wait_for has reported a hang: every later CUDA call that waits for the device (cudaFree
+// included) would block behind the hung kernel, so destructors skip their frees and the process ends.
+bool device_hung();
+
 struct DeviceInfo {
   int ordinal = 0;
   std::string name;

@@ -404,4 +404,14 @@ std::optional<std::string> why_invalid(const Design& d, Layout layout, int smem_
   return sm90_rules(d, layout, smem_limit_bytes);
 }
 
+std::optional<std::string> why_unfit(const Design& d, const Problem& problem) {
+  if (d.family != Family::kSm90 || (d.split != SplitK::kSerial && d.split != SplitK::kParallel)) return std::nullopt;
+  const int64_t k_blocks = (problem.shape.k + d.bk - 1) / d.bk;
+  if (k_blocks < d.splits)
+    return "split-K into " + std::to_string(d.splits) + " slices needs at least " + std::to_string(d.splits) +
+           " k-blocks of " + std::to_string(d.bk) + ", K = " + std::to_string(problem.shape.k) + " has " +
+           std::to_string(k_blocks);
+  return std::nullopt;
+}
+
 }  // namespace rlgemm

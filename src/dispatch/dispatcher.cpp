@@ -28,7 +28,7 @@ std::string Choice::describe() const {
   return text;
 }
 
-std::optional<std::string> why_not_runnable(const Design& design, Layout layout, const Target& target) {
+std::optional<std::string> why_not_runnable(const Design& design, const Problem& problem, const Target& target) {
   const int cc = target.cc_major * 10 + target.cc_minor;
   switch (design.family) {
     case Family::kTest: return "test designs are never dispatched";
@@ -40,7 +40,9 @@ std::optional<std::string> why_not_runnable(const Design& design, Layout layout,
       if (cc < 80) return "sm80 designs need compute capability 8.0 or later";
       break;
   }
-  return why_invalid(design, layout, target.smem_per_block_optin > 0 ? target.smem_per_block_optin : 232448);
+  if (auto why = why_invalid(design, problem.layout, target.smem_per_block_optin > 0 ? target.smem_per_block_optin : 232448))
+    return why;
+  return why_unfit(design, problem);
 }
 
 Design default_design(const Target& target) {
@@ -82,7 +84,7 @@ Choice Dispatcher::choose(const Problem& problem) const {
   if (exact != layout_last && exact->problem.shape == problem.shape) {
     if (prefer_cublaslt_ && exact->speedup_vs_lt_auto && *exact->speedup_vs_lt_auto < 1.0)
       return Choice{Path::kCublasLt, exact->design, std::nullopt};
-    if (!why_not_runnable(exact->design, problem.layout, target_))
+    if (!why_not_runnable(exact->design, problem, target_))
       return Choice{Path::kTuned, exact->design, std::nullopt};
   }
 
@@ -95,14 +97,14 @@ Choice Dispatcher::choose(const Problem& problem) const {
   if (proposer_) {
     if (const std::optional<Design> proposed = proposer_(problem)) {
       const Design d = generic(*proposed);
-      if (!why_not_runnable(d, problem.layout, target_)) return Choice{Path::kPolicy, d, std::nullopt};
+      if (!why_not_runnable(d, problem, target_)) return Choice{Path::kPolicy, d, std::nullopt};
     }
   }
 
   const TunedRow* nearest = nullptr;
   double best = 0;
   for (auto it = layout_first; it != layout_last; ++it) {
-    if (why_not_runnable(generic(it->design), problem.layout, target_)) continue;
+    if (why_not_runnable(generic(it->design), problem, target_)) continue;
     const double distance = log_distance(it->problem.shape, problem.shape);
     if (!nearest || distance < best) nearest = &*it, best = distance;
   }

@@ -35,7 +35,8 @@ struct Choice {
 // Why `design` cannot run for `layout` on `target`, or nullopt when it can: the design's own rules
 // (why_invalid) plus the family's architecture (sm90 kernels need compute capability 9.0, sm80 kernels 8.0 or
 // later, test designs are never dispatched).
-std::optional<std::string> why_not_runnable(const Design& design, Layout layout, const Target& target);
+// Why the design cannot run this problem on this GPU (family and architecture, why_invalid, why_unfit).
+std::optional<std::string> why_not_runnable(const Design& design, const Problem& problem, const Target& target);
 
 // The built-in design for a GPU with nothing tuned: an sm90 design on compute capability 9.0, sm80 elsewhere.
 // Valid for both layouts.

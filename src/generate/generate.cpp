@@ -65,7 +65,7 @@ GeneratedKernel generate_kernel(const Design& design, const Problem& problem, co
 
 Problem layout_problem(Layout layout) {
   Problem p;
-  p.shape = Shape{128, 128, 128};
+  p.shape = Shape{128, 128, 8192};  // K deep enough for every split-K design (64 slices of 128)
   p.layout = layout;
   return p;
 }

@@ -92,6 +92,7 @@ class Sm90Family final : public KernelFamily {
   LaunchPlan plan(const Design& d, const Problem& problem, const DeviceInfo& device) const override {
     const KernelView v = kernel_view(d, problem);
     const int cluster = d.cluster_m * d.cluster_n;
+    if (auto why = why_unfit(d, problem)) fail("design " + to_string(d) + " cannot run " + problem.shape.to_string() + ": " + *why);
     const int64_t ctiles_m = ceil_div(ceil_div(v.m, d.bm), d.cluster_m);
     const int64_t ctiles_n = ceil_div(ceil_div(v.n, d.bn), d.cluster_n);
     const int64_t units = ctiles_m * ctiles_n * splits_of(d);

@@ -22,7 +22,7 @@ DesignImplementation::DesignImplementation(const Design& design, const DeviceInf
     : design_(design), text_(to_string(design)), device_(device), options_(options) {}
 
 DesignImplementation::~DesignImplementation() {
-  if (workspace_) cudaFree(workspace_);
+  if (workspace_ && !device_hung()) cudaFree(workspace_);
 }
 
 std::string DesignImplementation::unsupported_reason(const Problem& problem) const {
@@ -31,6 +31,8 @@ std::string DesignImplementation::unsupported_reason(const Problem& problem) con
     return "sm90 designs need an sm_90 GPU, " + device_.name + " is sm_" + std::to_string(cc);
   if (cc < 80) return "rlgemm kernels need sm_80 or later, " + device_.name + " is sm_" + std::to_string(cc);
   if (auto why = why_invalid(design_, problem.layout, smem_limit(device_))) return *why;
+  if (problem.shape.k > 0)
+    if (auto why = why_unfit(design_, problem)) return *why;
   return "";
 }
 

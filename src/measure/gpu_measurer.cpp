@@ -107,6 +107,7 @@ Measurement GpuMeasurer::measure(const Design& design, const Problem& problem, T
     out.timing = time(*impl, problem, mode);
     out.status = MeasureStatus::kOk;
   } catch (const Error& e) {
+    if (e.kind() == ErrorKind::kHang) context_lost(text + " on " + problem.shape.to_string() + ": " + e.what());
     if (cudaDeviceSynchronize() != cudaSuccess || cudaGetLastError() != cudaSuccess)
       context_lost(text + " on " + problem.shape.to_string() + ": " + e.what());
     if (e.kind() == ErrorKind::kOutOfMemory) throw;

@@ -59,7 +59,9 @@ Measurement SyntheticMeasurer::measure(const Design& design, const Problem& prob
         return out;
     }
   }
-  if (auto why = why_invalid(design, problem.layout, int(model_.gpu().identity.smem_per_block_optin))) {
+  auto why = why_invalid(design, problem.layout, int(model_.gpu().identity.smem_per_block_optin));
+  if (!why) why = why_unfit(design, problem);
+  if (why) {
     out.status = MeasureStatus::kFailed;
     out.error = "invalid design " + text + ": " + *why;
     return out;

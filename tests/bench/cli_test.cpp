@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include <cuda_runtime.h>
+
 #include "core/cuda_util.h"
 #include "support/cli.h"
 #include "support/gpu.h"
@@ -57,15 +59,40 @@ TEST(BenchCli, NoGpuIsAClearError) {
   EXPECT_FALSE(std::filesystem::exists(out)) << "nothing may be written when nothing was measured";
 }
 
+TEST(BenchCliGpu, ResumeKeepsWhatWasMeasuredAndMeasuresTheRest) {
+  RLGEMM_REQUIRE_GPU();
+  const auto out = std::filesystem::temp_directory_path() / "rlgemm_cli_resume.csv";
+  std::filesystem::remove(out);
+  const std::string common = " --layout tn --impl lt_heuristic --quick --no-progress --out " + out.string();
+  Result r = run_rlgemm("bench --shape 64,64,64 --shape 128,64,64" + common);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_rlgemm("bench --resume --shape 64,64,64 --shape 128,64,64 --shape 256,64,64" + common);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream csv(out);
+  std::string line, all;
+  int lines = 0;
+  while (std::getline(csv, line)) ++lines, all += line + "\n";
+  EXPECT_EQ(lines, 4) << "one header and one row per problem, none measured twice\n" << all;
+  EXPECT_NE(all.find("256,64,64,tn"), std::string::npos) << all;
+}
+
 TEST(BenchCliGpu, OutOfDeviceMemoryStopsCleanlyAndSaysSo) {
   RLGEMM_REQUIRE_GPU();
-  // A small shape is measured first, then one whose C alone (2^18 x 2^18 fp16 = 128 GiB) exceeds any GPU.
+  // This process holds all but ~1.5 GiB of the GPU; the run measures a small shape, then one that needs
+  // ~2.5 GiB of operands (16384^3: A, B twice for the gate's two input sets, and C).
+  size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  const size_t keep = size_t(1536) << 20;
+  void* hog = nullptr;
+  ASSERT_GT(free_bytes, keep);
+  ASSERT_EQ(cudaMalloc(&hog, free_bytes - keep), cudaSuccess);
   const auto dir = std::filesystem::temp_directory_path();
-  std::ofstream(dir / "rlgemm_cli_oom_shapes.csv") << "M,N,K\n64,64,64\n262144,262144,64\n";
+  std::ofstream(dir / "rlgemm_cli_oom_shapes.csv") << "M,N,K\n64,64,64\n16384,16384,16384\n";
   const auto out = dir / "rlgemm_cli_oom.csv";
   std::filesystem::remove(out);
   const Result r = run_rlgemm("bench --shapes " + (dir / "rlgemm_cli_oom_shapes.csv").string() +
                               " --layout tn --impl lt_heuristic --no-progress --out " + out.string());
+  cudaFree(hog);
   EXPECT_EQ(r.code, 4) << r.output;
   EXPECT_NE(r.output.find("out of device memory"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("kept in"), std::string::npos) << r.output;

@@ -223,8 +223,8 @@ TEST(Dispatcher, DesignsTheLayoutOrTheGpuCannotRunAreSkipped) {
   Choice c = d.choose({{1024, 1024, 1024}, Layout::kTN});  // exact row, not runnable here
   EXPECT_EQ(c.path, Path::kNearest);
   EXPECT_EQ(*c.borrowed_from, (Shape{128, 128, 128}));
-  EXPECT_TRUE(why_not_runnable(parse_design(kSm90Big), Layout::kTN, ampere));
-  EXPECT_FALSE(why_not_runnable(parse_design(kSm80), Layout::kTN, ampere));
+  EXPECT_TRUE(why_not_runnable(parse_design(kSm90Big), Problem{{256, 256, 256}, Layout::kTN}, ampere));
+  EXPECT_FALSE(why_not_runnable(parse_design(kSm80), Problem{{256, 256, 256}, Layout::kTN}, ampere));
   // A policy proposing a design the layout rejects falls back to the nearest row.
   const Dispatcher with_policy(rows, h100(), true, [&](const Problem&) { return parse_design(tn_only); });
   EXPECT_EQ(with_policy.choose({{500, 512, 512}, Layout::kNN}).path, Path::kDefault);  // no nn rows
@@ -259,7 +259,7 @@ TEST(Dispatcher, UntunedGpusGetTheArchitecturesDefaultDesign) {
     const Design d = default_design(t);
     EXPECT_EQ(d.family, t.cc_major == 9 ? Family::kSm90 : Family::kSm80) << t.name;
     for (Layout l : {Layout::kNN, Layout::kTN})
-      EXPECT_FALSE(why_not_runnable(d, l, t)) << t.name << " " << to_string(d) << ": " << *why_not_runnable(d, l, t);
+      EXPECT_FALSE(why_not_runnable(d, Problem{{1024, 1024, 8192}, l}, t)) << t.name << " " << to_string(d) << ": " << *why_not_runnable(d, Problem{{1024, 1024, 8192}, l}, t);
     // Rows of another GPU do not count.
     EXPECT_EQ(Dispatcher(table(), Target{t.name + " (other)", t.cc_major, t.cc_minor, t.smem_per_block_optin})
                   .choose({{64, 64, 64}, Layout::kTN})

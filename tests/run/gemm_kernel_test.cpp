@@ -274,5 +274,25 @@ TEST(GpuFaultDesigns, HangKeepsRunning) {
   EXPECT_EXIT(run_fault_design_and_exit("test.hang"), ::testing::ExitedWithCode(43), "cudaErrorNotReady");
 }
 
+TEST(GpuFaultDesigns, WatchdogReportsAHang) {
+  RLGEMM_REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto run = [] {
+    const DeviceInfo device = open_device();
+    const Problem problem{{64, 64, 64}, Layout::kTN};
+    const GemmKernel kernel(parse_design("test.hang"), problem, device);
+    DeviceBuffer<uint16_t> c(64 * 64);
+    kernel.launch(nullptr, problem, GemmOperands{c.ptr, c.ptr, c.ptr, nullptr, 0});
+    try {
+      wait_for(cudaStream_t(nullptr), "test.hang", 2.0);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      std::_Exit(e.kind() == ErrorKind::kHang ? exit_code(e.kind()) : 1);
+    }
+    std::_Exit(1);
+  };
+  EXPECT_EXIT(run(), ::testing::ExitedWithCode(5), "did not finish within 2 s");
+}
+
 }  // namespace
 }  // namespace rlgemm

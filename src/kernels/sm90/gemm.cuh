@@ -199,7 +199,14 @@ struct Gemm {
 #pragma unroll
     for (int q = 0; q < kBN / 64; ++q) {
       const u32 buf = bufs + (q % kEpiBuffers) * kEpiBufBytes;
-      if (wg_thread == 0) ptx::tma_store_wait_read<kEpiBuffers - 1>();
+      // Before a buffer is written again, the TMA store that last read it must be done reading. Within a
+      // tile that store is kEpiBuffers - 1 groups back; the first chunk of a tile follows the previous
+      // tile's last chunk, which used the same buffer when the chunk count is not a multiple of the buffer
+      // count (BN = 192: buffers 0, 1, 0 | 0 ...): then every store must be done reading.
+      if (wg_thread == 0) {
+        if (q == 0 && (kBN / 64) % kEpiBuffers != 0) ptx::tma_store_wait_read<0>();
+        else ptx::tma_store_wait_read<kEpiBuffers - 1>();
+      }
       ptx::named_barrier_sync(bar_id, 128);
 #pragma unroll
       for (int mi = 0; mi < kMmaM; ++mi) {
