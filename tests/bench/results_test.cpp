@@ -56,6 +56,23 @@ TEST(Results, RowsRoundTripThroughCsv) {
   EXPECT_EQ(line.rfind("4096,4096,4096,tn,cublas_tn,offline,200.000,687.19,0.9500,1,", 0), 0u) << line;
 }
 
+TEST(Results, BestOfDesignsKeepsTheFastestCorrectDesignPerProblem) {
+  const Shape s{64, 64, 64}, t{128, 64, 64};
+  const std::vector<Row> rows{make_row(s, "lt_auto", 10, 1.0),
+                              make_row(s, "sm90.ws.coop/a", 5, 2.0),
+                              make_row(s, "sm80/b", 4, 2.5, false),  // faster but wrong: never chosen
+                              make_row(s, "sm80/c", 8, 1.25),
+                              make_row(t, "lt_auto", 10, 1.0),
+                              make_row(t, "sm80/b", 20, 0.5, false)};
+  const auto best = best_of_designs(rows);
+  ASSERT_EQ(best.size(), 4u);
+  EXPECT_EQ(best[1].impl, "rlgemm_best");
+  EXPECT_EQ(best[1].detail, "sm90.ws.coop/a");
+  EXPECT_DOUBLE_EQ(best[1].time_us, 5);
+  EXPECT_FALSE(best[3].correct);
+  EXPECT_EQ(best[3].detail, "no design passed the gate");
+}
+
 TEST(Results, MalformedCsvNamesTheLine) {
   const auto path = std::filesystem::temp_directory_path() / "rlgemm_results_bad.csv";
   std::ofstream(path) << kCsvHeader << "\n64,64,64,tn,x,offline,1,1,1,1\n64,64,zz,tn,x,offline,1,1,1,1\n";

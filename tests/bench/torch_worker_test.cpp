@@ -2,8 +2,6 @@
 // when PyTorch is missing or the worker dies or hangs. Stand-in worker scripts play the Python side where
 // PyTorch is not needed to exercise the protocol.
 #include <gtest/gtest.h>
-
-#include "support/cli.h"
 #include <sys/wait.h>
 
 #include <array>
@@ -16,6 +14,7 @@
 
 #include "bench/torch_worker.h"
 #include "rlgemm/error.h"
+#include "support/cli.h"
 
 namespace {
 
@@ -23,7 +22,9 @@ using namespace rlgemm;
 using namespace rlgemm::bench;
 using namespace std::chrono_literals;
 
-const std::string kBuiltScript = std::string(RLGEMM_BINARY_DIR) + "/rlgemm_torch_worker.py";
+// Beside the rlgemm binary under test (tests/support/cli.h: this build's, or $RLGEMM_BINARY's).
+const std::string kBuiltScript =
+    (std::filesystem::path(rlgemm::testing::rlgemm_binary()).parent_path() / "rlgemm_torch_worker.py").string();
 
 // Sets an environment variable for one scope.
 class ScopedEnv {

@@ -216,5 +216,17 @@ TEST(DesignRules, SharedMemoryAccounting) {
   EXPECT_LE(sm90_smem_bytes(d), 232448);
 }
 
+TEST(Design, SplitKNeedsAKBlockPerSliceOnSm90) {
+  const Design d = parse_design("sm90.ws.pingpong/64x64x128/s6/c1x1/raster_m.g8/splitk4.parallel/epi_reg");
+  ASSERT_FALSE(why_invalid(d, Layout::kTN));
+  const auto why = why_unfit(d, {{128, 12288, 64}, Layout::kTN});
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("4 k-blocks of 128"), std::string::npos) << *why;
+  EXPECT_FALSE(why_unfit(d, {{128, 12288, 512}, Layout::kTN}));
+  EXPECT_FALSE(why_unfit(parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg"), {{1, 8, 8}, Layout::kTN}));
+  // sm80 split-K plans its slices from K at run time (fewer when K is short).
+  EXPECT_FALSE(why_unfit(parse_design("sm80/64x64x64/w32x32/s4/swz/raster_m.g8/splitk2.serial/epi_reg"), {{64, 64, 64}, Layout::kTN}));
+}
+
 }  // namespace
 }  // namespace rlgemm
