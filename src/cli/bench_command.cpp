@@ -10,6 +10,9 @@
 #include "core/cuda_util.h"
 #include "rlgemm/error.h"
 #include "rlgemm/shapes.h"
+#ifdef RLGEMM_HAVE_DISPATCH
+#include "dispatch/bench_implementation.h"
+#endif
 #ifdef RLGEMM_HAVE_MEASURE
 #include <chrono>
 #include <fstream>
@@ -110,6 +113,9 @@ int run(BenchArgs& a) {
   known.push_back(kTorchImplementation);
   const bool default_list = names.empty();
   if (default_list) names = known;
+#ifdef RLGEMM_HAVE_DISPATCH
+  known.push_back(dispatch::kDispatchImplementation);  // asked for by name only
+#endif
   for (const auto& name : names) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       std::string list;
@@ -162,7 +168,15 @@ int run(BenchArgs& a) {
   names.erase(std::remove(names.begin(), names.end(), kTorchImplementation), names.end());
 
   open_device(a.device);  // a clear "no GPU" error before any library touches the device
-  for (const auto& name : names) config.implementations.push_back(make_cublas_implementation(name));
+  for (const auto& name : names) {
+#ifdef RLGEMM_HAVE_DISPATCH
+    if (name == dispatch::kDispatchImplementation) {
+      config.implementations.push_back(dispatch::make_dispatch_implementation());
+      continue;
+    }
+#endif
+    config.implementations.push_back(make_cublas_implementation(name));
+  }
 #ifdef RLGEMM_HAVE_MEASURE
   if (!designs.empty()) {
     // Every design is compiled (concurrently, into the cubin cache) before the first problem is measured;
@@ -219,7 +233,7 @@ const CommandRegistration registration("bench", [](CLI::App& app) -> std::functi
   cmd->add_option("--shapes", args->shapes_spec, "cudal2 (the built-in 1000-shape grid) or a CSV file of M,N,K rows");
   cmd->add_option("--shape", args->shape_list, "one shape M,N,K (repeatable)");
   cmd->add_option("--layout", args->layout, "nn (B is K x N), tn (B stored N x K) or both")->capture_default_str();
-  cmd->add_option("--impl", args->impls, "implementations, comma-separated: cublas_nn, cublas_tn, lt_heuristic, lt_auto, torch (default: all; torch where PyTorch is installed)");
+  cmd->add_option("--impl", args->impls, "implementations, comma-separated: cublas_nn, cublas_tn, lt_heuristic, lt_auto, torch, rlgemm (the library's dispatch) (default: the cuBLAS ones and torch where PyTorch is installed)");
 #ifdef RLGEMM_HAVE_MEASURE
   cmd->add_option("--design", args->designs, "an rlgemm kernel design to measure too, e.g. sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma (repeatable)");
   cmd->add_option("--designs", args->designs_file, "a file of designs, one per line ('#' comments)")->check(CLI::ExistingFile);

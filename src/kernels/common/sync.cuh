@@ -15,6 +15,13 @@ __device__ __forceinline__ void store_release_gpu(int* flag, int value) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(flag), "r"(value) : "memory");
 }
 
+// Returns the old value; acquire and release at once, so the last arrival sees every earlier one's writes.
+__device__ __forceinline__ int atom_add_acq_rel_gpu(int* counter, int value) {
+  int old;
+  asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], %2;" : "=r"(old) : "l"(counter), "r"(value) : "memory");
+  return old;
+}
+
 // Blocks until *flag == expected. One thread of the block waits; the barrier then releases the others,
 // and the acquire makes the writes published before the flag visible to them.
 __device__ __forceinline__ void block_wait_flag(const int* flag, int expected) {

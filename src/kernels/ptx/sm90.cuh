@@ -195,24 +195,6 @@ __device__ __forceinline__ float half_to_float(unsigned short v) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Global-memory synchronisation for split-K tile semaphores
-// ---------------------------------------------------------------------------------------------------------
-
-__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release_gpu(int* p, int v) {
-  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ int atom_add_acq_rel_gpu(int* p, int v) {
-  int old;
-  asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
-  return old;
-}
-
-// ---------------------------------------------------------------------------------------------------------
 // wgmma (warpgroup MMA, sm_90a)
 // ---------------------------------------------------------------------------------------------------------
 

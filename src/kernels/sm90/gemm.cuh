@@ -18,6 +18,7 @@
 // per design.
 #pragma once
 
+#include "common/sync.cuh"
 #include "common/tile_order.cuh"
 #include "ptx/sm90.cuh"
 #include "sm90/params.h"
@@ -385,7 +386,7 @@ struct Gemm {
           int* sem = p.semaphores + tile_index;
           float* const slot = p.partials + static_cast<long long>(tile_index) * kFragFloats;
           if (wg_thread == 0)
-            while (ptx::ld_acquire_gpu(sem) != w.split) {
+            while (load_acquire_gpu(sem) != w.split) {
             }
           ptx::named_barrier_sync(epi_bar, 128);
           if (w.split > 0) add_fragment(acc, slot, wg_thread);
@@ -393,10 +394,10 @@ struct Gemm {
             store_fragment(acc, slot, wg_thread);
             __threadfence();
             ptx::named_barrier_sync(epi_bar, 128);
-            if (wg_thread == 0) ptx::st_release_gpu(sem, w.split + 1);
+            if (wg_thread == 0) store_release_gpu(sem, w.split + 1);
             write_c = false;
           } else if (wg_thread == 0) {
-            ptx::st_release_gpu(sem, 0);  // the last slice leaves the semaphore zeroed for the next launch
+            store_release_gpu(sem, 0);  // the last slice leaves the semaphore zeroed for the next launch
           }
         } else if constexpr (Cfg::kSplitMode == kSplitParallel) {
           // Every slice parks its fp32 fragment; the last to arrive sums the others and writes C.
@@ -406,7 +407,7 @@ struct Gemm {
           ptx::named_barrier_sync(epi_bar, 128);
           if (wg_thread == 0) {
             int* counter = p.semaphores + tile_index;
-            const int arrived = ptx::atom_add_acq_rel_gpu(counter, 1);
+            const int arrived = atom_add_acq_rel_gpu(counter, 1);
             const int last = arrived == Cfg::kSplits - 1;
             if (last) *counter = 0;
             flags[consumer] = last;

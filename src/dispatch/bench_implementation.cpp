@@ -1,0 +1,31 @@
+#include "dispatch/bench_implementation.h"
+
+#include "rlgemm/rlgemm.h"
+
+namespace rlgemm::dispatch {
+namespace {
+
+class DispatchImplementation final : public bench::Implementation {
+ public:
+  std::string name() const override { return kDispatchImplementation; }
+  void prepare(const Problem& p, const bench::Operands&, cudaStream_t stream) override {
+    handle_.prepare(p.shape.m, p.shape.n, p.shape.k, p.layout, stream);  // route, compile, workspace
+    route_ = handle_.describe(p.shape.m, p.shape.n, p.shape.k, p.layout);
+    for (char& c : route_)
+      if (c == ',') c = ';';  // the detail column holds no commas
+  }
+  void run(const Problem& p, const bench::Operands& x, cudaStream_t stream) override {
+    handle_.hgemm(stream, p.shape.m, p.shape.n, p.shape.k, x.a, x.b, p.layout, x.c);
+  }
+  std::string detail() const override { return route_; }
+
+ private:
+  Handle handle_;
+  std::string route_;
+};
+
+}  // namespace
+
+bench::ImplementationPtr make_dispatch_implementation() { return std::make_unique<DispatchImplementation>(); }
+
+}  // namespace rlgemm::dispatch

@@ -1,0 +1,15 @@
+// The library itself as an implementation of the benchmark harness ("rlgemm"): every problem goes through
+// rlgemm::Handle exactly as an application's call would (its route, tuned, nearest, policy, default or
+// cuBLASLt, in the detail column), through the same correctness gate and timing.
+#pragma once
+
+#include "bench/implementation.h"
+
+namespace rlgemm::dispatch {
+
+inline constexpr const char* kDispatchImplementation = "rlgemm";
+
+// A handle with the built-in tuned table of this GPU.
+bench::ImplementationPtr make_dispatch_implementation();
+
+}  // namespace rlgemm::dispatch
