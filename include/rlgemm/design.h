@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "rlgemm/problem.h"
 
@@ -81,6 +82,11 @@ std::string to_string(const Design& design);
 // Parses the canonical text form; throws Error(kInvalidInput) naming the field that does not parse.
 // Parsing checks syntax only; why_invalid() checks feasibility.
 Design parse_design(std::string_view text);
+
+// Designs from a text file, one per line; '#' starts a comment, blank lines are skipped. Throws
+// Error(kInvalidInput) naming the file and line of a design that does not parse, or an unreadable file.
+// Duplicates are kept once, in first-seen order.
+std::vector<Design> read_designs(const std::string& path);
 
 // Why this design cannot be built or run for this layout (shared memory over the limit, accumulators that
 // would spill, a tile that the instruction shapes do not divide, TMA alignment, ...), or nullopt when it

@@ -62,35 +62,19 @@ std::vector<std::string> split_list(const std::vector<std::string>& items) {
 }
 
 #ifdef RLGEMM_HAVE_MEASURE
-// Design texts from --design and from --designs FILE (one per line; '#' starts a comment), parsed before any
-// GPU work so that a typo fails at once with the field that does not parse.
-std::vector<Design> read_designs(const BenchArgs& a) {
-  std::vector<std::string> texts = a.designs;
-  if (!a.designs_file.empty()) {
-    std::ifstream in(a.designs_file);
-    if (!in) fail("cannot read designs file '" + a.designs_file + "'");
-    std::string line;
-    int number = 0;
-    while (std::getline(in, line)) {
-      ++number;
-      line = line.substr(0, line.find('#'));
-      const auto b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
-      if (b == std::string::npos) continue;
-      texts.push_back(line.substr(b, e - b + 1));
-      try {
-        parse_design(texts.back());
-      } catch (const Error& err) {
-        fail(a.designs_file + ":" + std::to_string(number) + ": " + err.what());
-      }
-    }
-  }
+// Designs from --design and --designs FILE, parsed before any GPU work so that a typo fails at once with
+// the field (and line) that does not parse.
+std::vector<Design> designs_of(const BenchArgs& a) {
   std::vector<Design> designs;
-  for (const auto& t : texts) {
-    Design d = parse_design(t);
-    if (d.family == Family::kTest) fail("design '" + t + "' is a fault-injection design, not a kernel to benchmark");
-    if (std::find(designs.begin(), designs.end(), d) == designs.end()) designs.push_back(d);
+  for (const auto& t : a.designs) designs.push_back(parse_design(t));
+  if (!a.designs_file.empty())
+    for (const Design& d : read_designs(a.designs_file)) designs.push_back(d);
+  std::vector<Design> out;
+  for (const Design& d : designs) {
+    if (d.family == Family::kTest) fail("design '" + to_string(d) + "' is a fault-injection design, not a kernel to benchmark");
+    if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
   }
-  return designs;
+  return out;
 }
 #endif
 
@@ -105,7 +89,7 @@ int run(BenchArgs& a) {
   config.layouts = parse_layouts(a.layout);
   config.modes = parse_modes(split_list(a.modes));
 #ifdef RLGEMM_HAVE_MEASURE
-  const std::vector<Design> designs = read_designs(a);
+  const std::vector<Design> designs = designs_of(a);
 #endif
   auto names = split_list(a.impls);
   const bool torch_asked = std::find(names.begin(), names.end(), kTorchImplementation) != names.end();

@@ -88,6 +88,7 @@ struct TuneArgs {
   CommonArgs common;
   std::string strategy = "rl";
   std::string policy;
+  std::string seed_designs;  // a designs file measured first on every shape
 };
 
 int run_tune(const TuneArgs& args) {
@@ -97,6 +98,7 @@ int run_tune(const TuneArgs& args) {
   if (args.strategy != "rl" && args.strategy != "evo" && args.strategy != "random")
     fail("unknown strategy '" + args.strategy + "': use rl, evo or random");
   if (!args.policy.empty() && args.strategy != "rl") fail("--policy goes with --strategy rl");
+  const std::vector<Design> seed_designs = args.seed_designs.empty() ? std::vector<Design>{} : read_designs(args.seed_designs);
   Store store(a.db);
   auto measurer = measurer_for(a);
   const GpuIdentity gpu = measurer->gpu();
@@ -128,6 +130,7 @@ int run_tune(const TuneArgs& args) {
   search::TuneOptions options;
   options.problems = problems;
   options.budget = budget;
+  options.seed_designs = seed_designs;
   options.mode = parse_timing_mode(a.mode);
   options.batch = a.batch;
   options.progress = stderr;
@@ -219,6 +222,9 @@ CommandRegistration tune_registration("tune", [](CLI::App& app) -> std::function
       ->required();
   cmd->add_option("--strategy", args->strategy, "rl, evo or random")->default_val("rl");
   cmd->add_option("--policy", args->policy, "rl: policy file to warm-start from and save to after every shape");
+  cmd->add_option("--seed-designs", args->seed_designs,
+                  "a designs file (one per line, e.g. bench/designs/grid16.txt) measured first on every shape")
+      ->check(CLI::ExistingFile);
   return [args] { return run_tune(*args); };
 });
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <fstream>
 #include <vector>
 
 #include "kernels/sm90/params.h"
@@ -412,6 +413,26 @@ std::optional<std::string> why_unfit(const Design& d, const Problem& problem) {
            " k-blocks of " + std::to_string(d.bk) + ", K = " + std::to_string(problem.shape.k) + " has " +
            std::to_string(k_blocks);
   return std::nullopt;
+}
+
+std::vector<Design> read_designs(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot read designs file '" + path + "'");
+  std::vector<Design> designs;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    line = line.substr(0, line.find('#'));
+    const auto b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
+    if (b == std::string::npos) continue;
+    Design d;
+    try {
+      d = parse_design(line.substr(b, e - b + 1));
+    } catch (const Error& err) {
+      fail(path + ":" + std::to_string(number) + ": " + err.what());
+    }
+    if (std::find(designs.begin(), designs.end(), d) == designs.end()) designs.push_back(d);
+  }
+  return designs;
 }
 
 }  // namespace rlgemm

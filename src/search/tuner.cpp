@@ -103,10 +103,48 @@ std::vector<ProblemOutcome> Tuner::run(const TuneOptions& options) {
       outcome.measured_now += e.measured_now ? 1 : 0;
       outcome.evaluations.push_back(std::move(e));
     };
-    std::vector<Scored> history;
+    const size_t cap = options.budget.evaluations > 0 ? size_t(options.budget.evaluations) : space.size();
+    // Seeds first, as one batch: the ones this problem can run and the store does not hold yet.
+    std::vector<Scored> seeded;
+    std::unordered_set<std::string> seeded_now;  // measured by this run (read back from the store below)
+    {
+      std::vector<Design> to_measure;
+      for (const Design& d : options.seed_designs) {
+        if (to_measure.size() >= cap) break;
+        if (why_invalid(d, problem.layout, int(gpu.smem_per_block_optin > 0 ? gpu.smem_per_block_optin : 232448)) ||
+            why_unfit(d, problem))
+          continue;
+        if (store_.measured(gpu_id, problem, to_string(d), options.mode)) continue;
+        to_measure.push_back(d);
+      }
+      if (!to_measure.empty()) {
+        const std::vector<Measurement> results = measurer_.measure_batch(to_measure, problem, options.mode);
+        for (size_t i = 0; i < results.size(); ++i) {
+          MeasurementRecord record;
+          record.gpu_id = gpu_id;
+          record.problem = problem;
+          record.design = to_string(to_measure[i]);
+          record.mode = options.mode;
+          record.measurement = results[i];
+          record.reward = reward_of(results[i]);
+          record.strategy = "seed";
+          store_.record(record);
+          seeded_now.insert(record.design);
+          if (options.own_evaluations_only) {
+            // Not read back from the store below: counted and learned from here.
+            add({record.design, results[i].status, results[i].timing.median_us, record.reward, true});
+            Point p = space.encode(to_measure[i]);
+            if (!p.empty()) seeded.push_back({std::move(p), record.reward});
+          }
+        }
+        evaluations_total += int64_t(results.size());
+      }
+    }
+    std::vector<Scored> history = seeded;
     if (!options.own_evaluations_only) {
       for (auto& r : store_.measurements(gpu_id, problem, options.mode)) {
-        Evaluation e{r.design, r.measurement.status, r.measurement.timing.median_us, reward_of(r.measurement), false};
+        Evaluation e{r.design, r.measurement.status, r.measurement.timing.median_us, reward_of(r.measurement),
+                     seeded_now.count(r.design) > 0};
         try {
           Point p = space.encode(parse_design(r.design));
           if (!p.empty()) history.push_back({std::move(p), e.reward});
@@ -117,7 +155,6 @@ std::vector<ProblemOutcome> Tuner::run(const TuneOptions& options) {
       }
     }
 
-    const size_t cap = options.budget.evaluations > 0 ? size_t(options.budget.evaluations) : space.size();
     auto problem_deadline = Clock::time_point::max();
     if (options.budget.minutes > 0) {
       const auto left = deadline - Clock::now();

@@ -2,6 +2,8 @@
 // through the Measurer), record every result in the store, reward the strategy with
 // log(t_reference / t_candidate) (a fixed penalty for wrong, failed, timed-out or crashed candidates).
 //
+// Seed designs (TuneOptions::seed_designs) are measured first and recorded with strategy "seed".
+//
 // Resume: what the store already holds for (GPU, problem, mode) counts against the budget and is never
 // measured again; a candidate found in the store (another tuner's, or this one's before a kill) is scored
 // from the stored row. Killing the tuner at any moment loses at most the batch being measured.
@@ -40,6 +42,10 @@ struct TuneOptions {
   int max_stalled_batches = 40;  // rounds without a new evaluation before giving up on a problem
   std::FILE* progress = nullptr; // live progress lines, or none
   std::function<void(const Problem&)> after_problem;  // e.g. save the policy
+  // Designs measured first on every problem (those valid for it), before the strategy proposes: known-good
+  // starting points (e.g. a hand-picked set). They count against the budget; the strategy sees their
+  // rewards as history, as it sees an earlier run's.
+  std::vector<Design> seed_designs;
 };
 
 struct Evaluation {

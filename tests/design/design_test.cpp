@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "rlgemm/error.h"
@@ -226,6 +228,24 @@ TEST(Design, SplitKNeedsAKBlockPerSliceOnSm90) {
   EXPECT_FALSE(why_unfit(parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg"), {{1, 8, 8}, Layout::kTN}));
   // sm80 split-K plans its slices from K at run time (fewer when K is short).
   EXPECT_FALSE(why_unfit(parse_design("sm80/64x64x64/w32x32/s4/swz/raster_m.g8/splitk2.serial/epi_reg"), {{64, 64, 64}, Layout::kTN}));
+}
+
+TEST(Design, DesignsFileSkipsCommentsAndNamesTheBadLine) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto good = dir / "rlgemm_designs_good.txt", bad = dir / "rlgemm_designs_bad.txt";
+  std::ofstream(good) << "# a set\n\nsm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg  # small\n"
+                         "sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg\n";
+  const auto designs = read_designs(good.string());
+  ASSERT_EQ(designs.size(), 1u) << "duplicates are kept once";
+  EXPECT_EQ(to_string(designs[0]), "sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg");
+  std::ofstream(bad) << "sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg\nsm80/64x64/oops\n";
+  try {
+    read_designs(bad.string());
+    ADD_FAILURE() << "a bad line must throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rlgemm_designs_bad.txt:2:"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(read_designs((dir / "rlgemm_no_such_designs.txt").string()), Error);
 }
 
 }  // namespace
