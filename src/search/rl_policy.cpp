@@ -349,6 +349,7 @@ class RlStrategy : public Strategy {
     std::vector<Point> out;
     std::vector<Policy::Trajectory> repeats;
     std::set<Point> in_batch;
+    propose_neighbours(int(std::lround(policy_.options().neighbour_share * count)), in_batch);
     double temperature = 1.0;
     for (int round = 0; round < kTemperatureRounds && int(pending_.size()) < count; ++round, temperature *= 2) {
       for (int draw = 0; draw < count * kDrawsPerCandidate && int(pending_.size()) < count; ++draw) {
@@ -400,6 +401,32 @@ class RlStrategy : public Strategy {
   }
 
  private:
+  // Up to `count` unseen designs one decision away from the best ones found for this problem (repaired
+  // into the valid space), as replayed trajectories so that their rewards train the policy like its own.
+  void propose_neighbours(int count, std::set<Point>& in_batch) {
+    if (count <= 0 || scored_.empty()) return;
+    std::vector<const Scored*> best;
+    for (const auto& s : scored_) best.push_back(&s);
+    const size_t top = std::min<size_t>(best.size(), 4);
+    std::partial_sort(best.begin(), best.begin() + top, best.end(),
+                      [](const Scored* a, const Scored* b) { return a->reward > b->reward; });
+    std::uniform_int_distribution<size_t> pick_parent(0, top - 1);
+    std::uniform_int_distribution<int> pick_field(0, kFieldCount - 1);
+    int added = 0;
+    for (int attempt = 0; attempt < 16 * count && added < count; ++attempt) {
+      Point p = best[pick_parent(rng_)]->point;
+      const int f = pick_field(rng_);
+      if (space_->option_count(f) < 2) continue;
+      std::uniform_int_distribution<int> pick_option(0, space_->option_count(f) - 1);
+      p[size_t(f)] = uint8_t(pick_option(rng_));
+      p = space_->project(p, rng_);
+      if (seen_.count(p) || in_batch.count(p)) continue;
+      in_batch.insert(p);
+      pending_.push_back(policy_.replay(*space_, features_, p));
+      ++added;
+    }
+  }
+
   Policy& policy_;
   std::mt19937_64 rng_;
   const DesignSpace* space_ = nullptr;

@@ -41,6 +41,9 @@ struct RlOptions {
   double max_grad_norm = 1.0;
   int elite_replay = 4;     // best designs of the problem so far, replayed in every update (self-imitation)
   int history_replay = 0;   // further earlier designs of the problem, drawn at random, replayed too
+  // Share of each batch drawn next to the problem's best designs (one decision changed, repaired into the
+  // valid space) rather than from the policy: the policy learns where to look, these refine what it found.
+  double neighbour_share = 0.375;
 };
 
 class Policy {
