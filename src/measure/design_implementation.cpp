@@ -73,32 +73,39 @@ void DesignImplementation::run(const Problem& problem, const bench::Operands& x,
   current_->launch(stream, problem, {x.a, x.b, x.c, workspace_, workspace_bytes_});
 }
 
-PrecompileReport precompile(const std::vector<Design>& designs, const std::vector<Layout>& layouts,
-                            const DeviceInfo& device, const CompileOptions& options) {
-  PrecompileReport report;
+void build_ahead(std::vector<KernelBuild>& builds, const DeviceInfo& device, const CompileOptions& options) {
   std::vector<GeneratedKernel> kernels;
-  std::vector<std::string> labels;
-  for (const Design& d : designs) {
-    if (d.static_shape) continue;  // built per shape, in prepare()
-    for (Layout layout : layouts) {
-      const Problem p = layout_problem(layout);
-      DesignImplementation probe(d, device, options);
-      if (!probe.supports(p)) continue;
-      const std::string label = to_string(d) + " " + std::string(to_string(layout));
-      try {
-        kernels.push_back(generate_kernel(d, p, arch_for_device(d, device.cc_major, device.cc_minor)));
-        labels.push_back(label);
-      } catch (const Error& e) {
-        report.failures.push_back(label + ": " + e.what());
-      }
+  std::vector<KernelBuild*> generated;
+  for (KernelBuild& b : builds) {
+    try {
+      kernels.push_back(generate_kernel(b.design, b.problem, arch_for_device(b.design, device.cc_major, device.cc_minor)));
+      generated.push_back(&b);
+    } catch (const Error& e) {
+      b.error = e.what();
     }
   }
   const auto results = compile_all(kernels, options);
   for (size_t i = 0; i < results.size(); ++i) {
-    if (results[i].kernel)
-      report.compile_seconds.emplace_back(labels[i], results[i].kernel->compile_seconds);
-    else
-      report.failures.push_back(labels[i] + ": " + results[i].error);
+    if (results[i].kernel) generated[i]->seconds = results[i].kernel->compile_seconds;
+    else generated[i]->error = results[i].error;
+  }
+}
+
+PrecompileReport precompile(const std::vector<Design>& designs, const std::vector<Layout>& layouts,
+                            const DeviceInfo& device, const CompileOptions& options) {
+  std::vector<KernelBuild> builds;
+  for (const Design& d : designs) {
+    if (d.static_shape) continue;  // built per shape, in prepare()
+    const DesignImplementation probe(d, device, options);
+    for (Layout layout : layouts)
+      if (probe.supports(layout_problem(layout))) builds.push_back({d, layout_problem(layout), {}, {}});
+  }
+  build_ahead(builds, device, options);
+  PrecompileReport report;
+  for (const KernelBuild& b : builds) {
+    const std::string label = to_string(b.design) + " " + std::string(to_string(b.problem.layout));
+    if (b.seconds) report.compile_seconds.emplace_back(label, *b.seconds);
+    else report.failures.push_back(label + ": " + b.error);
   }
   return report;
 }

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,11 +54,23 @@ class DesignImplementation : public bench::Implementation {
   std::string detail_;
 };
 
-// Compiles every (design, layout) pair's kernel concurrently into the cubin cache, so that the harness's
-// per-problem prepare() only loads them. Returns one line per pair that failed, naming design and reason.
+// A kernel to build ahead of its first use: a design for a problem (its layout, and its shape for a
+// static design), and what building it gave.
+struct KernelBuild {
+  Design design;
+  Problem problem;
+  std::optional<double> seconds;  // compile time when it built (0: taken from the cubin cache)
+  std::string error;              // why it did not
+};
+// Generates and compiles the kernels concurrently into the cubin cache, so that constructing their
+// GemmKernels later only loads them; fills in each build's seconds or error.
+void build_ahead(std::vector<KernelBuild>& builds, const DeviceInfo& device, const CompileOptions& options = {});
+
+// Builds every (design, layout) pair this GPU can run ahead (static designs are built per shape, when
+// first prepared). Returns one line per pair that failed, naming design and reason, and the compile times.
 struct PrecompileReport {
   std::vector<std::string> failures;
-  std::vector<std::pair<std::string, double>> compile_seconds;  // design/layout -> seconds (0 = cached)
+  std::vector<std::pair<std::string, double>> compile_seconds;  // "design layout" -> seconds (0 = cached)
 };
 PrecompileReport precompile(const std::vector<Design>& designs, const std::vector<Layout>& layouts,
                             const DeviceInfo& device, const CompileOptions& options = {});

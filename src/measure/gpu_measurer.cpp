@@ -1,9 +1,9 @@
 #include "measure/gpu_measurer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <thread>
 
 #include "generate/generate.h"
@@ -120,24 +120,17 @@ Measurement GpuMeasurer::measure(const Design& design, const Problem& problem, T
 std::vector<Measurement> GpuMeasurer::measure_batch(const std::vector<Design>& designs, const Problem& problem,
                                                     TimingMode mode) {
   // Compile the whole batch concurrently into the cubin cache first; each measure() then only loads.
-  std::vector<GeneratedKernel> kernels;
-  std::vector<std::string> keys;
+  std::vector<KernelBuild> builds;
   for (const Design& d : designs) {
-    DesignImplementation probe(d, device_, compile_options_);
     const std::string key = compile_key(d, problem);
-    if (!probe.supports(problem) || reported_.count(key) || compiled_ahead_.count(key)) continue;
-    try {
-      kernels.push_back(generate_kernel(d, d.static_shape ? problem : layout_problem(problem.layout),
-                                        arch_for_device(d, device_.cc_major, device_.cc_minor)));
-      keys.push_back(key);
-    } catch (const Error&) {
-      // measure() reports it for this candidate
-    }
+    if (reported_.count(key) || compiled_ahead_.count(key)) continue;
+    if (!DesignImplementation(d, device_, compile_options_).supports(problem)) continue;
+    builds.push_back({d, d.static_shape ? problem : layout_problem(problem.layout), {}, {}});
   }
-  if (kernels.size() > 1) {
-    const auto results = compile_all(kernels, compile_options_);
-    for (size_t i = 0; i < results.size(); ++i)
-      if (results[i].kernel) compiled_ahead_[keys[i]] = results[i].kernel->compile_seconds;
+  if (builds.size() > 1) {
+    build_ahead(builds, device_, compile_options_);  // failures: measure() reports them per candidate
+    for (const KernelBuild& b : builds)
+      if (b.seconds) compiled_ahead_[compile_key(b.design, problem)] = *b.seconds;
   }
   std::vector<Measurement> out;
   out.reserve(designs.size());
