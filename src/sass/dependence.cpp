@@ -1,5 +1,6 @@
 #include "sass/dependence.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace rlgemm::sass {
@@ -12,6 +13,7 @@ const char* to_string(DepKind k) {
     case DepKind::kMemory: return "memory";
     case DepKind::kScoreboard: return "scoreboard";
     case DepKind::kFence: return "fence";
+    case DepKind::kWait: return "wait";
   }
   return "?";
 }
@@ -31,9 +33,132 @@ bool scoreboard_conflict(const Instruction& a, const Instruction& b) {
   return (sa & b.control.wait_mask) != 0 || (sb & a.control.wait_mask) != 0 || (sa & sb) != 0;
 }
 
+std::vector<std::vector<int>> wait_coverage(const KernelCode& code) {
+  const size_t n = code.size();
+  const auto& block = code.block_of();
+  std::vector<std::vector<int>> covered(n);
+  for (size_t w = 0; w < n; ++w) {
+    const int mask = code.at(w).control.wait_mask;
+    if (mask == 0) continue;
+    size_t end = w + 1;
+    while (end < n && block[end] == block[w]) ++end;
+    for (int k = 0; k < 6; ++k) {
+      if (!(mask >> k & 1)) continue;
+      // Pending producers of scoreboard k at w: the setters since the previous wait on k in the block. When
+      // the block has none, the producers come from elsewhere (a predecessor, or this block's own tail
+      // through a loop's back edge): every other setter of k counts.
+      std::vector<int> pending;
+      bool closed = false;
+      size_t begin = w;
+      for (size_t i = w; i-- > 0 && block[i] == block[w];) {
+        begin = i;
+        const auto& c = code.at(i).control;
+        if (c.sets_mask() >> k & 1) pending.push_back(int(i));
+        if (c.wait_mask >> k & 1) {  // waits before it sets: what came earlier is covered there
+          closed = true;
+          break;
+        }
+      }
+      if (!closed)
+        for (size_t i = 0; i < n; ++i)
+          if ((i < begin || i > w) && (code.at(i).control.sets_mask() >> k & 1)) pending.push_back(int(i));
+      // What each producer's scoreboard k guards: its results (write scoreboard) or its sources (read).
+      RegSet results, sources;
+      for (int p : pending) {
+        const Instruction& a = code.at(p);
+        if (a.control.write_sb == k) results |= a.defs;
+        if (a.control.read_sb == k) sources |= a.uses & ~a.defs;
+      }
+      for (size_t o = w + 1; o < end; ++o) {
+        const Instruction& b = code.at(o);
+        if (b.control.wait_mask >> k & 1) continue;  // waits for itself
+        if ((results & (b.uses | b.defs)).any() || (sources & b.defs).any()) covered[w].push_back(int(o));
+      }
+    }
+    std::sort(covered[w].begin(), covered[w].end());
+    covered[w].erase(std::unique(covered[w].begin(), covered[w].end()), covered[w].end());
+  }
+  return covered;
+}
+
+IssueSpacing issue_spacing(const KernelCode& code) {
+  const size_t n = code.size();
+  const auto& block = code.block_of();
+  IssueSpacing sp;
+  sp.compiled_prev.assign(n, -1);
+  sp.compiled_gap.assign(n, 0);
+  for (size_t b = 0; b < n; ++b) {
+    if (b == 0 || block[b] != block[b - 1]) {
+      sp.block_begin.push_back(int(b));
+      if (b > 0) sp.block_end.push_back(int(b));
+    }
+  }
+  if (n > 0) sp.block_end.push_back(int(n));
+  sp.head.assign(sp.block_begin.size(), 0);
+  sp.tail.assign(sp.block_begin.size(), 0);
+  for (size_t k = 0; k < sp.block_begin.size(); ++k) {
+    int prev = -1, cycles = 0;
+    for (int i = sp.block_begin[k]; i < sp.block_end[k]; ++i) {
+      const Instruction& ins = code.at(i);
+      if (ins.memory_pipe) {
+        if (prev < 0) sp.head[k] = std::min(cycles, kMemoryIssueCycles);
+        sp.compiled_prev[i] = prev;
+        sp.compiled_gap[i] = cycles;
+        prev = i;
+        cycles = 0;
+      }
+      cycles += std::max(1, ins.control.stall);
+    }
+    if (prev >= 0) sp.tail[k] = std::min(cycles, kMemoryIssueCycles);
+  }
+  return sp;
+}
+
+int IssueSpacing::required(int earlier, int later) const {
+  if (compiled_prev[later] == earlier) return std::min(compiled_gap[later], kMemoryIssueCycles);
+  return kMemoryIssueCycles;
+}
+
+std::string issue_spacing_violation(const KernelCode& code, const IssueSpacing& spacing,
+                                    const std::function<int(int)>& id_at, int first, int last) {
+  const size_t k = size_t(code.block_of()[first]);
+  const int begin = spacing.block_begin[k], end = spacing.block_end[k];
+  // A pair affected by a change within [first, last] and closer than kMemoryIssueCycles has both requests
+  // within kMemoryIssueCycles slots of it (every slot stalls at least a cycle).
+  const int from = std::max(begin, first - kMemoryIssueCycles - 1);
+  const int to = std::min(end - 1, last + kMemoryIssueCycles + 1);
+  int prev = -1, cycles = 0;
+  for (int slot = from; slot <= to; ++slot) {
+    const int id = id_at(slot);
+    const Instruction& ins = code.at(id);
+    if (ins.memory_pipe) {
+      if (prev >= 0 && cycles < spacing.required(prev, id))
+        return ins.dis.text() + " would issue " + std::to_string(cycles) + " cycles after " + code.at(prev).dis.text() +
+               ", needs " + std::to_string(spacing.required(prev, id));
+      if (prev < 0 && from == begin && cycles < spacing.head[k])
+        return ins.dis.text() + " would issue " + std::to_string(cycles) + " cycles after its block's start, needs " +
+               std::to_string(spacing.head[k]);
+      prev = id;
+      cycles = 0;
+    }
+    cycles += std::max(1, ins.control.stall);
+  }
+  if (prev >= 0 && to == end - 1 && cycles < spacing.tail[k])
+    return code.at(prev).dis.text() + " would leave " + std::to_string(cycles) + " cycles before its block's end, needs " +
+           std::to_string(spacing.tail[k]);
+  return "";
+}
+
 DepGraph build_dependence_graph(const KernelCode& code, const std::vector<int>& order) {
   DepGraph g;
   const auto& block = code.block_of();
+  // Wait coverage: an edge from the waiter to each instruction relying on its wait, while it comes later.
+  std::vector<int> slot_of(order.size());
+  for (size_t s = 0; s < order.size(); ++s) slot_of[order[s]] = int(s);
+  const auto covered = wait_coverage(code);
+  for (size_t w = 0; w < covered.size(); ++w)
+    for (int o : covered[w])
+      if (slot_of[w] < slot_of[o]) g.insert({int(w), o, DepKind::kWait});
   size_t begin = 0;
   while (begin < order.size()) {
     size_t end = begin;
@@ -121,6 +246,13 @@ std::vector<std::string> check_invariants(const KernelCode& code, const std::vec
       if (!before.count(e) && shown++ < 10)
         problems.push_back(std::string(to_string(e.kind)) + " edge " + std::to_string(e.from) + "->" + std::to_string(e.to) + " appeared");
     if (shown == 0) problems.push_back("dependence graph changed");
+  }
+  const IssueSpacing spacing = issue_spacing(code);
+  for (size_t k = 0; k < spacing.block_begin.size(); ++k) {
+    if (spacing.block_begin[k] == spacing.block_end[k]) continue;
+    const std::string why = issue_spacing_violation(
+        code, spacing, [&](int slot) { return order[slot]; }, spacing.block_begin[k], spacing.block_end[k] - 1);
+    if (!why.empty()) problems.push_back("memory issue spacing: " + why);
   }
   for (const auto& p : latency_pairs(code)) {
     const int d = stall_distance(code, order, slot_of, p.producer, p.consumer);

@@ -3,6 +3,7 @@
 // is the test of that.
 #pragma once
 
+#include <functional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -12,7 +13,7 @@
 
 namespace rlgemm::sass {
 
-enum class DepKind { kRaw, kWar, kWaw, kMemory, kScoreboard, kFence };
+enum class DepKind { kRaw, kWar, kWaw, kMemory, kScoreboard, kFence, kWait };
 const char* to_string(DepKind k);
 
 struct DepEdge {
@@ -27,8 +28,40 @@ using DepGraph = std::set<DepEdge>;
 // order[slot] = original index. Edges join instructions of the same block:
 //   register RAW / WAR / WAW (R, UR, P, UP, wide operands expanded), memory order between accesses that may
 //   touch the same space with at least one write, scoreboard order (setter vs. waiter, setter vs. setter of
-//   the same scoreboard), and fence order (every instruction vs. every fence of its block).
+//   the same scoreboard), fence order (every instruction vs. every fence of its block), and wait coverage
+//   (a waiter vs. the later instructions that rely on its wait, see wait_coverage()).
 DepGraph build_dependence_graph(const KernelCode& code, const std::vector<int>& order);
+
+// Wait coverage. A wait mask protects more than the instruction that carries it: ptxas waits for a
+// scoreboard once, on the first instruction that needs it, and every later instruction that touches a
+// register of one of the scoreboard's pending producers (the setters since the previous wait on it) relies
+// on that same wait. Moving such an instruction above the waiter lets it read a result that has not arrived
+// (RAW/WAW on a write scoreboard) or overwrite a source that a memory request has not read yet (WAR on a
+// read scoreboard), though it has no register in common with the waiter itself.
+// covered[w]: the instructions after w in its block (compiled order) that rely on w's wait, sorted.
+std::vector<std::vector<int>> wait_coverage(const KernelCode& code);
+
+// Issue spacing of memory requests. ptxas never issues two load/store-pipe requests (Instruction::
+// memory_pipe) fewer than kMemoryIssueCycles apart: every pair of consecutive requests in the compiled
+// sm_80/sm_90a kernels rlgemm reads is 4 or more stall cycles apart, back-to-back requests included (they
+// get S04 rather than S01). A schedule keeps that spacing, or the compiled one where it was closer.
+inline constexpr int kMemoryIssueCycles = 4;
+struct IssueSpacing {
+  std::vector<int> compiled_prev;  // per instruction: the compiled schedule's previous request in its block, or -1
+  std::vector<int> compiled_gap;   // per instruction: cycles from that request
+  // Per block: cycles from the block's first slot to its first request and from its last request (own stall
+  // included) to the block's end, capped at kMemoryIssueCycles; together they bound the spacing across an
+  // edge between blocks, whose slots never change.
+  std::vector<int> head, tail;
+  std::vector<int> block_begin, block_end;  // slot range [begin, end) of each block
+  int required(int earlier, int later) const;
+};
+IssueSpacing issue_spacing(const KernelCode& code);
+// The first spacing violation among requests near slots [first, last] (one block) of a schedule given by
+// id_at(slot), or "" when none. Requests further than kMemoryIssueCycles slots away are not looked at:
+// a pair that far apart is far enough.
+std::string issue_spacing_violation(const KernelCode& code, const IssueSpacing& spacing,
+                                    const std::function<int(int)>& id_at, int first, int last);
 
 // Whether the two instructions' order matters (the pairwise test the graph is built from).
 bool memory_conflict(const Instruction& a, const Instruction& b);
@@ -48,7 +81,7 @@ std::vector<LatencyPair> latency_pairs(const KernelCode& code);
 int stall_distance(const KernelCode& code, const std::vector<int>& order, const std::vector<int>& slot_of, int from, int to);
 
 // Compares `order` against the compiled order: same dependence graph, same blocks per slot, pinned and
-// fence instructions in place, every latency pair still far enough apart. Returns the violations (empty: ok).
+// fence instructions in place, every latency pair still far enough apart, memory requests spaced. Returns the violations (empty: ok).
 std::vector<std::string> check_invariants(const KernelCode& code, const std::vector<int>& order);
 
 }  // namespace rlgemm::sass

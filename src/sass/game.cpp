@@ -19,6 +19,8 @@ Schedule::Schedule(const KernelCode& code) : code_(&code) {
   }
   movable_rank_.assign(code.size(), -1);
   for (size_t r = 0; r < code.movable().size(); ++r) movable_rank_[code.movable()[r]] = int(r);
+  covered_ = wait_coverage(code);
+  spacing_ = issue_spacing(code);
   reset();
 }
 
@@ -65,6 +67,17 @@ std::string Schedule::why_illegal(const Move& m) const {
   // cover its producer, or would cover the wrong one), or both set the same scoreboard (DEPBAR.LE counts
   // completions in issue order).
   if (scoreboard_conflict(x, y)) return "scoreboard conflict with " + y.dis.text();
+  // Wait coverage: a wait protects every later instruction that touches the registers of the scoreboard's
+  // pending producers, not only the waiter. Neither may pass the other when the later one relies on the
+  // earlier one's wait (e.g. an address register rewritten while an LDGSTS still has to read it, with the
+  // wait for its read scoreboard on the LDSM in between).
+  {
+    const int earlier = m.direction > 0 ? m.instruction : other, later = m.direction > 0 ? other : m.instruction;
+    const auto& cov = covered_[earlier];
+    if (std::binary_search(cov.begin(), cov.end(), later))
+      return "wait coverage: " + code.at(later).dis.text() + " relies on the scoreboard wait of " +
+             code.at(earlier).dis.text();
+  }
   // Operand reuse caches a source for the next instruction: moving an instruction into or out of a reuse
   // pair would leave the flag pointing at a different instruction.
   const int upper = std::min(s, t);
@@ -85,6 +98,9 @@ std::string Schedule::why_illegal(const Move& m) const {
                " cycles after its producer, needs " + std::to_string(p.required);
     }
   }
+  // Memory issue spacing: two load/store-pipe requests stay kMemoryIssueCycles apart, as ptxas keeps them.
+  const std::string spacing = issue_spacing_violation(code, spacing_, id_at, std::min(s, t), std::max(s, t));
+  if (!spacing.empty()) return "memory issue spacing: " + spacing;
   return "";
 }
 
@@ -190,7 +206,11 @@ void Game::reset() {
   schedule_.reset();
   if (initial_time_ <= 0.0) {
     const Measurement m = measure(schedule_);
-    if (!m.ok) throw Error(ErrorKind::kRuntime, "the compiled schedule itself fails evaluation: " + m.failure);
+    // Not fatal: the kernel itself cannot be judged (e.g. a reduction whose output is not reproducible bit
+    // for bit), which is a property of the input, and other kernels can still be optimized.
+    if (!m.ok)
+      throw Error(m.fatal ? ErrorKind::kRuntime : ErrorKind::kInvalidInput,
+                  "the compiled schedule itself fails evaluation: " + m.failure);
     initial_time_ = m.time_us;
   }
   current_time_ = initial_time_;

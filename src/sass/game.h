@@ -48,6 +48,8 @@ class Schedule {
   std::vector<LatencyPair> pairs_;
   std::vector<std::vector<int>> pairs_by_instruction_;
   std::vector<int> movable_rank_;  // original index -> position in movable(), or -1
+  std::vector<std::vector<int>> covered_;  // wait_coverage(): what relies on each instruction's wait
+  IssueSpacing spacing_;
 };
 
 // ---- Reward --------------------------------------------------------------------------------------
@@ -62,6 +64,7 @@ struct Measurement {
   bool ok = false;        // launched and produced output bitwise identical to the original's
   double time_us = 0.0;   // measured kernel time (the harness's offline method on the GPU)
   std::string failure;    // why not ok
+  bool fatal = false;     // the evaluator cannot judge anything more (e.g. the CUDA context is lost)
 };
 
 // Judges schedules. The GPU evaluator loads the patched cubin without compiling, checks its output against

@@ -45,6 +45,9 @@ struct Instruction {
   // scoreboard whose consumer waits on the next LDSM's. It keeps its order with every memory instruction.
   bool in_order = false;
   int latency = 0;  // cycles a consumer of a fixed-latency result must stay away (conservative)
+  // A request to the load/store pipe that executes (LDG, STG, LDS, STS, LDSM, STSM, LDGSTS, LD, ST, LDL, STL,
+  // atomics; not a "@!PT" filler): ptxas never issues two of them closer than kMemoryIssueCycles.
+  bool memory_pipe = false;
   bool is_load() const { return reads != 0 && writes == 0; }
   std::string base() const;  // opcode up to the first '.'
 };

@@ -1,0 +1,172 @@
+// Two schedules that the legality mask once allowed and that broke their kernel on an H100, replayed on the
+// compiled originals (generated and compiled here with NVRTC, nothing binary checked in):
+//  - sm80/64x64x64/w32x32/s4/...: the LDSM that waits for an LDGSTS's read scoreboard (SB4) moved below the
+//    IADD3 that rewrites the LDGSTS's shared address register R109; the copy then wrote shared memory at the
+//    new address (cudaErrorIllegalAddress). Rule: wait coverage.
+//  - sm90.ws.pingpong/128x128x64/...: epilogue STSMs moved next to each other, 1 cycle apart, where ptxas
+//    never issues two load/store-pipe requests fewer than 4 cycles apart (cudaErrorIllegalInstruction). Every
+//    register, scoreboard and latency dependence of that schedule holds; the spacing is the one property of
+//    the compiled code it breaks. Rule: memory issue spacing.
+// The schedules are given as (slot, original index) pairs read off the faulting cubins' .text.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "compile/compiler.h"
+#include "generate/generate.h"
+#include "rlgemm/design.h"
+#include "rlgemm/problem.h"
+#include "sass/game.h"
+#include "sass_fixture.h"
+
+namespace rlgemm::sass {
+namespace {
+
+struct FaultCase {
+  const char* design;
+  size_t instructions;                         // kernel size the slots below refer to
+  std::vector<std::pair<int, const char*>> anchors;  // original index -> instruction text, to check the code
+  std::vector<std::pair<int, int>> faulting;   // order[slot] = original index, where it differs
+};
+
+const FaultCase kMmaSync{
+    "sm80/64x64x64/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg",
+    608,
+    {{439, "@!P1 LDGSTS.E.BYPASS.LTC128B.128 [R109+0x3800],desc[UR10][R110.64],!P2"},
+     {457, "LDSM.16.M88.4 R56,[R56+0x2000]"},
+     {458, "IMAD.IADD R64,R3,0x1,R80"},
+     {459, "IADD3 R109,R105,UR9,R78"}},
+    {{136, 137}, {137, 136}, {180, 182}, {181, 180}, {182, 181}, {190, 191}, {191, 190}, {306, 307}, {307, 308},
+     {308, 306}, {455, 456}, {456, 455}, {457, 458}, {458, 459}, {459, 457}, {539, 540}, {540, 539}, {542, 543},
+     {543, 542}, {547, 548}, {548, 547}, {582, 583}, {583, 582}, {585, 586}, {586, 585}}};
+
+const FaultCase kPingpong{
+    "sm90.ws.pingpong/128x128x64/s5/c2x1/raster_m.g8/splitk1/epi_tma",
+    1080,
+    {{460, "STSM.16.M88.4 [R23],R40"},
+     {461, "F2FP.F16.F32.PACK_AB R98,R101,R100"},
+     {462, "F2FP.F16.F32.PACK_AB R99,R103,R102"},
+     {463, "STSM.16.M88.4 [R25],R48"}},
+    {{434, 435}, {435, 434}, {460, 461}, {461, 460}, {462, 463}, {463, 466}, {464, 462}, {465, 464}, {466, 465},
+     {469, 470}, {470, 469}, {473, 474}, {474, 473}, {516, 517}, {517, 516}, {520, 521}, {521, 520}, {522, 523},
+     {523, 522}, {532, 533}, {533, 534}, {534, 535}, {535, 532}, {536, 537}, {537, 536}, {542, 543}, {543, 542}}};
+
+// nvdisasm's text with the operand separators normalized ("R56, [R56+0x2000]" and "R56[R56+0x2000]" alike).
+std::string squeeze(std::string s) {
+  std::string out;
+  for (char c : s)
+    if (c != ' ' && c != ',') out += c;
+  return out;
+}
+
+// The design's compiled kernel (tn layout, sm_90a), or skips: no NVRTC/nvdisasm, or a compiler whose code
+// differs from the one the schedules were recorded on.
+struct Loaded {
+  std::optional<Cubin> cubin;
+  std::optional<KernelCode> code;
+};
+
+Loaded load_original(const FaultCase& fc, std::string* why) {
+  Loaded out;
+  const GeneratedKernel kernel = generate_kernel(parse_design(fc.design), layout_problem(parse_layout("tn")), "sm_90a");
+  CompileOptions options;
+  options.cache_dir = std::filesystem::path(RLGEMM_BINARY_DIR) / "sass-test-cubins" / "designs";
+  const CompiledKernel compiled = compile_kernel(kernel, options);
+  out.cubin = Cubin::parse(std::vector<uint8_t>(compiled.cubin.begin(), compiled.cubin.end()), kernel.name);
+  out.code = KernelCode::load(*out.cubin, kernel.name);
+  if (out.code->size() != fc.instructions) {
+    *why = "this compiler's " + kernel.name + " has " + std::to_string(out.code->size()) + " instructions, not " +
+           std::to_string(fc.instructions);
+    return {};
+  }
+  for (const auto& [index, text] : fc.anchors)
+    if (squeeze(out.code->at(index).dis.text()) != squeeze(text)) {
+      *why = "instruction " + std::to_string(index) + " is " + out.code->at(index).dis.text() + ", not " + text;
+      return {};
+    }
+  return out;
+}
+
+#define RLGEMM_LOAD_FAULT_CASE(var, fc)                                                          \
+  RLGEMM_REQUIRE_NVDISASM();                                                                     \
+  std::string why_;                                                                              \
+  Loaded var;                                                                                    \
+  try {                                                                                          \
+    var = load_original((fc), &why_);                                                            \
+  } catch (const std::exception& e) {                                                            \
+    GTEST_SKIP() << "cannot compile " << (fc).design << ": " << e.what();                        \
+  }                                                                                              \
+  if (!var.code) GTEST_SKIP() << "not the code the faulting schedule was recorded on: " << why_
+
+std::vector<int> faulting_order(const FaultCase& fc) {
+  std::vector<int> order(fc.instructions);
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
+  for (const auto& [slot, original] : fc.faulting) order[slot] = original;
+  return order;
+}
+
+bool mentions(const std::vector<std::string>& problems, const std::string& what) {
+  for (const auto& p : problems)
+    if (p.find(what) != std::string::npos) return true;
+  return false;
+}
+
+TEST(FaultSchedules, LdsmMayNotLeaveTheAddressRewriteItsWaitProtects) {
+  RLGEMM_LOAD_FAULT_CASE(k, kMmaSync);
+  const KernelCode& code = *k.code;
+  Schedule schedule(code);
+  // The LDSM at 457 waits on SB4, the read scoreboard of the LDGSTS at 439 whose shared address R109 the
+  // IADD3 at 459 rewrites. One slot down (past the IMAD) is fine; the next slot down leaves the IADD3 without
+  // the wait.
+  const auto covered = wait_coverage(code);
+  EXPECT_TRUE(std::binary_search(covered[457].begin(), covered[457].end(), 459));
+  ASSERT_EQ(schedule.why_illegal({457, +1}), "");
+  schedule.apply({457, +1});
+  const std::string why = schedule.why_illegal({457, +1});
+  EXPECT_NE(why.find("wait coverage"), std::string::npos) << why;
+  // The whole faulting schedule: the lost wait and the requests issued back to back are both reported.
+  const auto problems = check_invariants(code, faulting_order(kMmaSync));
+  EXPECT_TRUE(mentions(problems, "wait edge 457->459 lost")) << (problems.empty() ? "" : problems.front());
+  EXPECT_TRUE(mentions(problems, "memory issue spacing"));
+}
+
+TEST(FaultSchedules, StsmsStayInPlaceAndTheFaultingScheduleIsRejected) {
+  RLGEMM_LOAD_FAULT_CASE(k, kPingpong);
+  const KernelCode& code = *k.code;
+  Schedule schedule(code);
+  // Every move of that schedule was an STSM move; STSM is pinned (see isa.cpp), so none is offered.
+  for (const Move m : {Move{460, +1}, Move{463, -1}, Move{434, +1}, Move{532, +1}})
+    EXPECT_FALSE(schedule.legal(m)) << m.instruction;
+  for (const Move& m : schedule.legal_moves()) EXPECT_NE(code.at(m.instruction).base(), "STSM");
+  // The faulting schedule breaks the pinning and the issue spacing (STSMs 1 cycle apart).
+  const auto problems = check_invariants(code, faulting_order(kPingpong));
+  EXPECT_TRUE(mentions(problems, "STSM.16.M88.4 [R25],R48 would issue 1 cycles after STSM.16.M88.4 [R23],R40"))
+      << (problems.empty() ? "" : problems.front());
+}
+
+// Random play on both kernels never reaches a schedule that check_invariants rejects, and in particular keeps
+// every wait-coverage edge and the memory issue spacing.
+TEST(FaultSchedules, RandomLegalPlayKeepsWaitsAndSpacing) {
+  for (const FaultCase* fc : {&kMmaSync, &kPingpong}) {
+    RLGEMM_LOAD_FAULT_CASE(k, *fc);
+    const KernelCode& code = *k.code;
+    Schedule schedule(code);
+    std::mt19937_64 rng(11);
+    for (int step = 0; step < 2000; ++step) {
+      const auto legal = schedule.legal_moves();
+      if (fc == &kPingpong && legal.empty()) break;  // its only movable candidates were the pinned STSMs
+      ASSERT_FALSE(legal.empty()) << fc->design;
+      schedule.apply(legal[rng() % legal.size()]);
+      if (step % 250 == 249) {
+        const auto problems = check_invariants(code, schedule.order());
+        ASSERT_TRUE(problems.empty()) << fc->design << " after " << step + 1 << " moves: " << problems.front();
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rlgemm::sass
