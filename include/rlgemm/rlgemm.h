@@ -20,6 +20,8 @@
 //             measured between (log M, log N, log K), among designs valid for the layout and the GPU;
 //   default   nothing is tuned for this GPU: a built-in design for its architecture (sm90 on compute
 //             capability 9.0, sm80 elsewhere).
+// A rescheduled cubin (HandleOptions::optimized_cubins) serves the exact (shape, layout, design) it was
+// measured on; describe() then ends with "sass +G%", the gain that was measured.
 // Designs taken from another shape (policy, nearest) run shape-generic: a design tuned as static (shape
 // baked in) is compiled without the shape, so every shape that borrows it shares one kernel.
 //
@@ -70,6 +72,11 @@ struct HandleOptions {
   bool prefer_cublaslt = true;
   // Where compiled kernels are cached: empty for the default ($RLGEMM_CACHE_DIR, else ~/.cache/rlgemm/cubins).
   std::string cache_dir;
+  // A tuning database whose SASS-rescheduled cubins (`rlgemm sass-opt --db`) this handle loads in place of
+  // the compiled ones, for the (shape, layout, design) each was verified and measured faster on. Empty: the
+  // `database` above, when one is given; "none": never. A rescheduled cubin derived from another build of the
+  // kernel (the generator or NVRTC changed since) is stale and not used; describe() says so.
+  std::string optimized_cubins;
 };
 
 // Calls served per path since the handle was created.
@@ -79,6 +86,8 @@ struct Stats {
   uint64_t policy = 0;
   uint64_t default_design = 0;
   uint64_t cublaslt = 0;
+  // Of the calls above, those served by a SASS-rescheduled cubin (HandleOptions::optimized_cubins).
+  uint64_t sass_optimized = 0;
   uint64_t total() const { return tuned + nearest + policy + default_design + cublaslt; }
 };
 

@@ -47,6 +47,11 @@ struct BenchArgs {
   std::string shard = "0/1";
   bool no_progress = false;
   bool resume = false;
+  // --impl rlgemm: where the library's handle takes its tuned rows, policy and rescheduled cubins from.
+  std::string rlgemm_db;
+  std::string rlgemm_table;
+  std::string rlgemm_policy;
+  std::string rlgemm_sass_db;
   std::string command_line;
 };
 
@@ -155,7 +160,12 @@ int run(BenchArgs& a) {
   for (const auto& name : names) {
 #ifdef RLGEMM_HAVE_DISPATCH
     if (name == dispatch::kDispatchImplementation) {
-      config.implementations.push_back(dispatch::make_dispatch_implementation());
+      HandleOptions options;
+      options.database = a.rlgemm_db;
+      options.tuned_table = a.rlgemm_table;
+      options.policy = a.rlgemm_policy;
+      options.optimized_cubins = a.rlgemm_sass_db;
+      config.implementations.push_back(dispatch::make_dispatch_implementation(options));
       continue;
     }
 #endif
@@ -231,6 +241,10 @@ const CommandRegistration registration("bench", [](CLI::App& app) -> std::functi
   cmd->add_option("--device", args->device, "GPU ordinal")->capture_default_str();
   cmd->add_option("--shard", args->shard, "I/N: measure every N-th shape starting at I (split a long run)")->capture_default_str();
   cmd->add_flag("--no-progress", args->no_progress, "no progress bar");
+  cmd->add_option("--rlgemm-db", args->rlgemm_db, "--impl rlgemm: a tuning database to take the best designs from (default: the built-in tuned table)")->check(CLI::ExistingFile);
+  cmd->add_option("--rlgemm-table", args->rlgemm_table, "--impl rlgemm: a tuned-table CSV (data/tuned format) instead of the built-in one")->check(CLI::ExistingFile);
+  cmd->add_option("--rlgemm-policy", args->rlgemm_policy, "--impl rlgemm: a policy file whose zero-shot designs serve the shapes that are not tuned")->check(CLI::ExistingFile);
+  cmd->add_option("--rlgemm-sass-db", args->rlgemm_sass_db, "--impl rlgemm: a database whose SASS-rescheduled cubins (rlgemm sass-opt --db) the tuned kernels use (default: --rlgemm-db)")->check(CLI::ExistingFile);
   cmd->add_flag("--resume", args->resume, "keep the problems --out already holds (a run that stopped) and measure the rest");
   return [args] {
     args->command_line = command_line();

@@ -7,6 +7,7 @@ namespace {
 
 class DispatchImplementation final : public bench::Implementation {
  public:
+  explicit DispatchImplementation(const HandleOptions& options) : handle_(options) {}
   std::string name() const override { return kDispatchImplementation; }
   void prepare(const Problem& p, const bench::Operands&, cudaStream_t stream) override {
     handle_.prepare(p.shape.m, p.shape.n, p.shape.k, p.layout, stream);  // route, compile, workspace
@@ -26,6 +27,8 @@ class DispatchImplementation final : public bench::Implementation {
 
 }  // namespace
 
-bench::ImplementationPtr make_dispatch_implementation() { return std::make_unique<DispatchImplementation>(); }
+bench::ImplementationPtr make_dispatch_implementation(const HandleOptions& options) {
+  return std::make_unique<DispatchImplementation>(options);
+}
 
 }  // namespace rlgemm::dispatch

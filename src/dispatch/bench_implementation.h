@@ -4,12 +4,13 @@
 #pragma once
 
 #include "bench/implementation.h"
+#include "rlgemm/rlgemm.h"
 
 namespace rlgemm::dispatch {
 
 inline constexpr const char* kDispatchImplementation = "rlgemm";
 
-// A handle with the built-in tuned table of this GPU.
-bench::ImplementationPtr make_dispatch_implementation();
+// A handle made with `options` (default: the built-in tuned table of this GPU).
+bench::ImplementationPtr make_dispatch_implementation(const HandleOptions& options = {});
 
 }  // namespace rlgemm::dispatch

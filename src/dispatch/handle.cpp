@@ -9,6 +9,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 
+#include "compile/sha256.h"
 #include "core/cuda_util.h"
 #include "dispatch/cublaslt_gemm.h"
 #include "dispatch/dispatcher.h"
@@ -17,6 +18,7 @@
 #include "run/gemm_kernel.h"
 #include "search/design_space.h"
 #include "search/rl_policy.h"
+#include "store/store.h"
 
 namespace rlgemm {
 namespace {
@@ -44,7 +46,13 @@ struct Route {
   std::unique_ptr<dispatch::CublasLtGemm> lt;
   size_t workspace_bytes = 0;
   bool zero_workspace = false;  // split-K flags: zeroed once, left zeroed by every launch
+  bool sass_optimized = false;  // `kernel` is a SASS-rescheduled cubin
 };
+
+// The (design, layout, shape) a rescheduled cubin was verified and measured on.
+std::string optimized_key(const std::string& design, const Problem& problem) {
+  return design + "|" + std::string(to_string(problem.layout)) + "|" + problem.shape.to_string();
+}
 
 struct WorkspaceKey {
   cudaStream_t stream;
@@ -76,6 +84,7 @@ struct Handle::Impl {
   std::map<Layout, std::unique_ptr<search::DesignSpace>> spaces;  // the policy's space per layout, built lazily
   std::unique_ptr<dispatch::Dispatcher> dispatcher;
   CompileOptions compile_options;
+  std::map<std::string, OptimizedCubin> optimized;  // by optimized_key
 
   std::mutex build_mutex;  // one route is chosen, compiled and loaded at a time
   std::shared_mutex routes_mutex;
@@ -87,6 +96,7 @@ struct Handle::Impl {
   std::unordered_map<WorkspaceKey, void*, WorkspaceKeyHash> workspaces;
 
   std::array<std::atomic<uint64_t>, kPathCount> calls{};
+  std::atomic<uint64_t> sass_calls{0};
 
   explicit Impl(const HandleOptions& opts) : options(opts) {
     std::vector<dispatch::TunedRow> rows;
@@ -113,6 +123,44 @@ struct Handle::Impl {
     if (policy)
       proposer = [this](const Problem& problem) -> std::optional<Design> { return propose(problem); };
     dispatcher = std::make_unique<dispatch::Dispatcher>(rows, target, options.prefer_cublaslt, proposer);
+    load_optimized_cubins();
+  }
+
+  void load_optimized_cubins() {
+    const std::string& source = options.optimized_cubins.empty() ? options.database : options.optimized_cubins;
+    if (source.empty() || source == "none") return;
+    if (!std::filesystem::is_regular_file(source))
+      throw Error(ErrorKind::kInvalidInput, "the database of SASS-rescheduled cubins " + source + " does not exist");
+    Store store(source);
+    for (OptimizedCubin& record : store.optimized_cubins(device.name))
+      optimized.emplace(optimized_key(record.design, record.problem), std::move(record));
+  }
+
+  // The rescheduled cubin of this route's (design, problem), loaded once, when one is recorded and still
+  // derives from the cubin `compiled` builds today.
+  void use_optimized(Route& r, const std::string& kernel_key, const GemmKernel& compiled) {
+    const Design& d = r.choice.design;
+    const auto it = optimized.find(optimized_key(to_string(d), r.problem));
+    if (it == optimized.end()) return;
+    const OptimizedCubin& record = it->second;
+    if (record.source_key != compiled.compiled().cache_key) {
+      r.description += " (its SASS-rescheduled cubin is stale, derived from another build of the kernel: not used)";
+      return;
+    }
+    auto& kernel = kernels[kernel_key + "|sass|" + r.problem.shape.to_string()];
+    if (!kernel) {
+      CompiledKernel cubin = compiled.compiled();
+      cubin.name = record.kernel;
+      cubin.cubin.assign(record.cubin.begin(), record.cubin.end());
+      cubin.cache_key = "sass:" + Sha256().update(record.cubin.data(), record.cubin.size()).hex_digest();
+      cubin.from_cache = true;
+      kernel = std::make_unique<GemmKernel>(GemmKernel::from_compiled(d, r.problem, device, std::move(cubin)));
+    }
+    r.kernel = kernel.get();
+    r.sass_optimized = true;
+    char gain[32];
+    std::snprintf(gain, sizeof gain, " sass %+.1f%%", 100.0 * record.gain);
+    r.description += gain;
   }
 
   ~Impl() {
@@ -168,6 +216,7 @@ struct Handle::Impl {
       auto& kernel = kernels[kernel_key];
       if (!kernel) kernel = std::make_unique<GemmKernel>(d, problem, device, compile_options);
       r->kernel = kernel.get();
+      use_optimized(*r, kernel_key, *kernel);
       const LaunchPlan plan = kernel->plan(problem);
       r->workspace_bytes = plan.workspace_bytes;
       r->zero_workspace = plan.workspace_must_be_zero;
@@ -261,6 +310,7 @@ void Handle::hgemm(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const h
   void* ws = impl_->workspace(stream, r);
   impl_->launch(stream, r, A, B, C, ws);
   impl_->calls[int(r.choice.path)].fetch_add(1, std::memory_order_relaxed);
+  if (r.sass_optimized) impl_->sass_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
 Stats Handle::stats() const {
@@ -272,6 +322,7 @@ Stats Handle::stats() const {
   s.policy = get(Path::kPolicy);
   s.default_design = get(Path::kDefault);
   s.cublaslt = get(Path::kCublasLt);
+  s.sass_optimized = impl_->sass_calls.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -471,25 +471,48 @@ bool Store::put_optimized_cubin(const OptimizedCubin& r) {
   return stored;
 }
 
+namespace {
+
+constexpr const char* kOptimizedColumns =
+    "SELECT o.gpu_id, o.m, o.n, o.k, o.layout, o.design, o.kernel, o.source_key, o.cubin, o.time_before_us, "
+    "o.time_after_us, o.gain, o.moves, o.created_at FROM optimized_cubins o ";
+
+OptimizedCubin read_optimized(const Statement& s) {
+  OptimizedCubin r;
+  r.gpu_id = s.i64(0);
+  r.problem.shape = {s.i64(1), s.i64(2), s.i64(3)};
+  r.problem.layout = parse_layout(s.text(4));
+  r.design = s.text(5);
+  r.kernel = s.text(6);
+  r.source_key = s.text(7);
+  r.cubin = s.blob(8);
+  r.time_before_us = s.f64(9);
+  r.time_after_us = s.f64(10);
+  r.gain = s.f64(11);
+  r.moves = s.text(12);
+  r.created_at = s.text(13);
+  return r;
+}
+
+}  // namespace
+
 std::optional<OptimizedCubin> Store::optimized_cubin(int64_t gpu, const Problem& p, const std::string& design) {
-  Statement s(db_,
-              "SELECT kernel, source_key, cubin, time_before_us, time_after_us, gain, moves, created_at "
-              "FROM optimized_cubins WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND design = ?");
+  const std::string sql = std::string(kOptimizedColumns) +
+                          "WHERE o.gpu_id = ? AND o.m = ? AND o.n = ? AND o.k = ? AND o.layout = ? AND o.design = ?";
+  Statement s(db_, sql.c_str());
   s.bind(1, gpu).bind_problem(2, p).bind(6, std::string_view(design));
   if (!s.step()) return std::nullopt;
-  OptimizedCubin r;
-  r.gpu_id = gpu;
-  r.problem = p;
-  r.design = design;
-  r.kernel = s.text(0);
-  r.source_key = s.text(1);
-  r.cubin = s.blob(2);
-  r.time_before_us = s.f64(3);
-  r.time_after_us = s.f64(4);
-  r.gain = s.f64(5);
-  r.moves = s.text(6);
-  r.created_at = s.text(7);
-  return r;
+  return read_optimized(s);
+}
+
+std::vector<OptimizedCubin> Store::optimized_cubins(const std::string& gpu_name) {
+  const std::string sql = std::string(kOptimizedColumns) +
+                          "JOIN gpus g ON g.id = o.gpu_id WHERE g.name = ? ORDER BY o.m, o.n, o.k, o.layout, o.design";
+  Statement s(db_, sql.c_str());
+  s.bind(1, std::string_view(gpu_name));
+  std::vector<OptimizedCubin> out;
+  while (s.step()) out.push_back(read_optimized(s));
+  return out;
 }
 
 std::string Store::integrity_check() {

@@ -111,6 +111,8 @@ class Store {
   // or a gain that is not positive (an unimproved kernel has nothing to store).
   bool put_optimized_cubin(const OptimizedCubin& record);
   std::optional<OptimizedCubin> optimized_cubin(int64_t gpu_id, const Problem& problem, const std::string& design);
+  // Every rescheduled cubin recorded for GPUs of this name (as the CUDA runtime reports it).
+  std::vector<OptimizedCubin> optimized_cubins(const std::string& gpu_name);
 
   // "ok" when SQLite's integrity check passes, its report otherwise.
   std::string integrity_check();

@@ -100,6 +100,29 @@ TEST_F(OptimizedCubinsTest, RefusesEmptyOrUnimprovedCubins) {
   EXPECT_FALSE(store.optimized_cubin(gpu, p, kDesign));
 }
 
+TEST_F(OptimizedCubinsTest, ListsEveryCubinOfAGpuByName) {
+  Store store(file());
+  const int64_t h100_id = store.gpu_id(h100());
+  GpuIdentity other = h100();
+  other.name = "NVIDIA H200";
+  const int64_t h200_id = store.gpu_id(other);
+  const Problem small{{1024, 1024, 1024}, Layout::kTN}, large{{8192, 8192, 8192}, Layout::kNN};
+  ASSERT_TRUE(store.put_optimized_cubin(record(h100_id, large, 100.0, 90.0, 1)));
+  ASSERT_TRUE(store.put_optimized_cubin(record(h100_id, small, 10.0, 9.0, 2)));
+  ASSERT_TRUE(store.put_optimized_cubin(record(h200_id, small, 10.0, 8.0, 3)));
+
+  const auto mine = store.optimized_cubins(h100().name);
+  ASSERT_EQ(mine.size(), 2u);
+  EXPECT_EQ(mine[0].problem, small);  // ordered by shape
+  EXPECT_EQ(mine[0].cubin[6], 2);
+  EXPECT_EQ(mine[1].problem, large);
+  EXPECT_EQ(mine[1].gpu_id, h100_id);
+  EXPECT_EQ(mine[1].design, kDesign);
+  EXPECT_DOUBLE_EQ(mine[1].gain, 100.0 / 90.0 - 1);
+  EXPECT_EQ(store.optimized_cubins("NVIDIA H200").size(), 1u);
+  EXPECT_TRUE(store.optimized_cubins("NVIDIA A100").empty());
+}
+
 TEST_F(OptimizedCubinsTest, MigratesAVersionOneFileKeepingItsRows) {
   int64_t gpu = 0;
   const Problem p{{1024, 1024, 1024}, Layout::kTN};

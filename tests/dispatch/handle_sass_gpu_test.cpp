@@ -1,0 +1,137 @@
+// The handle's use of SASS-rescheduled cubins (HandleOptions::optimized_cubins) on a GPU (skipped without
+// one): a recorded cubin serves exactly the (shape, layout, design) it was measured on, and one derived from
+// another build of the kernel is refused as stale.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/cuda_util.h"
+#include "rlgemm/rlgemm.h"
+#include "run/gemm_kernel.h"
+#include "store/store.h"
+#include "support/gpu.h"
+
+namespace rlgemm {
+namespace {
+
+class HandleSassGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RLGEMM_REQUIRE_GPU();
+    device_ = open_device();
+    dir_ = std::filesystem::temp_directory_path() / ("rlgemm-handle-sass-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+  DeviceInfo device_;
+  std::filesystem::path dir_;
+};
+
+// Runs C = A * B through the handle on random inputs; returns the largest error against an fp64 reference,
+// relative to the reference's largest magnitude.
+double run_relative_error(Handle& handle, const Problem& p) {
+  const int64_t M = p.shape.m, N = p.shape.n, K = p.shape.k;
+  std::mt19937_64 rng(M * 7 + N);
+  std::normal_distribution<float> normal;
+  std::vector<half> a(M * K), b(K * N), c(M * N);
+  for (auto& x : a) x = __float2half(normal(rng));
+  for (auto& x : b) x = __float2half(normal(rng));
+  void *da, *db, *dc;
+  RLGEMM_CUDA_CHECK(cudaMalloc(&da, a.size() * 2));
+  RLGEMM_CUDA_CHECK(cudaMalloc(&db, b.size() * 2));
+  RLGEMM_CUDA_CHECK(cudaMalloc(&dc, c.size() * 2));
+  RLGEMM_CUDA_CHECK(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+  RLGEMM_CUDA_CHECK(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+  RLGEMM_CUDA_CHECK(cudaMemset(dc, 0xff, c.size() * 2));  // NaN: every element must be written
+  handle.hgemm(nullptr, M, N, K, static_cast<half*>(da), static_cast<half*>(db), p.layout, static_cast<half*>(dc));
+  RLGEMM_CUDA_CHECK(cudaMemcpy(c.data(), dc, c.size() * 2, cudaMemcpyDeviceToHost));
+  cudaFree(da), cudaFree(db), cudaFree(dc);
+  double worst = 0, scale = 0;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = 0;
+      for (int64_t k = 0; k < K; ++k)
+        ref += double(__half2float(a[m * K + k])) *
+               __half2float(p.layout == Layout::kNN ? b[k * N + n] : b[n * K + k]);
+      const double got = __half2float(c[m * N + n]);
+      worst = std::max(worst, std::isfinite(got) ? std::abs(got - ref) : INFINITY);
+      scale = std::max(scale, std::abs(ref));
+    }
+  return worst / scale;
+}
+
+TEST_F(HandleSassGpu, UsesTheRecordedCubinOnlyWhereItWasMeasuredAndNotWhenStale) {
+  const bool hopper = device_.cc_major == 9 && device_.cc_minor == 0;
+  const std::string text = hopper ? "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg"
+                                  : "sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg";
+  const Design design = parse_design(text);
+  const Problem measured{{256, 384, 512}, Layout::kTN};
+  const Problem stale{{256, 384, 1024}, Layout::kTN};
+  const Problem other{{512, 384, 512}, Layout::kTN};
+
+  // The compiled kernel's own cubin stands in for a rescheduled one: what matters here is which cubin the
+  // handle loads, and that it launches it with the design's plan.
+  const GemmKernel compiled(design, measured, device_);
+  const auto db = dir_ / "sass.db";
+  {
+    Store store(db);
+    const GpuIdentity gpu{device_.name, device_.sm_count, device_.cc_major, device_.cc_minor,
+                          device_.sm_clock_khz, device_.mem_clock_khz, device_.driver_version,
+                          device_.smem_per_block_optin};
+    OptimizedCubin record;
+    record.gpu_id = store.gpu_id(gpu);
+    record.problem = measured;
+    record.design = to_string(design);
+    record.kernel = compiled.compiled().name;
+    record.source_key = compiled.compiled().cache_key;
+    record.cubin.assign(compiled.compiled().cubin.begin(), compiled.compiled().cubin.end());
+    record.time_before_us = 10.0;
+    record.time_after_us = 9.5;
+    record.gain = 10.0 / 9.5 - 1;
+    ASSERT_TRUE(store.put_optimized_cubin(record));
+    record.problem = stale;
+    record.source_key = "from another build";
+    ASSERT_TRUE(store.put_optimized_cubin(record));
+  }
+  const auto table = dir_ / "tuned.csv";
+  {
+    std::ofstream out(table);
+    out << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto\n";
+    for (const Problem& p : {measured, stale, other})
+      out << device_.name << "," << p.shape.to_string() << ",tn," << text << ",10,1.1\n";
+  }
+  HandleOptions options;
+  options.tuned_table = table.string();
+  options.optimized_cubins = db.string();
+  Handle handle(options);
+
+  EXPECT_EQ(handle.describe(256, 384, 512, Layout::kTN), "tuned " + text + " sass +5.3%");
+  EXPECT_NE(handle.describe(256, 384, 1024, Layout::kTN).find("stale"), std::string::npos);
+  EXPECT_EQ(handle.describe(512, 384, 512, Layout::kTN), "tuned " + text);
+  for (const Problem& p : {measured, stale, other}) EXPECT_LT(run_relative_error(handle, p), 2e-3) << p.shape.to_string();
+  const Stats s = handle.stats();
+  EXPECT_EQ(s.tuned, 3u);
+  EXPECT_EQ(s.sass_optimized, 1u);
+
+  // "none" turns them off; a database that does not exist is refused by name.
+  options.optimized_cubins = "none";
+  EXPECT_EQ(Handle(options).describe(256, 384, 512, Layout::kTN), "tuned " + text);
+  options.optimized_cubins = (dir_ / "missing.db").string();
+  try {
+    Handle missing(options);
+    FAIL() << "a missing database was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+    EXPECT_NE(std::string(e.what()).find("missing.db"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace rlgemm
