@@ -25,6 +25,14 @@ DesignImplementation::~DesignImplementation() {
   if (workspace_ && !device_hung()) cudaFree(workspace_);
 }
 
+void DesignImplementation::release_workspace() {
+  if (workspace_) RLGEMM_CUDA_CHECK(cudaFree(workspace_));
+  workspace_ = nullptr;
+  workspace_bytes_ = 0;
+  workspace_used_ = 0;
+  current_ = nullptr;
+}
+
 std::string DesignImplementation::unsupported_reason(const Problem& problem) const {
   const int cc = device_.cc_major * 10 + device_.cc_minor;
   if (design_.family == Family::kSm90 && cc != 90)

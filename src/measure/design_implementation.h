@@ -40,6 +40,9 @@ class DesignImplementation : public bench::Implementation {
   std::string unsupported_reason(const Problem& problem) const;
   // The compiled kernel of a layout (compiling it when needed); for the compile-time record.
   const GemmKernel& kernel_for(const Problem& problem);
+  // Frees the split-K workspace (the next prepare() allocates again): a tuner measuring hundreds of designs
+  // keeps their kernels loaded, not their workspaces.
+  void release_workspace();
 
  private:
   Design design_;

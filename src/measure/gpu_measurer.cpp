@@ -95,7 +95,23 @@ Measurement GpuMeasurer::measure(const Design& design, const Problem& problem, T
       auto ahead = compiled_ahead_.find(key);
       out.compile_seconds = ahead != compiled_ahead_.end() ? ahead->second : kernel.compiled().compile_seconds;
     }
-    impl->prepare(problem, gate_.operands(), stream_);
+    try {
+      impl->prepare(problem, gate_.operands(), stream_);
+    } catch (const Error& e) {
+      // The candidate's own workspace does not fit next to the problem: its failure, not the backend's.
+      if (e.kind() != ErrorKind::kOutOfMemory) throw;
+      (void)cudaGetLastError();
+      impl->release_workspace();
+      out.status = MeasureStatus::kFailed;
+      out.error = std::string("its workspace does not fit in device memory: ") + e.what();
+      return out;
+    }
+    struct Release {  // the workspace is the candidate's for this measurement only
+      DesignImplementation& impl;
+      ~Release() {
+        if (!device_hung()) try { impl.release_workspace(); } catch (const Error&) {}
+      }
+    } release{*impl};
     const bench::CheckResult check = gate_.check(*impl, stream_);
     if (!check.ok) {
       out.status = MeasureStatus::kWrong;

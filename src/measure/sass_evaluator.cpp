@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "compile/sha256.h"
@@ -138,6 +140,14 @@ CubinComparison GpuSassEvaluator::compare(const std::vector<uint8_t>& cubin, int
   auto failed = [&](std::string why) {
     result.ok = false;
     result.context_lost = context_lost();
+    if (result.context_lost && lost_.find("saved as") == std::string::npos) {
+      // The schedule that broke the kernel is what a reader needs to find the rule that let it through.
+      const auto path = std::filesystem::temp_directory_path() / ("rlgemm-sass-fault-" + hex_of(cubin).substr(0, 16) + ".cubin");
+      std::ofstream out(path, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(cubin.data()), std::streamsize(cubin.size()));
+      if (out) lost_ += "; the faulting schedule is saved as " + path.string();
+      why = lost_;
+    }
     result.failure = std::move(why);
     return result;
   };
@@ -230,6 +240,7 @@ sass::Measurement GpuSassEvaluator::evaluate(const sass::Candidate& candidate) {
   sass::Measurement m;
   if (!c.ok) {
     m.failure = c.failure;
+    m.fatal = c.context_lost;
     return m;
   }
   m.ok = true;

@@ -206,6 +206,20 @@ TEST(SassOptCli, BadInputExitsTwoWithTheRule) {
   EXPECT_EQ(r.code, 2) << r.output;
 }
 
+TEST(SassOptCli, TunedModeRefusesWhatItCannotRecord) {
+  const std::string table = std::string(RLGEMM_SOURCE_DIR) + "/data/tuned/h100.csv";
+  auto r = testing::run_rlgemm("sass-opt --tuned " + table + " --count 2 --evaluator gpu");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--csv"), std::string::npos) << r.output;
+  r = testing::run_rlgemm("sass-opt --tuned " + table + " --evaluator synthetic --csv " + scratch("t.csv").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--evaluator gpu"), std::string::npos) << r.output;
+  r = testing::run_rlgemm("sass-opt --tuned " + table + " --design " + kSm90Design + " --evaluator gpu --csv " +
+                          scratch("t.csv").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_FALSE(fs::exists(scratch("t.csv")));
+}
+
 // A whole --design run on the CPU: compile (NVRTC), the game with the latency model, verification and
 // --out. Both families: sm80 designs are compiled for sm_90 on Hopper, which the game reads.
 void synthetic_design_run(const std::string& design) {
@@ -361,6 +375,34 @@ TEST(SassGpu, DesignRunRecordsItsCsvRow) {
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[1].rfind(std::string(kSm90Design) + ",1024,1024,1024,tn,", 0), 0u) << lines[1];
   EXPECT_NE(lines[1].find(r.bitwise_equal ? ",true," : ",false,"), std::string::npos) << lines[1];
+}
+
+// `--tuned`: every picked kernel gets its CSV row; a rerun skips the rows the CSV holds.
+TEST(SassGpu, TunedModeRecordsEveryKernelAndResumes) {
+  REQUIRE_HOPPER();
+  REQUIRE_NVDISASM();
+  const fs::path table = scratch("tuned.csv");
+  {
+    std::ofstream out(table);
+    out << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto\n";
+    out << "any," << "512,512,512,tn," << kSm90Design << ",10,1.2\n";
+    out << "any," << "1024,512,128,tn," << kSm90Design << ",10,1.1\n";
+    out << "any," << "1024,1024,1024,tn," << kSm90Design << ",10,0.9\n";  // cuBLASLt serves it: not picked
+  }
+  const fs::path csv = scratch("tuned-sass-opt.csv");
+  fs::remove(csv);
+  const std::string command = "sass-opt --tuned " + table.string() + " --count 5 --evaluator gpu --agent greedy " +
+                              "--steps 4 --final-batches 5 --csv " + csv.string();
+  auto r = testing::run_rlgemm(command);
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto lines = lines_of(csv);
+  ASSERT_EQ(lines.size(), 3u) << r.output;
+  EXPECT_EQ(lines[1].rfind(std::string(kSm90Design) + ",1024,512,128,tn,", 0), 0u) << lines[1];  // by M*N*K
+  EXPECT_EQ(lines[2].rfind(std::string(kSm90Design) + ",512,512,512,tn,", 0), 0u) << lines[2];
+  r = testing::run_rlgemm(command);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(lines_of(csv).size(), 3u) << r.output;
+  EXPECT_NE(r.output.find("skipped"), std::string::npos) << r.output;
 }
 
 }  // namespace
