@@ -166,6 +166,8 @@ struct CompareArgs {
   double quality = 0.98;
   std::string out;
   std::string summary;
+  std::string policy;
+  std::string warm_policy;
 };
 
 int run_compare(const CompareArgs& args) {
@@ -194,6 +196,8 @@ int run_compare(const CompareArgs& args) {
   options.quality = args.quality;
   options.mode = parse_timing_mode(a.mode);
   options.progress = stderr;
+  options.save_policy = args.policy;
+  options.warm_policy = args.warm_policy;
   Store store(a.db);
   auto measurer = measurer_for(a);
   options.spec = search::SpaceSpec::for_gpu(measurer->gpu().cc_major);
@@ -234,12 +238,15 @@ CommandRegistration compare_registration("tune-compare", [](CLI::App& app) -> st
   auto args = std::make_shared<CompareArgs>();
   add_common(cmd, args->common);
   cmd->add_option("--budget", args->common.budget, "Evaluations per shape per run")->required();
-  cmd->add_option("--strategies", args->strategies, "Comma-separated strategies")->default_val("rl,evo,random");
+  cmd->add_option("--strategies", args->strategies, "Comma-separated strategies: rl, rl-warm, evo, random")->default_val("rl,evo,random");
   cmd->add_option("--sample", args->sample, "Use this many evenly spaced shapes of the list (0: all)");
   cmd->add_option("--seeds", args->seeds, "Runs per strategy, seeds --seed, --seed+1, ...")->default_val(1);
   cmd->add_option("--quality", args->quality, "Target: this fraction of the best speed found")->default_val(0.98);
   cmd->add_option("--out", args->out, "Per-run CSV (default: standard output)");
   cmd->add_option("--summary", args->summary, "Per-strategy summary CSV");
+  cmd->add_option("--policy", args->policy, "Save the policy of the first seed's rl-warm (else rl) run to this file");
+  cmd->add_option("--warm-policy", args->warm_policy, "Policy file the rl-warm strategy starts from")
+      ->check(CLI::ExistingFile);
   return [args] { return run_compare(*args); };
 });
 

@@ -27,6 +27,8 @@ CompareResult compare_strategies(Store& store, Measurer& measurer, const Compare
     std::vector<ProblemOutcome> outcomes;
   };
   std::vector<Run> runs;
+  const bool warm_listed =
+      std::find(options.strategies.begin(), options.strategies.end(), "rl-warm") != options.strategies.end();
   for (int s = 0; s < options.seeds; ++s) {
     const uint64_t seed = options.first_seed + uint64_t(s);
     for (const auto& name : options.strategies) {
@@ -40,8 +42,17 @@ CompareResult compare_strategies(Store& store, Measurer& measurer, const Compare
                           measurer.gpu().smem_per_block_optin > 0 ? measurer.gpu().smem_per_block_optin : 232448);
         policy = std::make_unique<Policy>(first, options.rl, seed);
         strategy = make_rl_strategy(*policy, seed);
+      } else if (name == "rl-warm") {
+        // The same learner, starting from a policy trained before (on other shapes).
+        if (options.warm_policy.empty()) fail("strategy rl-warm needs a policy file to start from (--warm-policy)");
+        DesignSpace first(options.spec, options.problems.front().layout,
+                          measurer.gpu().smem_per_block_optin > 0 ? measurer.gpu().smem_per_block_optin : 232448);
+        policy = std::make_unique<Policy>(Policy::load(options.warm_policy, options.rl));
+        if (policy->space_signature() != first.signature())
+          fail("policy " + options.warm_policy + " was trained on another design space than this GPU's");
+        strategy = make_rl_strategy(*policy, seed);
       } else {
-        fail("unknown strategy '" + name + "': use rl, evo or random");
+        fail("unknown strategy '" + name + "': use rl, rl-warm, evo or random");
       }
       if (options.progress)
         std::fprintf(options.progress, "tune-compare: strategy %s, seed %llu\n", name.c_str(),
@@ -55,6 +66,8 @@ CompareResult compare_strategies(Store& store, Measurer& measurer, const Compare
       tune.own_evaluations_only = true;
       tune.progress = options.progress;
       runs.push_back({name, seed, tuner.run(tune)});
+      if (policy && s == 0 && !options.save_policy.empty() && (name == "rl-warm" || !warm_listed))
+        policy->save(options.save_policy);
     }
   }
 

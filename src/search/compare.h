@@ -28,6 +28,10 @@ struct CompareOptions {
   SpaceSpec spec;
   RlOptions rl;
   std::FILE* progress = nullptr;
+  // Where strategy "rl-warm" starts from: a policy file trained before (rlgemm tune-pretrain, rlgemm tune).
+  std::string warm_policy;
+  // When set, the policy the first seed's rl-warm run (else its rl run) ended with is saved here.
+  std::string save_policy;
 };
 
 struct CompareRow {

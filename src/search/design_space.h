@@ -45,15 +45,16 @@ struct SpaceSpec {
   std::vector<Sm90Schedule> schedules{Sm90Schedule::kCooperative, Sm90Schedule::kPingpong};
   std::vector<int> tile_m{64, 128, 256};
   std::vector<int> tile_n{64, 128, 192, 256};
-  std::vector<int> tile_k{32, 64};
+  std::vector<int> tile_k{32, 64, 128};
   std::vector<std::pair<int, int>> warp_tiles{{32, 32}, {32, 64}, {64, 32}, {64, 64}};
-  std::vector<int> stages{2, 3, 4, 5, 6};
+  std::vector<int> stages{2, 3, 4, 5, 6, 8};
   std::vector<std::pair<int, int>> clusters{{1, 1}, {2, 1}, {1, 2}};
   std::vector<SmemLayout> smem_layouts{SmemLayout::kSwizzle, SmemLayout::kPad};
   std::vector<Raster> rasters{Raster::kAlongM, Raster::kAlongN};
-  std::vector<int> groups{1, 8, 16};
-  std::vector<std::pair<SplitK, int>> splits{{SplitK::kNone, 1},     {SplitK::kSerial, 2},  {SplitK::kSerial, 4},
-                                             {SplitK::kParallel, 2}, {SplitK::kParallel, 4}, {SplitK::kStreamK, 1}};
+  std::vector<int> groups{1, 4, 8, 16};
+  std::vector<std::pair<SplitK, int>> splits{{SplitK::kNone, 1},     {SplitK::kSerial, 2},   {SplitK::kSerial, 4},
+                                             {SplitK::kSerial, 8},   {SplitK::kParallel, 2}, {SplitK::kParallel, 4},
+                                             {SplitK::kStreamK, 1}};
   std::vector<bool> staged_epilogue{false, true};
   std::vector<bool> swap{false, true};
   std::vector<bool> static_shape{false, true};

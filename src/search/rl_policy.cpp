@@ -170,14 +170,8 @@ void Policy::train(const std::vector<Trajectory>& batch, const std::vector<doubl
   for (size_t i = 0; i < batch.size(); ++i)
     for (auto& s : batch[i].steps) columns.push_back({&s, advantage[i]});
   const int steps = int(columns.size());
-  if (steps > 0) {
-    MatrixXd x(input_size(), steps);
-    for (int c = 0; c < steps; ++c) x.col(c) = columns[c].step->input;
-    for (int epoch = 0; epoch < options_.ppo_epochs; ++epoch) {
-      const MatrixXd h1 = ((w1_.w * x).colwise() + b1_.w.col(0)).array().tanh().matrix();
-      const MatrixXd h2 = ((w2_.w * h1).colwise() + b2_.w.col(0)).array().tanh().matrix();
-      const MatrixXd z = (w3_.w * h2).colwise() + b3_.w.col(0);
-      MatrixXd gz = MatrixXd::Zero(z.rows(), steps);
+  for (int epoch = 0; steps > 0 && epoch < options_.ppo_epochs; ++epoch) {
+    descend(batch, [&](const MatrixXd& z, MatrixXd& gz) {
       for (int c = 0; c < steps; ++c) {
         const Step& s = *columns[c].step;
         const double a = columns[c].advantage;
@@ -195,17 +189,60 @@ void Policy::train(const std::vector<Trajectory>& batch, const std::vector<doubl
           gz(offsets_[s.field] + s.valid[i], c) = g / steps;
         }
       }
-      const MatrixXd gw3 = gz * h2.transpose();
-      const MatrixXd gb3 = gz.rowwise().sum();
-      const MatrixXd gh2 = (w3_.w.transpose() * gz).array() * (1 - h2.array().square());
-      const MatrixXd gw2 = gh2 * h1.transpose();
-      const MatrixXd gb2 = gh2.rowwise().sum();
-      const MatrixXd gh1 = (w2_.w.transpose() * gh2).array() * (1 - h1.array().square());
-      const MatrixXd gw1 = gh1 * x.transpose();
-      const MatrixXd gb1 = gh1.rowwise().sum();
-      adam({&w1_, &b1_, &w2_, &b2_, &w3_, &b3_}, {gw1, gb1, gw2, gb2, gw3, gb3}, options_.learning_rate);
-    }
+    });
   }
+  fit_baseline(batch, rewards);
+  ++updates_;
+}
+
+void Policy::imitate(const std::vector<Trajectory>& batch, const std::vector<double>& weights) {
+  if (batch.size() != weights.size()) fail("imitation needs one weight per trajectory");
+  double total = 0;
+  for (double w : weights) total += w;
+  if (batch.empty() || !(total > 0)) return;
+  // Weighted cross-entropy of every decision of the trajectories: the policy moves towards the designs in
+  // proportion to their weights.
+  std::vector<std::pair<const Step*, double>> columns;
+  for (size_t i = 0; i < batch.size(); ++i)
+    for (auto& s : batch[i].steps) columns.push_back({&s, weights[i] / total});
+  if (columns.empty()) return;
+  descend(batch, [&](const MatrixXd& z, MatrixXd& gz) {
+    for (size_t c = 0; c < columns.size(); ++c) {
+      const auto& [s, w] = columns[c];
+      const VectorXd p = masked_softmax(z.col(Eigen::Index(c)).segment(offsets_[s->field], option_count(s->field)), s->valid);
+      for (int i = 0; i < p.size(); ++i)
+        gz(offsets_[s->field] + s->valid[i], Eigen::Index(c)) = w * (p(i) - (i == s->chosen ? 1.0 : 0.0));
+    }
+  });
+  ++updates_;
+}
+
+void Policy::descend(const std::vector<Trajectory>& batch,
+                     const std::function<void(const MatrixXd& logits, MatrixXd& grad)>& gradient_of_logits) {
+  int steps = 0;
+  for (const auto& t : batch) steps += int(t.steps.size());
+  MatrixXd x(input_size(), steps);
+  int c = 0;
+  for (const auto& t : batch)
+    for (const auto& s : t.steps) x.col(c++) = s.input;
+  const MatrixXd h1 = ((w1_.w * x).colwise() + b1_.w.col(0)).array().tanh().matrix();
+  const MatrixXd h2 = ((w2_.w * h1).colwise() + b2_.w.col(0)).array().tanh().matrix();
+  const MatrixXd z = (w3_.w * h2).colwise() + b3_.w.col(0);
+  MatrixXd gz = MatrixXd::Zero(z.rows(), steps);
+  gradient_of_logits(z, gz);
+  const MatrixXd gw3 = gz * h2.transpose();
+  const MatrixXd gb3 = gz.rowwise().sum();
+  const MatrixXd gh2 = (w3_.w.transpose() * gz).array() * (1 - h2.array().square());
+  const MatrixXd gw2 = gh2 * h1.transpose();
+  const MatrixXd gb2 = gh2.rowwise().sum();
+  const MatrixXd gh1 = (w2_.w.transpose() * gh2).array() * (1 - h1.array().square());
+  const MatrixXd gw1 = gh1 * x.transpose();
+  const MatrixXd gb1 = gh1.rowwise().sum();
+  adam({&w1_, &b1_, &w2_, &b2_, &w3_, &b3_}, {gw1, gb1, gw2, gb2, gw3, gb3}, options_.learning_rate);
+}
+
+void Policy::fit_baseline(const std::vector<Trajectory>& batch, const std::vector<double>& rewards) {
+  const double n = double(batch.size());
   // Baseline: a few steps of squared error towards the observed rewards.
   MatrixXd f(kShapeFeatureCount, batch.size());
   VectorXd r(batch.size());
@@ -222,7 +259,6 @@ void Policy::train(const std::vector<Trajectory>& batch, const std::vector<doubl
     const MatrixXd gh = (v2_.w.transpose() * g).array() * (1 - h.array().square());
     adam({&v1_, &c1_, &v2_, &c2_}, {gh * f.transpose(), gh.rowwise().sum(), gv2, gc2}, options_.value_learning_rate);
   }
-  ++updates_;
 }
 
 // ---- files ----

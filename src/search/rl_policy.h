@@ -23,6 +23,7 @@
 #include <Eigen/Dense>
 
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -86,6 +87,11 @@ class Policy {
   Trajectory replay(const DesignSpace& space, const std::vector<double>& features, const Point& point) const;
   // One PPO update on trajectories with their rewards.
   void train(const std::vector<Trajectory>& batch, const std::vector<double>& rewards);
+  // One step of weighted imitation (cross-entropy towards each trajectory's decisions, weight > 0 pulls):
+  // learning from designs measured before, where no sampling probabilities exist to correct for.
+  void imitate(const std::vector<Trajectory>& batch, const std::vector<double>& weights);
+  // A few steps of the baseline (expected reward of a shape) towards these rewards.
+  void fit_baseline(const std::vector<Trajectory>& batch, const std::vector<double>& rewards);
   double baseline(const std::vector<double>& features) const;
 
   const RlOptions& options() const { return options_; }
@@ -100,6 +106,9 @@ class Policy {
     return (field + 1 < kFieldCount ? offsets_[field + 1] : total_options_) - offsets_[field];
   }
   Eigen::VectorXd logits(const Eigen::VectorXd& input) const;
+  // Forward pass over every step of `batch`, the logits' gradient from `gradient_of_logits`, backward, Adam.
+  void descend(const std::vector<Trajectory>& batch,
+               const std::function<void(const Eigen::MatrixXd& logits, Eigen::MatrixXd& grad)>& gradient_of_logits);
   void adam(std::vector<Tensor*> tensors, const std::vector<Eigen::MatrixXd>& grads, double lr);
 
   RlOptions options_;
