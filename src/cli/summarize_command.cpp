@@ -9,6 +9,9 @@
 #include "bench/results.h"
 #include "cli/command.h"
 #include "rlgemm/error.h"
+#ifdef RLGEMM_HAVE_DISPATCH
+#include "dispatch/tuned_table.h"
+#endif
 
 namespace rlgemm::cli {
 namespace {
@@ -18,16 +21,71 @@ struct SummarizeArgs {
   std::string out;
   bool best_of_designs = false;
   std::string tuned_table;
+  std::string update_tuned_table;
 };
+
+// The GPU the runs were measured on, from their JSON files ("" when none names it).
+std::string gpu_of(const nlohmann::json& sources) {
+  std::string gpu;
+  for (const auto& source : sources)
+    if (source.contains("run") && source["run"].is_object() && source["run"].contains("gpu"))
+      gpu = source["run"]["gpu"].value("name", "");
+  return gpu;
+}
+
+#ifdef RLGEMM_HAVE_DISPATCH
+// Rows of `bench --impl rlgemm` whose route was a tuned design (the handle made from a tuning database) replace
+// the table's row of their problem where they measured faster than the row records. Prints what changed.
+void update_tuned_table(const SummarizeArgs& a, const std::vector<bench::Row>& rows, const nlohmann::json& sources) {
+  const std::string gpu = gpu_of(sources);
+  if (gpu.empty()) fail("--update-tuned-table: the runs' JSON files do not name the GPU (they sit beside the CSVs)");
+  auto table = dispatch::load_tuned_table(a.update_tuned_table);
+  int replaced = 0, considered = 0;
+  for (const auto& r : rows) {
+    const std::string prefix = "tuned ";
+    if (r.impl != "rlgemm" || !r.correct || r.mode != bench::Mode::kOffline || r.detail.rfind(prefix, 0) != 0) continue;
+    ++considered;
+    const std::string text = r.detail.substr(prefix.size(), r.detail.find(' ', prefix.size()) - prefix.size());
+    for (auto& row : table) {
+      if (row.gpu != gpu || row.problem.shape != r.shape || row.problem.layout != r.layout) continue;
+      if (row.speedup_vs_lt_auto && *row.speedup_vs_lt_auto >= r.speedup) break;
+      std::printf("%s %s: %s %.3fx -> %s %.3fx\n", r.shape.to_string().c_str(), std::string(to_string(r.layout)).c_str(),
+                  to_string(row.design).c_str(), row.speedup_vs_lt_auto.value_or(0.0), text.c_str(), r.speedup);
+      row.design = parse_design(text);
+      row.time_us = r.time_us;
+      row.speedup_vs_lt_auto = r.speedup;
+      ++replaced;
+      break;
+    }
+  }
+  const std::string tmp = a.update_tuned_table + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << dispatch::kTunedTableHeader << "\n";
+    for (const auto& row : table) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.3f,", row.time_us);
+      out << row.gpu << ',' << row.problem.shape.m << ',' << row.problem.shape.n << ',' << row.problem.shape.k << ','
+          << to_string(row.problem.layout) << ',' << to_string(row.design) << ',' << buf;
+      if (row.speedup_vs_lt_auto) {
+        std::snprintf(buf, sizeof buf, "%.4f", *row.speedup_vs_lt_auto);
+        out << buf;
+      }
+      out << '\n';
+    }
+    if (!out) throw Error(ErrorKind::kRuntime, "cannot write " + a.update_tuned_table);
+  }
+  std::filesystem::rename(tmp, a.update_tuned_table);
+  std::printf("%s: %d of %d tuned rows measured faster than the table's and replaced them\n",
+              a.update_tuned_table.c_str(), replaced, considered);
+}
+#endif
 
 // The library's tuned table (data/tuned/README.md) from the best design per problem: offline rows of
 // rlgemm_best, the GPU named by the runs' JSON.
 void write_tuned_table(const SummarizeArgs& a, const std::vector<bench::Row>& rows, const nlohmann::json& sources) {
   if (!a.best_of_designs) fail("--tuned-table needs --best-of-designs");
-  std::string gpu;
-  for (const auto& source : sources)
-    if (source.contains("run") && source["run"].is_object() && source["run"].contains("gpu"))
-      gpu = source["run"]["gpu"].value("name", "");
+  const std::string gpu = gpu_of(sources);
   if (gpu.empty()) fail("--tuned-table: the runs' JSON files do not name the GPU (they sit beside the CSVs)");
   const std::string tmp = a.tuned_table + ".tmp";
   {
@@ -79,6 +137,13 @@ int run(const SummarizeArgs& a) {
     std::ofstream(std::filesystem::path(a.out).replace_extension(".json")) << meta.dump(2) << '\n';
   }
   if (!a.tuned_table.empty()) write_tuned_table(a, rows, sources);
+  if (!a.update_tuned_table.empty()) {
+#ifdef RLGEMM_HAVE_DISPATCH
+    update_tuned_table(a, rows, sources);
+#else
+    fail("--update-tuned-table needs the dispatch stage, which this build leaves out");
+#endif
+  }
   print_summary(std::cout, groups);
   std::cout << '\n' << rows.size() << " rows from " << a.inputs.size() << " file(s)\n";
   return 0;
@@ -93,6 +158,10 @@ const CommandRegistration registration("summarize", [](CLI::App& app) -> std::fu
                 "reduce rlgemm designs' rows to the fastest correct design per problem (impl rlgemm_best)");
   cmd->add_option("--tuned-table", args->tuned_table,
                   "with --best-of-designs: write the library's tuned table (data/tuned/<gpu>.csv) from the offline rows");
+  cmd->add_option("--update-tuned-table", args->update_tuned_table,
+                  "a tuned table (data/tuned/<gpu>.csv) whose rows are replaced by the files' faster 'tuned' rows of "
+                  "--impl rlgemm (a handle made from a tuning database: rlgemm bench --rlgemm-db)")
+      ->check(CLI::ExistingFile);
   return [args] { return run(*args); };
 });
 

@@ -1,6 +1,7 @@
 // `rlgemm bench` with bad input: a clear message naming the rule and a non-zero exit, before any GPU work.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -104,6 +105,40 @@ TEST(BenchCliGpu, OutOfDeviceMemoryStopsCleanlyAndSaysSo) {
   std::ifstream json(std::filesystem::path(out).replace_extension(".json"));
   const std::string meta((std::istreambuf_iterator<char>(json)), std::istreambuf_iterator<char>());
   EXPECT_NE(meta.find("failed (partial results)"), std::string::npos) << meta;
+}
+
+// summarize --update-tuned-table: a faster "tuned" row of the dispatch replaces the table's design; a slower
+// one, another GPU's row and a cuBLASLt route leave it alone.
+TEST(SummarizeCli, UpdateTunedTableTakesOnlyFasterTunedRows) {
+  const auto dir = std::filesystem::temp_directory_path() / ("rlgemm-update-table-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const char* a = "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg";
+  const char* b = "sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/splitk1/epi_reg";
+  {
+    std::ofstream table(dir / "h100.csv");
+    table << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto\n";
+    table << "GPU X,64,64,64,tn," << a << ",10.000,0.9000\n";
+    table << "GPU X,128,64,64,tn," << a << ",10.000,1.2000\n";
+    table << "GPU X,256,64,64,tn," << a << ",10.000,0.8000\n";
+    table << "GPU Y,64,64,64,tn," << a << ",10.000,0.5000\n";
+    std::ofstream csv(dir / "run.csv");
+    csv << "M,N,K,layout,impl,mode,time_us,tflops,speedup_vs_lt_auto,correct,time_min_us,time_max_us,samples,batch,detail\n";
+    csv << "64,64,64,tn,rlgemm,offline,8.0,0.1,1.1000,1,8,8,7,10,tuned " << b << "\n";       // faster: taken
+    csv << "128,64,64,tn,rlgemm,offline,9.0,0.1,1.1000,1,9,9,7,10,tuned " << b << "\n";      // slower: kept
+    csv << "256,64,64,tn,rlgemm,offline,9.0,0.1,0.9500,1,9,9,7,10,cublaslt\n";              // not a design
+    std::ofstream(dir / "run.json") << R"({"gpu": {"name": "GPU X"}})";
+  }
+  const auto r = run_rlgemm("summarize " + (dir / "run.csv").string() + " --update-tuned-table " +
+                            (dir / "h100.csv").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream in(dir / "h100.csv");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find(std::string("GPU X,64,64,64,tn,") + b + ",8.000,1.1000"), std::string::npos) << text;
+  EXPECT_NE(text.find(std::string("GPU X,128,64,64,tn,") + a + ",10.000,1.2000"), std::string::npos) << text;
+  EXPECT_NE(text.find(std::string("GPU X,256,64,64,tn,") + a + ",10.000,0.8000"), std::string::npos) << text;
+  EXPECT_NE(text.find(std::string("GPU Y,64,64,64,tn,") + a + ",10.000,0.5000"), std::string::npos) << text;
+  EXPECT_NE(r.output.find("1 of 2 tuned rows"), std::string::npos) << r.output;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
