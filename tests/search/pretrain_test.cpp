@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "rlgemm/error.h"
 #include "search/compare.h"
@@ -12,6 +14,7 @@
 #include "search/pretrain.h"
 #include "search/search_test_util.h"
 #include "search/synthetic_measurer.h"
+#include "support/cli.h"
 
 namespace rlgemm::search {
 namespace {
@@ -106,6 +109,29 @@ TEST(Pretrain, RlWarmStartsFromTheFileAndNeedsOne) {
   ASSERT_EQ(result.rows.size(), 4u);
   EXPECT_EQ(result.rows[0].strategy, "rl-warm");
   EXPECT_GT(Policy::load(dir / "after.txt").updates(), policy.updates());  // it went on learning, and was saved
+}
+
+// tune-compare --sample spreads over M, N and K on the grid (K varies fastest in its order): --sample 50 is
+// the committed bench/shapes/sample50.csv.
+TEST(TuneCompareCli, SampleOfTheGridIsTheCommittedSampleFile) {
+  TempDir dir;
+  const auto out = dir / "s.csv";
+  const auto r = rlgemm::testing::run_rlgemm("tune-compare --shapes cudal2 --sample 50 --strategies random --budget 1 --db " +
+                                             (dir / "s.db").string() + " --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream csv(out), file(std::string(RLGEMM_SOURCE_DIR) + "/bench/shapes/sample50.csv");
+  std::string line, sampled, committed;
+  std::getline(csv, line);  // header: gpu,layout,m,n,k,...
+  while (std::getline(csv, line)) {
+    std::stringstream ss(line);
+    std::string gpu, layout, m, n, k;
+    std::getline(ss, gpu, ','), std::getline(ss, layout, ','), std::getline(ss, m, ','), std::getline(ss, n, ',');
+    std::getline(ss, k, ',');
+    sampled += m + "," + n + "," + k + "\n";
+  }
+  while (std::getline(file, line))
+    if (!line.empty() && line[0] != '#' && line != "M,N,K") committed += line + "\n";
+  EXPECT_EQ(sampled, committed);
 }
 
 }  // namespace
