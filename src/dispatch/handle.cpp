@@ -148,13 +148,10 @@ struct Handle::Impl {
       return;
     }
     auto& kernel = kernels[kernel_key + "|sass|" + r.problem.shape.to_string()];
+    // The same source key means the same generated kernel, so its name and resources are the compiled one's.
     if (!kernel) {
-      CompiledKernel cubin = compiled.compiled();
-      cubin.name = record.kernel;
-      cubin.cubin.assign(record.cubin.begin(), record.cubin.end());
-      cubin.cache_key = "sass:" + Sha256().update(record.cubin.data(), record.cubin.size()).hex_digest();
-      cubin.from_cache = true;
-      kernel = std::make_unique<GemmKernel>(GemmKernel::from_compiled(d, r.problem, device, std::move(cubin)));
+      const std::string key = "sass:" + Sha256().update(record.cubin.data(), record.cubin.size()).hex_digest();
+      kernel = std::make_unique<GemmKernel>(compiled.with_cubin(record.cubin, key));
     }
     r.kernel = kernel.get();
     r.sass_optimized = true;

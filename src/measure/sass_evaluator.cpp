@@ -153,14 +153,11 @@ CubinComparison GpuSassEvaluator::compare(const std::vector<uint8_t>& cubin, int
   };
 
   // Load the candidate as a module of its own, under a key of its bytes.
-  CompiledKernel candidate = original_.compiled();
-  candidate.cubin.assign(cubin.begin(), cubin.end());
-  candidate.cache_key = "sass-candidate:" + hex_of(cubin);
-  candidate.from_cache = false;
-  CandidateModule module(candidate.cache_key);
+  const std::string key = "sass-candidate:" + hex_of(cubin);
+  CandidateModule module(key);
   std::optional<GemmKernel> kernel;
   try {
-    kernel.emplace(GemmKernel::from_compiled(design_, problem_, device_, std::move(candidate)));
+    kernel.emplace(original_.with_cubin(cubin, key));
     ++loaded_;
   } catch (const Error& e) {
     const std::string sticky = sticky_error("loading the candidate cubin");

@@ -36,6 +36,14 @@ GemmKernel GemmKernel::from_compiled(const Design& design, const Problem& proble
   return kernel;
 }
 
+GemmKernel GemmKernel::with_cubin(const std::vector<uint8_t>& cubin, std::string module_key) const {
+  CompiledKernel changed = compiled_;
+  changed.cubin.assign(cubin.begin(), cubin.end());
+  changed.cache_key = std::move(module_key);
+  changed.from_cache = false;
+  return from_compiled(design_, compiled_for_, device_, std::move(changed));
+}
+
 void GemmKernel::load() {
   // Shared memory depends on the design alone (and the shape, for static designs).
   smem_bytes_ = family_->plan(design_, design_.static_shape ? compiled_for_ : layout_problem(compiled_for_.layout),

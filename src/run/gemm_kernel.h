@@ -35,6 +35,10 @@ class GemmKernel {
   static GemmKernel from_compiled(const Design& design, const Problem& problem, const DeviceInfo& device,
                                   CompiledKernel compiled);
 
+  // This kernel with its code replaced by `cubin` (a rescheduled copy of compiled().cubin: same kernel name
+  // and resources), loaded through from_compiled under `module_key`, which must name these bytes only.
+  GemmKernel with_cubin(const std::vector<uint8_t>& cubin, std::string module_key) const;
+
   const Design& design() const { return design_; }
   const CompiledKernel& compiled() const { return compiled_; }
 
