@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "rlgemm/error.h"
 
@@ -27,6 +28,7 @@ CompareResult compare_strategies(Store& store, Measurer& measurer, const Compare
     std::vector<ProblemOutcome> outcomes;
   };
   std::vector<Run> runs;
+  std::optional<DesignSpace> policy_space;  // the rl strategies' space, built on first use
   const bool warm_listed =
       std::find(options.strategies.begin(), options.strategies.end(), "rl-warm") != options.strategies.end();
   for (int s = 0; s < options.seeds; ++s) {
@@ -36,20 +38,20 @@ CompareResult compare_strategies(Store& store, Measurer& measurer, const Compare
       StrategyPtr strategy;
       if (name == "random") strategy = make_random_strategy(seed);
       else if (name == "evo") strategy = make_evo_strategy(seed);
-      else if (name == "rl") {
-        // A fresh policy per seed, shared across the problems of the run.
-        DesignSpace first(options.spec, options.problems.front().layout,
-                          measurer.gpu().smem_per_block_optin > 0 ? measurer.gpu().smem_per_block_optin : 232448);
-        policy = std::make_unique<Policy>(first, options.rl, seed);
-        strategy = make_rl_strategy(*policy, seed);
-      } else if (name == "rl-warm") {
-        // The same learner, starting from a policy trained before (on other shapes).
-        if (options.warm_policy.empty()) fail("strategy rl-warm needs a policy file to start from (--warm-policy)");
-        DesignSpace first(options.spec, options.problems.front().layout,
-                          measurer.gpu().smem_per_block_optin > 0 ? measurer.gpu().smem_per_block_optin : 232448);
-        policy = std::make_unique<Policy>(Policy::load(options.warm_policy, options.rl));
-        if (policy->space_signature() != first.signature())
-          fail("policy " + options.warm_policy + " was trained on another design space than this GPU's");
+      else if (name == "rl" || name == "rl-warm") {
+        if (!policy_space)
+          policy_space.emplace(options.spec, options.problems.front().layout,
+                               measurer.gpu().smem_per_block_optin > 0 ? measurer.gpu().smem_per_block_optin : 232448);
+        if (name == "rl") {
+          // A fresh policy per seed, shared across the problems of the run.
+          policy = std::make_unique<Policy>(*policy_space, options.rl, seed);
+        } else {
+          // The same learner, starting from a policy trained before (on other shapes).
+          if (options.warm_policy.empty()) fail("strategy rl-warm needs a policy file to start from (--warm-policy)");
+          policy = std::make_unique<Policy>(Policy::load(options.warm_policy, options.rl));
+          if (policy->space_signature() != policy_space->signature())
+            fail("policy " + options.warm_policy + " was trained on another design space than this GPU's");
+        }
         strategy = make_rl_strategy(*policy, seed);
       } else {
         fail("unknown strategy '" + name + "': use rl, rl-warm, evo or random");
