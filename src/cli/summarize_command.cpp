@@ -1,5 +1,6 @@
 // rlgemm summarize: the summary of one or more results CSVs (shards of one run, or separate runs), and
 // optionally their rows merged into one CSV with a JSON listing the runs it came from.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -58,50 +59,29 @@ void update_tuned_table(const SummarizeArgs& a, const std::vector<bench::Row>& r
       break;
     }
   }
-  const std::string tmp = a.update_tuned_table + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << dispatch::kTunedTableHeader << "\n";
-    for (const auto& row : table) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.3f,", row.time_us);
-      out << row.gpu << ',' << row.problem.shape.m << ',' << row.problem.shape.n << ',' << row.problem.shape.k << ','
-          << to_string(row.problem.layout) << ',' << to_string(row.design) << ',' << buf;
-      if (row.speedup_vs_lt_auto) {
-        std::snprintf(buf, sizeof buf, "%.4f", *row.speedup_vs_lt_auto);
-        out << buf;
-      }
-      out << '\n';
-    }
-    if (!out) throw Error(ErrorKind::kRuntime, "cannot write " + a.update_tuned_table);
-  }
-  std::filesystem::rename(tmp, a.update_tuned_table);
+  dispatch::save_tuned_table(a.update_tuned_table, table);
   std::printf("%s: %d of %d tuned rows measured faster than the table's and replaced them\n",
               a.update_tuned_table.c_str(), replaced, considered);
 }
 #endif
 
+#ifdef RLGEMM_HAVE_DISPATCH
 // The library's tuned table (data/tuned/README.md) from the best design per problem: offline rows of
 // rlgemm_best, the GPU named by the runs' JSON.
 void write_tuned_table(const SummarizeArgs& a, const std::vector<bench::Row>& rows, const nlohmann::json& sources) {
   if (!a.best_of_designs) fail("--tuned-table needs --best-of-designs");
   const std::string gpu = gpu_of(sources);
   if (gpu.empty()) fail("--tuned-table: the runs' JSON files do not name the GPU (they sit beside the CSVs)");
-  const std::string tmp = a.tuned_table + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto\n";
-    for (const auto& r : rows) {
-      if (r.impl != "rlgemm_best" || !r.correct || r.mode != bench::Mode::kOffline) continue;
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.3f,%.4f", r.time_us, r.speedup);
-      out << gpu << ',' << r.shape.m << ',' << r.shape.n << ',' << r.shape.k << ',' << to_string(r.layout) << ','
-          << r.detail << ',' << buf << '\n';
-    }
-    if (!out) throw Error(ErrorKind::kRuntime, "cannot write " + a.tuned_table);
+  std::vector<dispatch::TunedRow> table;
+  for (const auto& r : rows) {
+    if (r.impl != "rlgemm_best" || !r.correct || r.mode != bench::Mode::kOffline) continue;
+    dispatch::TunedRow row{gpu, {r.shape, r.layout}, parse_design(r.detail), r.time_us, std::nullopt, ""};
+    if (std::isfinite(r.speedup)) row.speedup_vs_lt_auto = r.speedup;
+    table.push_back(std::move(row));
   }
-  std::filesystem::rename(tmp, a.tuned_table);
+  dispatch::save_tuned_table(a.tuned_table, table);
 }
+#endif
 
 int run(const SummarizeArgs& a) {
   using namespace bench;
@@ -136,7 +116,13 @@ int run(const SummarizeArgs& a) {
     meta["summary"] = summary_json(groups);
     std::ofstream(std::filesystem::path(a.out).replace_extension(".json")) << meta.dump(2) << '\n';
   }
-  if (!a.tuned_table.empty()) write_tuned_table(a, rows, sources);
+  if (!a.tuned_table.empty()) {
+#ifdef RLGEMM_HAVE_DISPATCH
+    write_tuned_table(a, rows, sources);
+#else
+    fail("--tuned-table needs the dispatch stage, which this build leaves out");
+#endif
+  }
   if (!a.update_tuned_table.empty()) {
 #ifdef RLGEMM_HAVE_DISPATCH
     update_tuned_table(a, rows, sources);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -114,6 +115,27 @@ std::vector<TunedRow> load_tuned_table(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) fail("cannot open tuned table '" + path.string() + "'");
   return parse_tuned_table(in, path.string());
+}
+
+void save_tuned_table(const std::filesystem::path& path, const std::vector<TunedRow>& rows) {
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << kTunedTableHeader << "\n";
+    char buf[32];
+    for (const auto& row : rows) {
+      std::snprintf(buf, sizeof buf, "%.3f,", row.time_us);
+      out << row.gpu << ',' << row.problem.shape.m << ',' << row.problem.shape.n << ',' << row.problem.shape.k << ','
+          << to_string(row.problem.layout) << ',' << to_string(row.design) << ',' << buf;
+      if (row.speedup_vs_lt_auto) {
+        std::snprintf(buf, sizeof buf, "%.4f", *row.speedup_vs_lt_auto);
+        out << buf;
+      }
+      out << '\n';
+    }
+    if (!out) throw Error(ErrorKind::kRuntime, "cannot write " + tmp.string());
+  }
+  std::filesystem::rename(tmp, path);
 }
 
 std::vector<TunedRow> embedded_tuned_rows() {

@@ -37,6 +37,10 @@ inline constexpr const char* kTunedTableHeader = "gpu,M,N,K,layout,design,time_u
 std::vector<TunedRow> parse_tuned_table(std::istream& in, const std::string& source);
 std::vector<TunedRow> load_tuned_table(const std::filesystem::path& path);
 
+// Writes `rows` as a tuned table (header, then one line per row: time_us with 3 decimals, the speedup with 4
+// or empty), atomically: a temporary file renamed over `path`. Throws Error(kRuntime) when it cannot.
+void save_tuned_table(const std::filesystem::path& path, const std::vector<TunedRow>& rows);
+
 // Every table built into the library (data/tuned/*.csv at build time), concatenated.
 std::vector<TunedRow> embedded_tuned_rows();
 // The names of the built-in tables ("h100.csv", ...).

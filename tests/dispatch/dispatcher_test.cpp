@@ -104,6 +104,24 @@ TEST(TunedTable, BuiltInTablesParse) {
   for (const auto& r : rows) EXPECT_FALSE(why_invalid(r.design, r.problem.layout)) << r.source;
 }
 
+TEST(TunedTable, SavedTablesReadBackRowForRow) {
+  const auto file = std::filesystem::temp_directory_path() / ("rlgemm-saved-table-" + std::to_string(::getpid()) + ".csv");
+  const auto rows = embedded_tuned_rows();
+  ASSERT_FALSE(rows.empty());
+  save_tuned_table(file, rows);
+  const auto back = load_tuned_table(file);
+  std::filesystem::remove(file);
+  ASSERT_EQ(back.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(back[i].gpu, rows[i].gpu);
+    EXPECT_EQ(back[i].problem, rows[i].problem);
+    EXPECT_EQ(to_string(back[i].design), to_string(rows[i].design));
+    EXPECT_NEAR(back[i].time_us, rows[i].time_us, 5e-4);
+    ASSERT_EQ(bool(back[i].speedup_vs_lt_auto), bool(rows[i].speedup_vs_lt_auto));
+    if (rows[i].speedup_vs_lt_auto) EXPECT_NEAR(*back[i].speedup_vs_lt_auto, *rows[i].speedup_vs_lt_auto, 5e-5);
+  }
+}
+
 TEST(TunedTable, TuningDatabaseGivesTheBestDesignPerShapeAndMode) {
   const auto dir = std::filesystem::temp_directory_path() / ("rlgemm-dispatch-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
