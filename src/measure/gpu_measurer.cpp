@@ -33,10 +33,7 @@ GpuMeasurer::~GpuMeasurer() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
-GpuIdentity GpuMeasurer::gpu() {
-  return {device_.name,          device_.sm_count,      device_.cc_major,       device_.cc_minor,
-          device_.sm_clock_khz,  device_.mem_clock_khz, device_.driver_version, device_.smem_per_block_optin};
-}
+GpuIdentity GpuMeasurer::gpu() { return identity_of(device_); }
 
 int GpuMeasurer::parallelism() const { return int(std::max(2u, std::thread::hardware_concurrency())); }
 

@@ -201,11 +201,8 @@ SassOptDesignReport run_sass_opt_design(const SassOptDesignOptions& o) {
   }
   if (report.kept && !o.db_path.empty()) {
     Store store(o.db_path);
-    const GpuIdentity identity{device->name,         device->sm_count,      device->cc_major,
-                               device->cc_minor,     device->sm_clock_khz,  device->mem_clock_khz,
-                               device->driver_version, device->smem_per_block_optin};
     OptimizedCubin record;
-    record.gpu_id = store.gpu_id(identity);
+    record.gpu_id = store.gpu_id(identity_of(*device));
     record.problem = problem;
     record.design = report.design;
     record.kernel = report.kernel;

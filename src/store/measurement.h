@@ -56,4 +56,8 @@ struct GpuIdentity {
   friend bool operator==(const GpuIdentity&, const GpuIdentity&) = default;
 };
 
+struct DeviceInfo;  // core/cuda_util.h
+// The identity of an opened device.
+GpuIdentity identity_of(const DeviceInfo& device);
+
 }  // namespace rlgemm

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <utility>
 
+#include "core/cuda_util.h"
 #include "rlgemm/error.h"
 
 namespace rlgemm {
@@ -513,6 +514,11 @@ std::vector<OptimizedCubin> Store::optimized_cubins(const std::string& gpu_name)
   std::vector<OptimizedCubin> out;
   while (s.step()) out.push_back(read_optimized(s));
   return out;
+}
+
+GpuIdentity identity_of(const DeviceInfo& d) {
+  return {d.name, d.sm_count, d.cc_major, d.cc_minor, d.sm_clock_khz, d.mem_clock_khz, d.driver_version,
+          d.smem_per_block_optin};
 }
 
 std::string Store::integrity_check() {

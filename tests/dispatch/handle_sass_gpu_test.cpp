@@ -82,11 +82,8 @@ TEST_F(HandleSassGpu, UsesTheRecordedCubinOnlyWhereItWasMeasuredAndNotWhenStale)
   const auto db = dir_ / "sass.db";
   {
     Store store(db);
-    const GpuIdentity gpu{device_.name, device_.sm_count, device_.cc_major, device_.cc_minor,
-                          device_.sm_clock_khz, device_.mem_clock_khz, device_.driver_version,
-                          device_.smem_per_block_optin};
     OptimizedCubin record;
-    record.gpu_id = store.gpu_id(gpu);
+    record.gpu_id = store.gpu_id(identity_of(device_));
     record.problem = measured;
     record.design = to_string(design);
     record.kernel = compiled.compiled().name;
