@@ -88,10 +88,16 @@ Design parse_design(std::string_view text);
 // Duplicates are kept once, in first-seen order.
 std::vector<Design> read_designs(const std::string& path);
 
+// The opt-in shared memory per block of an H100 or H200 (227 KiB): the limit designs are checked against when
+// no device says otherwise.
+inline constexpr int kHopperSmemPerBlock = 232448;
+// A device's reported opt-in limit, or kHopperSmemPerBlock when it reported none (0).
+inline int smem_limit_or_hopper(int reported_bytes) { return reported_bytes > 0 ? reported_bytes : kHopperSmemPerBlock; }
+
 // Why this design cannot be built or run for this layout (shared memory over the limit, accumulators that
 // would spill, a tile that the instruction shapes do not divide, TMA alignment, ...), or nullopt when it
 // can. `smem_limit_bytes` is the device's opt-in per-block limit (227 KiB on H100).
-std::optional<std::string> why_invalid(const Design& design, Layout layout, int smem_limit_bytes = 232448);
+std::optional<std::string> why_invalid(const Design& design, Layout layout, int smem_limit_bytes = kHopperSmemPerBlock);
 
 // Why this design cannot compute this problem although it is valid for the layout, or nullopt: the rules
 // that depend on the shape. An sm90 split-K design needs at least one k-block of BK per slice (K >= splits x

@@ -24,7 +24,7 @@ struct PretrainArgs {
   uint64_t seed = 1;
   int sm_count = 132;
   int cc_major = 9;
-  int smem = 232448;
+  int smem = kHopperSmemPerBlock;
 };
 
 int run_pretrain(const PretrainArgs& a) {
@@ -77,7 +77,7 @@ CommandRegistration pretrain_registration("tune-pretrain", [](CLI::App& app) -> 
   cmd->add_option("--sm-count", args->sm_count, "SM count of the GPU the results were measured on")->default_val(132);
   cmd->add_option("--cc-major", args->cc_major, "Compute capability (major) of that GPU: its design space")
       ->default_val(9);
-  cmd->add_option("--smem", args->smem, "Its shared memory per block (opt-in), bytes")->default_val(232448);
+  cmd->add_option("--smem", args->smem, "Its shared memory per block (opt-in), bytes")->default_val(kHopperSmemPerBlock);
   return [args] { return run_pretrain(*args); };
 });
 

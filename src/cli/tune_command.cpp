@@ -108,8 +108,7 @@ int run_tune(const TuneArgs& args) {
   std::unique_ptr<search::Policy> policy;
   search::StrategyPtr strategy;
   if (args.strategy == "rl") {
-    const search::DesignSpace first(spec, problems.front().layout,
-                                    gpu.smem_per_block_optin > 0 ? gpu.smem_per_block_optin : 232448);
+    const search::DesignSpace first(spec, problems.front().layout, smem_limit_or_hopper(gpu.smem_per_block_optin));
     if (!args.policy.empty() && std::filesystem::exists(args.policy)) {
       policy = std::make_unique<search::Policy>(search::Policy::load(args.policy));
       if (policy->space_signature() != first.signature())

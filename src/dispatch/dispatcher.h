@@ -19,7 +19,7 @@ struct Target {
   std::string name;  // as the CUDA runtime reports it
   int cc_major = 9;
   int cc_minor = 0;
-  int smem_per_block_optin = 232448;
+  int smem_per_block_optin = kHopperSmemPerBlock;
 };
 
 // A design proposed for a problem, or nullopt when the proposer has none.

@@ -168,9 +168,8 @@ struct Handle::Impl {
   std::optional<Design> propose(const Problem& problem) {
     auto& space = spaces[problem.layout];
     if (!space) {
-      const int smem = device.smem_per_block_optin > 0 ? device.smem_per_block_optin : 232448;
       space = std::make_unique<search::DesignSpace>(search::spec_from_signature(policy->space_signature()),
-                                                    problem.layout, smem);
+                                                    problem.layout, smem_limit_or_hopper(device.smem_per_block_optin));
     }
     return search::propose(*policy, *space, problem, device.sm_count);
   }

@@ -14,8 +14,6 @@ std::string kernel_key(const Design& design, const Problem& problem) {
   return key;
 }
 
-int smem_limit(const DeviceInfo& device) { return device.smem_per_block_optin > 0 ? device.smem_per_block_optin : 232448; }
-
 }  // namespace
 
 DesignImplementation::DesignImplementation(const Design& design, const DeviceInfo& device, const CompileOptions& options)
@@ -38,7 +36,7 @@ std::string DesignImplementation::unsupported_reason(const Problem& problem) con
   if (design_.family == Family::kSm90 && cc != 90)
     return "sm90 designs need an sm_90 GPU, " + device_.name + " is sm_" + std::to_string(cc);
   if (cc < 80) return "rlgemm kernels need sm_80 or later, " + device_.name + " is sm_" + std::to_string(cc);
-  if (auto why = why_invalid(design_, problem.layout, smem_limit(device_))) return *why;
+  if (auto why = why_invalid(design_, problem.layout, smem_limit_or_hopper(device_.smem_per_block_optin))) return *why;
   if (problem.shape.k > 0)
     if (auto why = why_unfit(design_, problem)) return *why;
   return "";

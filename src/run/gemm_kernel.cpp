@@ -9,8 +9,7 @@ namespace rlgemm {
 GemmKernel::GemmKernel(Unloaded, const Design& design, const Problem& problem, const DeviceInfo& device)
     : design_(design), compiled_for_(problem), device_(device), family_(&family_for(design)) {
   if (design.static_shape) validate(problem.shape);
-  if (auto why = why_invalid(design, problem.layout, device.smem_per_block_optin > 0 ? device.smem_per_block_optin
-                                                                                     : 232448))
+  if (auto why = why_invalid(design, problem.layout, smem_limit_or_hopper(device.smem_per_block_optin)))
     fail("design " + to_string(design) + " cannot run on " + device.name + ": " + *why);
   const int device_cc = device.cc_major * 10 + device.cc_minor;
   if (device_cc < 80 || (design.family == Family::kSm90 && device_cc != 90))

@@ -41,7 +41,7 @@ CompareResult compare_strategies(Store& store, Measurer& measurer, const Compare
       else if (name == "rl" || name == "rl-warm") {
         if (!policy_space)
           policy_space.emplace(options.spec, options.problems.front().layout,
-                               measurer.gpu().smem_per_block_optin > 0 ? measurer.gpu().smem_per_block_optin : 232448);
+                               smem_limit_or_hopper(measurer.gpu().smem_per_block_optin));
         if (name == "rl") {
           // A fresh policy per seed, shared across the problems of the run.
           policy = std::make_unique<Policy>(*policy_space, options.rl, seed);

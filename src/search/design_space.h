@@ -70,7 +70,7 @@ class DesignSpace {
  public:
   // Enumerates every combination, keeps those why_invalid accepts for `layout` (duplicates of one design
   // collapse to one point). Throws Error(kInvalidInput) when no valid design remains.
-  DesignSpace(SpaceSpec spec, Layout layout, int smem_limit_bytes = 232448);
+  DesignSpace(SpaceSpec spec, Layout layout, int smem_limit_bytes = kHopperSmemPerBlock);
 
   const SpaceSpec& spec() const { return spec_; }
   Layout layout() const { return layout_; }

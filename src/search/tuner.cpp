@@ -38,8 +38,7 @@ Tuner::Tuner(Store& store, Measurer& measurer, Strategy& strategy, SpaceSpec spe
 const DesignSpace& Tuner::space(Layout layout) {
   auto& slot = spaces_[layout];
   if (!slot) {
-    const int smem = measurer_.gpu().smem_per_block_optin;
-    slot = std::make_unique<DesignSpace>(spec_, layout, smem > 0 ? smem : 232448);
+    slot = std::make_unique<DesignSpace>(spec_, layout, smem_limit_or_hopper(measurer_.gpu().smem_per_block_optin));
   }
   return *slot;
 }
@@ -111,7 +110,7 @@ std::vector<ProblemOutcome> Tuner::run(const TuneOptions& options) {
       std::vector<Design> to_measure;
       for (const Design& d : options.seed_designs) {
         if (to_measure.size() >= cap) break;
-        if (why_invalid(d, problem.layout, int(gpu.smem_per_block_optin > 0 ? gpu.smem_per_block_optin : 232448)) ||
+        if (why_invalid(d, problem.layout, smem_limit_or_hopper(gpu.smem_per_block_optin)) ||
             why_unfit(d, problem))
           continue;
         if (store_.measured(gpu_id, problem, to_string(d), options.mode)) continue;
