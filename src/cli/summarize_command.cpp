@@ -116,20 +116,13 @@ int run(const SummarizeArgs& a) {
     meta["summary"] = summary_json(groups);
     std::ofstream(std::filesystem::path(a.out).replace_extension(".json")) << meta.dump(2) << '\n';
   }
-  if (!a.tuned_table.empty()) {
 #ifdef RLGEMM_HAVE_DISPATCH
-    write_tuned_table(a, rows, sources);
+  if (!a.tuned_table.empty()) write_tuned_table(a, rows, sources);
+  if (!a.update_tuned_table.empty()) update_tuned_table(a, rows, sources);
 #else
-    fail("--tuned-table needs the dispatch stage, which this build leaves out");
+  if (!a.tuned_table.empty() || !a.update_tuned_table.empty())
+    fail("--tuned-table and --update-tuned-table write the dispatch stage's tables, which this build leaves out");
 #endif
-  }
-  if (!a.update_tuned_table.empty()) {
-#ifdef RLGEMM_HAVE_DISPATCH
-    update_tuned_table(a, rows, sources);
-#else
-    fail("--update-tuned-table needs the dispatch stage, which this build leaves out");
-#endif
-  }
   print_summary(std::cout, groups);
   std::cout << '\n' << rows.size() << " rows from " << a.inputs.size() << " file(s)\n";
   return 0;
