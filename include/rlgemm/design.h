@@ -40,7 +40,7 @@ enum class SplitK {
   kNone,      // splitk1
   kSerial,    // splitkN.serial: N slices of K, reduced in place in C in turn (tile semaphore)
   kParallel,  // splitkN.parallel: N slices write fp32 partials to a workspace, a second pass reduces
-  kStreamK,   // streamk: the persistent grid divides the total MAC-loop iterations evenly among CTAs
+  kStreamK,   // streamk (sm90): whole waves of tiles, then the remaining tiles' k-blocks shared among the grid
 };
 
 enum class Epilogue {

@@ -340,7 +340,6 @@ std::optional<std::string> sm90_rules(const Design& d, Layout layout, int smem_l
   if (!ok_cluster)
     return "cluster must be 1x1, 2x1 or 1x2 (got " + std::to_string(d.cluster_m) + "x" + std::to_string(d.cluster_n) + ")";
   if (d.epilogue == Epilogue::kSmem) return "epi_smem is an sm80 epilogue; sm90 offers epi_reg and epi_tma";
-  if (d.split == SplitK::kStreamK) return "stream-K is not generated for sm90; use splitkN.serial or splitkN.parallel";
   if (d.epilogue == Epilogue::kTma && d.bn % 64 != 0)
     return "epi_tma stores 64-column chunks: BN must be a multiple of 64 (got " + std::to_string(d.bn) + ")";
   if (d.epilogue == Epilogue::kTma && d.swap_ab)
@@ -357,12 +356,16 @@ std::optional<std::string> sm90_rules(const Design& d, Layout layout, int smem_l
   }
   const int rows_per_warpgroup = d.schedule == Sm90Schedule::kCooperative ? d.bm / 2 : d.bm;
   const int accumulators = rows_per_warpgroup * d.bn / 128;
-  const int limit = d.schedule == Sm90Schedule::kCooperative ? 168 : 128;
+  // A cooperative stream-K owner keeps its accumulators live through the partition arithmetic and the peers'
+  // fixups: with 128 accumulators per thread (256x128, 128x256) ptxas spills 16-20 bytes; 96 (128x192) fits.
+  const bool stream_k = d.split == SplitK::kStreamK;
+  const int limit = d.schedule == Sm90Schedule::kCooperative ? (stream_k ? 96 : 168) : 128;
   if (accumulators > limit)
     return "accumulator registers per thread would spill: each consumer warpgroup holds " +
            std::to_string(rows_per_warpgroup) + "x" + std::to_string(d.bn) + " fp32 = " + std::to_string(accumulators) +
            " per thread, over " + std::to_string(limit) + " for the " +
-           (d.schedule == Sm90Schedule::kCooperative ? "cooperative" : "ping-pong") + " schedule";
+           (d.schedule == Sm90Schedule::kCooperative ? (stream_k ? "cooperative stream-K" : "cooperative") : "ping-pong") +
+           " schedule";
   const long smem = sm90_smem_bytes(d);
   if (smem > smem_limit)
     return "shared memory over the limit: " + kib(smem) + " needed (" + std::to_string(d.stages) + " stages of " +
@@ -406,8 +409,14 @@ std::optional<std::string> why_invalid(const Design& d, Layout layout, int smem_
 }
 
 std::optional<std::string> why_unfit(const Design& d, const Problem& problem) {
-  if (d.family != Family::kSm90 || (d.split != SplitK::kSerial && d.split != SplitK::kParallel)) return std::nullopt;
+  if (d.family != Family::kSm90 || d.split == SplitK::kNone) return std::nullopt;
   const int64_t k_blocks = (problem.shape.k + d.bk - 1) / d.bk;
+  if (d.split == SplitK::kStreamK) {
+    if (k_blocks < 1)
+      return "stream-K shares out k-blocks of " + std::to_string(d.bk) + ": K = " + std::to_string(problem.shape.k) +
+             " has none";
+    return std::nullopt;
+  }
   if (k_blocks < d.splits)
     return "split-K into " + std::to_string(d.splits) + " slices needs at least " + std::to_string(d.splits) +
            " k-blocks of " + std::to_string(d.bk) + ", K = " + std::to_string(problem.shape.k) + " has " +

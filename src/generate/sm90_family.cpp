@@ -48,6 +48,44 @@ int splits_of(const Design& d) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The cluster-tile grid: tiles of BM x BN rounded up to whole clusters along M and N.
+struct ClusterTiles {
+  int64_t m = 0, n = 0;
+  int64_t count() const { return m * n; }
+};
+
+ClusterTiles cluster_tiles(const Design& d, const KernelView& v) {
+  return {ceil_div(ceil_div(v.m, d.bm), d.cluster_m), ceil_div(ceil_div(v.n, d.bn), d.cluster_n)};
+}
+
+// The workspace: ints first (split-K semaphores, or stream-K flags; one per partial slot), then the fp32
+// partial slots of one consumer warpgroup's band of a tile each.
+//   serial split-K:   one slot per (tile, band), the running sum;
+//   parallel split-K: one slot per (tile, band, slice);
+//   stream-K:         one slot per (CTA of the grid, band): a cluster parks at most one partial.
+struct WorkspaceLayout {
+  size_t flag_bytes = 0;  // rounded up to 256 bytes, so the partials stay aligned
+  size_t total_bytes = 0;
+};
+
+WorkspaceLayout workspace_layout(const Design& d, const KernelView& v, int64_t grid_ctas) {
+  WorkspaceLayout w;
+  if (d.split == SplitK::kNone) return w;
+  const int bands = sm90::warpgroups_per_tile(shape_of(d));
+  const int64_t band_floats = int64_t(d.bm) / bands * d.bn;
+  int64_t owners = 0, slots = 0;  // ints, and partial slots
+  if (d.split == SplitK::kStreamK) {
+    owners = slots = grid_ctas * bands;
+  } else {
+    const ClusterTiles ct = cluster_tiles(d, v);
+    owners = ct.count() * d.cluster_m * d.cluster_n * bands;
+    slots = owners * (d.split == SplitK::kParallel ? splits_of(d) : 1);
+  }
+  w.flag_bytes = (static_cast<size_t>(owners) * sizeof(int) + 255) / 256 * 256;
+  w.total_bytes = w.flag_bytes + static_cast<size_t>(slots * band_floats) * sizeof(float);
+  return w;
+}
+
 void expect(bool ok, const std::string& what) {
   if (!ok) fail(what);
 }
@@ -63,6 +101,7 @@ class Sm90Family final : public KernelFamily {
     const int splits = splits_of(d);
     const char* split_mode = d.split == SplitK::kSerial     ? "rlgemm::sm90::kSplitSerial"
                              : d.split == SplitK::kParallel ? "rlgemm::sm90::kSplitParallel"
+                             : d.split == SplitK::kStreamK  ? "rlgemm::sm90::kSplitStreamK"
                                                             : "rlgemm::sm90::kSplitNone";
     auto b = [](bool x) { return x ? "true" : "false"; };
     std::ostringstream s;
@@ -93,10 +132,14 @@ class Sm90Family final : public KernelFamily {
     const KernelView v = kernel_view(d, problem);
     const int cluster = d.cluster_m * d.cluster_n;
     if (auto why = why_unfit(d, problem)) fail("design " + to_string(d) + " cannot run " + problem.shape.to_string() + ": " + *why);
-    const int64_t ctiles_m = ceil_div(ceil_div(v.m, d.bm), d.cluster_m);
-    const int64_t ctiles_n = ceil_div(ceil_div(v.n, d.bn), d.cluster_n);
-    const int64_t units = ctiles_m * ctiles_n * splits_of(d);
-    // Persistent: at most one CTA per SM, whole clusters only.
+    const int64_t tiles = cluster_tiles(d, v).count();
+    // Units of work: cluster tiles x K slices; for stream-K, k-blocks (every cluster gets at least one).
+    const int64_t units = d.split == SplitK::kStreamK ? tiles * ceil_div(v.k, d.bk) : tiles * splits_of(d);
+    // Persistent: at most one CTA per SM, whole clusters only. Stream-K's owners wait for peers in other
+    // clusters, so every CTA of its grid must be resident at once. One CTA per SM is, for single CTAs; for
+    // clusters of two it is where the SMs pair up within their GPCs, which max_active_clusters
+    // (src/run/driver.h) answers for a loaded kernel. A launch may use fewer clusters than planned (the
+    // kernel partitions by gridDim, and the workspace still fits), never more.
     const int64_t max_clusters = std::max<int64_t>(1, device.sm_count / cluster);
     const int64_t clusters = std::min(units, max_clusters);
     LaunchPlan plan;
@@ -104,17 +147,8 @@ class Sm90Family final : public KernelFamily {
     plan.block[0] = static_cast<unsigned>(sm90::threads_per_block());
     plan.cluster[0] = static_cast<unsigned>(cluster);
     plan.smem_bytes = sm90::smem_bytes(shape_of(d));
-    if (d.split == SplitK::kSerial || d.split == SplitK::kParallel) {
-      // One semaphore per (tile, warpgroup that owns a part of it), over the cluster-padded tile grid.
-      const int per_tile = d.schedule == Sm90Schedule::kPingpong ? 1 : sm90::consumer_warpgroups();
-      const int64_t tiles = ctiles_m * d.cluster_m * ctiles_n * d.cluster_n;
-      const size_t semaphore_bytes = static_cast<size_t>(tiles * per_tile) * sizeof(int);
-      size_t bytes = (semaphore_bytes + 255) / 256 * 256;
-      // fp32 partial tiles: one per tile for the serial split's running sum, one per tile and slice for
-      // the parallel one.
-      const size_t slots = d.split == SplitK::kParallel ? static_cast<size_t>(splits_of(d)) : 1;
-      bytes += static_cast<size_t>(tiles) * slots * d.bm * d.bn * sizeof(float);
-      plan.workspace_bytes = bytes;
+    if (d.split != SplitK::kNone) {
+      plan.workspace_bytes = workspace_layout(d, v, plan.grid[0]).total_bytes;
       plan.workspace_must_be_zero = true;
     }
     return plan;
@@ -149,12 +183,8 @@ class Sm90Family final : public KernelFamily {
     p.ldc = static_cast<int>(problem.shape.n);
     if (plan.workspace_bytes > 0) {
       p.semaphores = static_cast<int*>(ops.workspace);
-      const int per_tile = d.schedule == Sm90Schedule::kPingpong ? 1 : sm90::consumer_warpgroups();
-      const int64_t ctiles_m = ceil_div(ceil_div(v.m, d.bm), d.cluster_m);
-      const int64_t ctiles_n = ceil_div(ceil_div(v.n, d.bn), d.cluster_n);
-      const int64_t tiles = ctiles_m * d.cluster_m * ctiles_n * d.cluster_n;
-      const size_t semaphore_bytes = (static_cast<size_t>(tiles * per_tile) * sizeof(int) + 255) / 256 * 256;
-      p.partials = reinterpret_cast<float*>(static_cast<char*>(ops.workspace) + semaphore_bytes);
+      const WorkspaceLayout w = workspace_layout(d, v, plan.grid[0]);
+      p.partials = reinterpret_cast<float*>(static_cast<char*>(ops.workspace) + w.flag_bytes);
     }
     std::memcpy(out.bytes, &p, sizeof(p));
     out.size = sizeof(p);

@@ -42,9 +42,28 @@ const DriverApi& driver() {
     resolve("cuTensorMapEncodeTiled", api.cuTensorMapEncodeTiled, error);
     resolve("cuGetErrorName", api.cuGetErrorName, error);
     resolve("cuGetErrorString", api.cuGetErrorString, error);
+    resolve("cuOccupancyMaxActiveClusters", api.cuOccupancyMaxActiveClusters, error);
   });
   if (!error.empty()) throw Error(ErrorKind::kNoDevice, error);
   return api;
+}
+
+int max_active_clusters(CUfunction function, unsigned cluster_size, unsigned block_threads, int smem_bytes) {
+  CUlaunchConfig config{};
+  // The grid is not part of the answer, but it must be a whole number of clusters.
+  config.gridDimX = cluster_size, config.gridDimY = 1, config.gridDimZ = 1;
+  config.blockDimX = block_threads, config.blockDimY = 1, config.blockDimZ = 1;
+  config.sharedMemBytes = static_cast<unsigned>(smem_bytes);
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attribute.value.clusterDim.x = cluster_size;
+  attribute.value.clusterDim.y = 1;
+  attribute.value.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  int clusters = 0;
+  RLGEMM_CU_CHECK(driver().cuOccupancyMaxActiveClusters(&clusters, function, &config));
+  return clusters;
 }
 
 void check_driver(CUresult status, const char* call) {

@@ -16,6 +16,7 @@ struct DriverApi {
   decltype(&::cuTensorMapEncodeTiled) cuTensorMapEncodeTiled = nullptr;
   decltype(&::cuGetErrorName) cuGetErrorName = nullptr;
   decltype(&::cuGetErrorString) cuGetErrorString = nullptr;
+  decltype(&::cuOccupancyMaxActiveClusters) cuOccupancyMaxActiveClusters = nullptr;
 };
 
 // Resolves the entry points once (thread-safe); throws Error(kNoDevice) when no driver is present.
@@ -23,6 +24,11 @@ const DriverApi& driver();
 
 // Throws Error(kRuntime) naming the call and the driver's error name when `status` is not CUDA_SUCCESS.
 void check_driver(CUresult status, const char* call);
+
+// How many clusters of `cluster_size` CTAs (along x) of `function`, with `block_threads` threads and
+// `smem_bytes` of dynamic shared memory each, the device can hold resident at once. A persistent kernel whose
+// CTAs wait on each other (sm90 stream-K) must launch no more clusters than this.
+int max_active_clusters(CUfunction function, unsigned cluster_size, unsigned block_threads, int smem_bytes);
 
 #define RLGEMM_CU_CHECK(call) ::rlgemm::check_driver((call), #call)
 

@@ -45,10 +45,20 @@ GemmKernel GemmKernel::with_cubin(const std::vector<uint8_t>& cubin, std::string
 
 void GemmKernel::load() {
   // Shared memory depends on the design alone (and the shape, for static designs).
-  smem_bytes_ = family_->plan(design_, design_.static_shape ? compiled_for_ : layout_problem(compiled_for_.layout),
-                              device_)
-                    .smem_bytes;
+  const LaunchPlan layout_plan =
+      family_->plan(design_, design_.static_shape ? compiled_for_ : layout_problem(compiled_for_.layout), device_);
+  smem_bytes_ = layout_plan.smem_bytes;
   function_ = ModuleCache::instance().function(compiled_.cache_key, compiled_.cubin, compiled_.name, smem_bytes_);
+  if (design_.split == SplitK::kStreamK) {
+    // A stream-K tile's owner spins until the CTAs holding the rest of the tile have published their partial
+    // sums: every CTA of the grid must be resident at once, which one CTA per SM does not guarantee for
+    // clusters (they must fit within a GPC).
+    const unsigned cluster = layout_plan.cluster[0] * layout_plan.cluster[1] * layout_plan.cluster[2];
+    const int clusters = max_active_clusters(function_, cluster, layout_plan.block[0], smem_bytes_);
+    if (clusters < 1)
+      fail("kernel " + compiled_.name + ": the device cannot hold one cluster of it resident, which stream-K needs");
+    max_resident_ctas_ = static_cast<unsigned>(clusters) * cluster;
+  }
 }
 
 void GemmKernel::check_problem(const Problem& problem) const {
@@ -63,7 +73,10 @@ void GemmKernel::check_problem(const Problem& problem) const {
 LaunchPlan GemmKernel::plan(const Problem& problem) const {
   check_problem(problem);
   validate(problem.shape);
-  return family_->plan(design_, problem, device_);
+  LaunchPlan p = family_->plan(design_, problem, device_);
+  // The kernel partitions its work by the grid it finds; the workspace planned for the larger grid suffices.
+  if (max_resident_ctas_ > 0 && p.grid[0] > max_resident_ctas_) p.grid[0] = max_resident_ctas_;
+  return p;
 }
 
 void GemmKernel::launch(cudaStream_t stream, const Problem& problem, const GemmOperands& operands) const {

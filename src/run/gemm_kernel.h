@@ -63,6 +63,8 @@ class GemmKernel {
   CompiledKernel compiled_;
   CUfunction function_ = nullptr;
   int smem_bytes_ = 0;
+  // CTAs the device holds resident at once, for designs whose CTAs wait on each other (stream-K); 0: no cap.
+  unsigned max_resident_ctas_ = 0;
 };
 
 }  // namespace rlgemm

@@ -151,7 +151,9 @@ TEST(DesignRules, ValidDesignsPass) {
                            "sm80/256x128x32/w64x64/s4/swz/raster_m.g8/splitk1/epi_smem",
                            "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma",
                            "sm90.ws.pingpong/64x256x64/s5/c1x2/raster_n.g8/splitk1/epi_tma",
-                           "sm90.ws.pingpong/128x128x64/s4/c1x1/raster_m.g8/splitk3.serial/epi_reg", "test.wrong"})
+                           "sm90.ws.pingpong/128x128x64/s4/c1x1/raster_m.g8/splitk3.serial/epi_reg",
+                           "sm90.ws.coop/128x128x64/s4/c2x1/raster_m.g8/streamk/epi_tma",
+                           "sm90.ws.pingpong/64x64x64/s8/c1x2/raster_n.g4/streamk/epi_reg/swap", "test.wrong"})
     for (Layout layout : {Layout::kTN, Layout::kNN}) EXPECT_EQ(reason(text, layout), "") << text;
 }
 
@@ -228,6 +230,28 @@ TEST(Design, SplitKNeedsAKBlockPerSliceOnSm90) {
   EXPECT_FALSE(why_unfit(parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg"), {{1, 8, 8}, Layout::kTN}));
   // sm80 split-K plans its slices from K at run time (fewer when K is short).
   EXPECT_FALSE(why_unfit(parse_design("sm80/64x64x64/w32x32/s4/swz/raster_m.g8/splitk2.serial/epi_reg"), {{64, 64, 64}, Layout::kTN}));
+}
+
+TEST(Design, StreamKIsAnSm90Split) {
+  const Design sm90 = parse_design("sm90.ws.pingpong/64x64x128/s6/c1x1/raster_m.g8/streamk/epi_reg");
+  EXPECT_EQ(sm90.split, SplitK::kStreamK);
+  EXPECT_EQ(sm90.splits, 1);
+  for (Layout layout : {Layout::kTN, Layout::kNN}) EXPECT_FALSE(why_invalid(sm90, layout)) << *why_invalid(sm90, layout);
+  // Any K of the problem rules (a positive multiple of 8) gives a k-block to share out, however deep BK.
+  EXPECT_FALSE(why_unfit(sm90, {{1, 8, 8}, Layout::kTN}));
+  EXPECT_FALSE(why_unfit(sm90, {{4096, 4096, 65536}, Layout::kNN}));
+  EXPECT_TRUE(why_unfit(sm90, {{64, 64, 0}, Layout::kTN}));
+  const Design sm80 = parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/streamk/epi_reg");
+  ASSERT_TRUE(why_invalid(sm80, Layout::kTN));
+  EXPECT_NE(why_invalid(sm80, Layout::kTN)->find("stream-K"), std::string::npos);
+  // Cooperative stream-K keeps at most 96 accumulators per thread (the fixup needs registers beside them).
+  const auto coop = why_invalid(parse_design("sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/streamk/epi_tma"), Layout::kTN);
+  ASSERT_TRUE(coop);
+  EXPECT_NE(coop->find("cooperative stream-K"), std::string::npos) << *coop;
+  EXPECT_FALSE(why_invalid(parse_design("sm90.ws.coop/128x192x64/s4/c2x1/raster_m.g8/streamk/epi_tma"), Layout::kTN));
+  EXPECT_FALSE(why_invalid(parse_design("sm90.ws.pingpong/128x128x64/s5/c1x1/raster_m.g8/streamk/epi_tma"), Layout::kTN));
+  // "splitk1.streamk" is not a spelling of it.
+  EXPECT_THROW(parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1.streamk/epi_reg"), Error);
 }
 
 TEST(Design, DesignsFileSkipsCommentsAndNamesTheBadLine) {

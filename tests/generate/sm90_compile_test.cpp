@@ -15,8 +15,8 @@
 namespace rlgemm {
 namespace {
 
-// One design per feature: schedules, tile sizes, BK 32/64/128, clusters, epilogues, split-K modes, swap,
-// static shapes.
+// One design per feature: schedules, tile sizes, BK 32/64/128, clusters, epilogues, split-K modes, stream-K,
+// swap, static shapes.
 const std::vector<std::string> kSweep = {
     "sm90.ws.coop/128x256x64/s4/c1x1/raster_m.g8/splitk1/epi_reg",
     "sm90.ws.coop/128x256x64/s3/c2x1/raster_m.g8/splitk1/epi_tma",
@@ -27,6 +27,11 @@ const std::vector<std::string> kSweep = {
     "sm90.ws.pingpong/192x64x64/s4/c1x2/raster_m.g8/splitk1/epi_reg/swap",
     "sm90.ws.pingpong/64x16x64/s8/c2x1/raster_m.g8/splitk4.serial/epi_reg/swap",
     "sm90.ws.coop/128x128x128/s3/c1x1/raster_m.g8/splitk2.serial/epi_tma/static",
+    "sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/streamk/epi_reg",
+    "sm90.ws.coop/128x128x64/s4/c2x1/raster_m.g8/streamk/epi_tma",
+    "sm90.ws.pingpong/128x128x64/s5/c1x2/raster_n.g4/streamk/epi_tma",
+    "sm90.ws.coop/128x192x64/s4/c1x2/raster_m.g8/streamk/epi_reg",
+    "sm90.ws.pingpong/64x128x32/s6/c2x1/raster_m.g1/streamk/epi_reg/swap/static",
 };
 
 class Sm90Sweep : public ::testing::TestWithParam<std::tuple<std::string, Layout>> {};
@@ -85,12 +90,25 @@ TEST(Sm90Plan, SplitKNeedsAZeroedWorkspace) {
   EXPECT_GE(pp.workspace_bytes, 4u * 2u * 128u * 128u * sizeof(float));
 }
 
+TEST(Sm90Plan, StreamKGridWorkspaceAndSource) {
+  const Design d = parse_design("sm90.ws.coop/128x128x64/s4/c2x1/raster_m.g8/streamk/epi_tma");
+  const Problem big{{4096, 4096, 4096}, Layout::kTN};
+  const LaunchPlan plan = sm90_family().plan(d, big, h100());
+  EXPECT_EQ(plan.grid[0], 132u);  // 66 clusters of 2: the whole machine, whatever the tile count
+  EXPECT_EQ(plan.cluster[0], 2u);
+  EXPECT_TRUE(plan.workspace_must_be_zero);
+  // A flag per (CTA, consumer warpgroup), rounded up to 256 bytes, then a BM x BN fp32 partial per CTA.
+  EXPECT_EQ(plan.workspace_bytes, 256u * 5 + 132u * 128 * 128 * sizeof(float));
+  // Never more clusters than k-blocks: 1 tile of 3 k-blocks keeps 3 clusters busy.
+  const Design pingpong = parse_design("sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/streamk/epi_reg");
+  const LaunchPlan small = sm90_family().plan(pingpong, {{64, 64, 192}, Layout::kTN}, h100());
+  EXPECT_EQ(small.grid[0], 3u);
+  EXPECT_EQ(small.workspace_bytes, 256u + 3u * 64 * 64 * sizeof(float));
+  const std::string src = sm90_family().source(d, big, "k");
+  EXPECT_NE(src.find("kSplits = 1, kSplitMode = rlgemm::sm90::kSplitStreamK"), std::string::npos) << src;
+}
+
 TEST(Sm90Source, RejectsWhatTheTemplateCannotExpress) {
-  const Problem p{{512, 512, 512}, Layout::kTN};
-  const Design streamk = parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/streamk/epi_reg");
-  ASSERT_TRUE(sm90_unsupported(streamk, Layout::kTN));
-  EXPECT_NE(sm90_unsupported(streamk, Layout::kTN)->find("stream-K"), std::string::npos);
-  EXPECT_THROW(sm90_family().source(streamk, p, "k"), Error);
   const Design swap_tma = parse_design("sm90.ws.pingpong/64x128x64/s4/c1x1/raster_m.g8/splitk1/epi_tma/swap");
   ASSERT_TRUE(sm90_unsupported(swap_tma, Layout::kTN));
   EXPECT_NE(sm90_unsupported(swap_tma, Layout::kTN)->find("epi_tma"), std::string::npos);

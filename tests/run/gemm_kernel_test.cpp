@@ -4,7 +4,8 @@
 //
 // Each check: fresh random normal fp16 inputs, C poisoned with NaN (an element the kernel fails to write
 // stays NaN) and followed by a guard zone (a write past the end changes it), the workspace zeroed once and
-// the kernel launched twice (the second launch relies on the kernel leaving split-K flags zeroed).
+// the kernel launched twice (the second launch relies on the kernel leaving split-K flags zeroed, and must
+// give the same bits as the first).
 #include "run/gemm_kernel.h"
 
 #include <gtest/gtest.h>
@@ -87,7 +88,7 @@ struct DeviceBuffer {
 };
 
 class GpuGemm : public ::testing::Test {
- protected:
+ public:
   void SetUp() override {
     RLGEMM_REQUIRE_GPU();
     device_ = open_device();
@@ -123,7 +124,7 @@ class GpuGemm : public ::testing::Test {
     const size_t ws_bytes = kernel.workspace_bytes(p);
     DeviceBuffer<char> ws(ws_bytes);
     RLGEMM_CUDA_CHECK(cudaMemset(ws.ptr, 0, std::max<size_t>(ws_bytes, 1)));
-    std::vector<uint16_t> init(M * N + kGuardElems, kNaN), out(M * N + kGuardElems);
+    std::vector<uint16_t> init(M * N + kGuardElems, kNaN), out(M * N + kGuardElems), first_out;
     std::fill(init.begin() + M * N, init.end(), kGuard);
     const double atol = std::ldexp(1.0, -9) * std::sqrt(double(K)) * std::max(1, serial_splits);
     for (int launch = 0; launch < 2; ++launch) {
@@ -147,6 +148,13 @@ class GpuGemm : public ::testing::Test {
       if (bad || guard_hits)
         return "launch " + std::to_string(launch + 1) + ": " + std::to_string(bad) + " of " + std::to_string(M * N) +
                " elements wrong, " + std::to_string(guard_hits) + " written past the end" + first;
+      // Same inputs, same bits: a split-K reduction must not depend on the order in which slices finish.
+      if (launch == 0) first_out = out;
+      else if (out != first_out) {
+        int64_t differ = 0;
+        for (int64_t i = 0; i < M * N; ++i) differ += out[i] != first_out[i];
+        return "launch 2 gave different bits from launch 1 in " + std::to_string(differ) + " elements";
+      }
     }
     return "";
   }
@@ -185,19 +193,67 @@ std::vector<Shape> awkward_shapes() {
   return shapes;
 }
 
-TEST_F(GpuGemm, Sm80DesignsMatchTheReferenceOnAwkwardShapes) {
-  precompile(kDesigns, {Problem{{128, 128, 128}, Layout::kTN}});
-  precompile(kDesigns, {Problem{{128, 128, 128}, Layout::kNN}});
-  std::map<std::pair<int, Layout>, HostProblem> problems;
+// Every design on every awkward shape it fits (why_unfit), in both layouts.
+void check_designs_on_awkward_shapes(GpuGemm& t, const std::vector<std::string>& designs);
+
+TEST_F(GpuGemm, Sm80DesignsMatchTheReferenceOnAwkwardShapes) { check_designs_on_awkward_shapes(*this, kDesigns); }
+
+// Hopper designs: both consumer arrangements, clusters along M and N, both epilogues, swap, BK 32/64/128,
+// serial and parallel split-K, stream-K.
+const std::vector<std::string> kSm90Designs = {
+    "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg",
+    "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma",
+    "sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/splitk1/epi_reg",
+    "sm90.ws.pingpong/128x128x64/s5/c1x2/raster_n.g4/splitk1/epi_tma",
+    "sm90.ws.pingpong/64x128x32/s6/c1x1/raster_m.g1/splitk1/epi_reg/swap",
+    "sm90.ws.pingpong/64x64x128/s6/c1x1/raster_m.g8/splitk4.parallel/epi_reg",
+    "sm90.ws.coop/128x128x64/s4/c2x1/raster_m.g8/splitk3.parallel/epi_tma",
+    "sm90.ws.pingpong/64x64x128/s6/c1x1/raster_n.g8/splitk2.serial/epi_reg/swap",
+    "sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/streamk/epi_reg",
+    "sm90.ws.coop/128x128x64/s4/c2x1/raster_m.g8/streamk/epi_tma",
+    "sm90.ws.pingpong/64x128x32/s6/c1x1/raster_n.g4/streamk/epi_reg/swap",
+    "sm90.ws.pingpong/128x128x64/s5/c1x2/raster_n.g4/streamk/epi_tma",
+};
+
+TEST_F(GpuGemm, Sm90DesignsMatchTheReferenceOnAwkwardShapes) {
+  if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
+  check_designs_on_awkward_shapes(*this, kSm90Designs);
+}
+
+// Stream-K's partition cases on a 132-SM H100: data-parallel waves before the stream-K region (361 tiles of
+// 64x64), every tile split across clusters with no data-parallel wave (208 tiles), and two tiles whose
+// k-blocks are shared among several clusters each (an owner adding the partials of several peers).
+TEST_F(GpuGemm, Sm90StreamKMatchesTheReferenceInEveryPartitionCase) {
+  if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
+  const std::vector<std::string> designs = {
+      "sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/streamk/epi_reg",
+      "sm90.ws.coop/128x128x64/s4/c2x1/raster_m.g8/streamk/epi_tma",
+  };
+  precompile(designs, {Problem{{128, 128, 128}, Layout::kTN}});
+  precompile(designs, {Problem{{128, 128, 128}, Layout::kNN}});
+  for (Layout layout : {Layout::kTN, Layout::kNN})
+    for (Shape shape : {Shape{1200, 1200, 520}, Shape{777, 1000, 4104}, Shape{64, 128, 8192}}) {
+      const HostProblem hp = make_problem(shape, layout, 31 + shape.k);
+      for (const auto& text : designs) {
+        const GemmKernel kernel(parse_design(text), hp.problem, device_, options_);
+        EXPECT_EQ(check(kernel, hp, 1), "") << text << " layout " << to_string(layout) << " shape " << shape.to_string();
+      }
+    }
+}
+
+void check_designs_on_awkward_shapes(GpuGemm& t, const std::vector<std::string>& designs) {
+  t.precompile(designs, {Problem{{128, 128, 128}, Layout::kTN}});
+  t.precompile(designs, {Problem{{128, 128, 128}, Layout::kNN}});
   const auto shapes = awkward_shapes();
   int failures = 0, checks = 0;
   for (Layout layout : {Layout::kTN, Layout::kNN}) {
     for (size_t s = 0; s < shapes.size(); ++s) {
       const HostProblem hp = make_problem(shapes[s], layout, 1000 * s + int(layout));
-      for (const auto& text : kDesigns) {
+      for (const auto& text : designs) {
         const Design d = parse_design(text);
-        const GemmKernel kernel(d, hp.problem, device_, options_);
-        const std::string why = check(kernel, hp, d.split == SplitK::kSerial ? d.splits : 1);
+        if (why_unfit(d, hp.problem)) continue;
+        const GemmKernel kernel(d, hp.problem, t.device_, t.options_);
+        const std::string why = t.check(kernel, hp, d.split == SplitK::kSerial ? d.splits : 1);
         ++checks;
         if (!why.empty()) {
           ++failures;

@@ -293,7 +293,8 @@ struct Kernel {
   }
 
   // Parallel split-K: publishes this slice's partial tile; returns true in the block that arrives last,
-  // after adding every other slice's partial into `acc`.
+  // with `acc` replaced by the sum of every slice's partial in slice order (its own re-read too), so the
+  // output does not depend on which slice came last.
   // A block's fp32 accumulators as one BM x BN partial tile in the workspace, laid out [pair][thread] so
   // that each pair store of a warp covers 256 contiguous bytes; written and read by the same threads.
   static constexpr int kTileFloats = Cfg::BM * Cfg::BN;
@@ -311,6 +312,14 @@ struct Kernel {
           asm volatile("st.global.cg.v2.f32 [%0], {%1, %2};" ::"l"(dst), "f"(acc[i][j][2 * h]), "f"(acc[i][j][2 * h + 1])
                        : "memory");
         }
+  }
+  __device__ __forceinline__ static void zero(Accumulators& acc) {
+#pragma unroll
+    for (int i = 0; i < Cfg::kMmaM; ++i)
+#pragma unroll
+      for (int j = 0; j < Cfg::kMmaN; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
   }
   __device__ __forceinline__ static void add_partial(Accumulators& acc, const float* tile) {
     const int t = int(threadIdx.x);
@@ -345,10 +354,8 @@ struct Kernel {
     __syncthreads();
     if (!arrived_last) return false;
     __threadfence();
-    for (int s = 0; s < p.splits; ++s) {
-      if (s == slice) continue;
-      add_partial(acc, partial(s));
-    }
+    zero(acc);
+    for (int s = 0; s < p.splits; ++s) add_partial(acc, partial(s));
     return true;
   }
 
@@ -381,12 +388,7 @@ struct Kernel {
     const int warp_n0 = (warp / Cfg::kWarpsM) * Cfg::WN;
 
     Accumulators acc;
-#pragma unroll
-    for (int i = 0; i < Cfg::kMmaM; ++i)
-#pragma unroll
-      for (int j = 0; j < Cfg::kMmaN; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+    zero(acc);
 
     mainloop(acc, a_tile, b_tile, ptx::smem_addr(smem), kt_end - kt_begin, K - kt_begin * Cfg::BK, warp_m0, warp_n0,
              lane);

@@ -10,6 +10,20 @@
 // The grid is persistent (at most one CTA per SM); CTAs walk the work units (cluster tile x K slice) with a
 // grid stride, in a grouped raster order that keeps the A and B panels of concurrently running tiles in L2.
 // A cluster of two CTAs along M shares B tiles (each CTA loads half and multicasts it), along N shares A.
+// The producer and the consumers of a CTA walk the same unit sequence (Schedule, work_unit).
+//
+// K reductions across CTAs, in the epilogue, through an fp32 workspace that is all zeros between launches:
+//   serial split-K    slices of a tile add into one slot in split order, behind a per-tile semaphore.
+//   parallel split-K  every slice parks its partial; the last to arrive sums all slices in slice order.
+//   stream-K          data-parallel waves of whole tiles, then the remaining tiles' k-blocks shared out
+//                     evenly among the clusters (partition in sm90/stream_k.h). A segment that starts inside
+//                     a tile (a peer; only a cluster's first stream-K segment can be one) stores its partial
+//                     in its cluster's slot and raises the slot's flag (release). The segment that starts
+//                     the tile (the owner; always its cluster's last) waits for the flags of the following
+//                     clusters that hold the rest of the tile (acquire), adds their partials in cluster
+//                     order, zeroes slots and flags, and writes C. Peers wait for nothing, so there is no
+//                     cycle; the waits need every CTA of the grid resident at once, which the persistent
+//                     grid of at most one CTA per SM provides.
 //
 // Ragged edges cost nothing special: TMA loads zero-fill outside the matrices, the TMA store clips, and
 // register stores are bounds-checked. K need only be a multiple of 8 (16-byte rows for TMA).
@@ -22,11 +36,12 @@
 #include "common/tile_order.cuh"
 #include "ptx/sm90.cuh"
 #include "sm90/params.h"
+#include "sm90/stream_k.h"
 
 namespace rlgemm {
 namespace sm90 {
 
-enum SplitMode : int { kSplitNone = 0, kSplitSerial = 1, kSplitParallel = 2 };
+enum SplitMode : int { kSplitNone = 0, kSplitSerial = 1, kSplitParallel = 2, kSplitStreamK = 3 };
 
 // Expected members of a configuration (all static constexpr):
 //   int kBM, kBN, kBK, kStages, kClusterM, kClusterN, kGroup, kSplits, kSplitMode;
@@ -46,7 +61,7 @@ struct Gemm {
   static constexpr int kAcc = kBN / 2;                    // fp32 accumulators per thread per m64 block
   static constexpr int kClusterSize = Cfg::kClusterM * Cfg::kClusterN;
   // Warpgroups that share each tile (and each pipeline stage).
-  static constexpr int kWgPerTile = Cfg::kPingpong ? 1 : consumer_warpgroups();
+  static constexpr int kWgPerTile = warpgroups_per_tile(kShape);
 
   // Shared-memory tile layouts, 128-byte (or, for BK = 32, 64-byte) swizzle:
   //   K-major operand, R rows:    [BK/64 k-atoms][R rows][min(BK,64) k]   (one swizzle row = one tile row)
@@ -76,26 +91,74 @@ struct Gemm {
   static constexpr int kAParts = Cfg::kClusterN;  // A is shared by the CTAs along N
   static constexpr int kBParts = Cfg::kClusterM;
 
+  static constexpr bool kStreamK = Cfg::kSplitMode == kSplitStreamK;
+  static_assert(!kStreamK || Cfg::kSplits == 1, "stream-K divides k-blocks itself: kSplits is 1");
+
+  // Index of this CTA's cluster in the grid, read afresh (volatile) wherever it is used, so that it need not
+  // stay live in a register across the main loop.
+  static __device__ __forceinline__ int this_cluster() {
+    u32 cta;
+    asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(cta));
+    return static_cast<int>(cta) / kClusterSize;
+  }
+
   struct Work {
     int tile_m, tile_n;  // tile coordinates of this CTA
+    int ctile;           // linear cluster-tile index, before the raster order
     int split;
     int kb_begin, kb_end;
   };
 
-  // Grouped raster over cluster tiles (common/tile_order.cuh), so a wave of CTAs covers a compact block
-  // of C; split-major, so that every tile's earlier slices come before its later ones.
-  static __device__ __forceinline__ Work work_unit(int unit, int ctiles_m, int ctiles_n, int k_blocks,
-                                                    int rank_m, int rank_n) {
-    const int ctiles = ctiles_m * ctiles_n;
+  // The work units one cluster walks, in order; the producer and both consumers walk the same sequence.
+  //   split-K modes: units (cluster tile x K slice) with a grid stride;
+  //   stream-K:      data-parallel tiles, then this cluster's stream-K segments (sm90/stream_k.h).
+  struct Schedule {
+    int ctiles_m, ctiles_n, k_blocks;
+    int cluster_id;
+    int units;          // units of this cluster
+    StreamKCluster sk;  // stream-K only: this cluster's share
+  };
+
+  static __device__ __forceinline__ Schedule schedule(int ctiles_m, int ctiles_n, int k_blocks, int cluster_id,
+                                                      int clusters) {
+    Schedule s;
+    s.ctiles_m = ctiles_m;
+    s.ctiles_n = ctiles_n;
+    s.k_blocks = k_blocks;
+    s.cluster_id = cluster_id;
+    if constexpr (kStreamK) {
+      s.sk = stream_k_cluster(stream_k_partition(ctiles_m * ctiles_n, k_blocks, clusters), cluster_id);
+      s.units = s.sk.units;
+    } else {
+      const int all = ctiles_m * ctiles_n * Cfg::kSplits;
+      s.units = cluster_id < all ? (all - 1 - cluster_id) / clusters + 1 : 0;
+    }
+    return s;
+  }
+
+  // Unit `local` of this cluster. Grouped raster over cluster tiles (common/tile_order.cuh), so a wave of
+  // CTAs covers a compact block of C; split-major, so that every tile's earlier slices come before its
+  // later ones.
+  static __device__ __forceinline__ Work work_unit(const Schedule& s, int local, int clusters, int rank_m,
+                                                    int rank_n) {
     Work w;
-    w.split = unit / ctiles;
-    const int ct = unit - w.split * ctiles;
-    const TileCoord c = tile_of_block<!Cfg::kRasterAlongN>(ct, ctiles_m, ctiles_n, Cfg::kGroup);
-    const int cm = c.m, cn = c.n;
-    w.tile_m = cm * Cfg::kClusterM + rank_m;
-    w.tile_n = cn * Cfg::kClusterN + rank_n;
-    w.kb_begin = static_cast<int>((static_cast<long long>(w.split) * k_blocks) / Cfg::kSplits);
-    w.kb_end = static_cast<int>((static_cast<long long>(w.split + 1) * k_blocks) / Cfg::kSplits);
+    if constexpr (kStreamK) {
+      const StreamKSegment seg = stream_k_unit(s.sk, s.cluster_id, local, s.k_blocks, clusters);
+      w.ctile = seg.tile;
+      w.split = 0;
+      w.kb_begin = seg.kb_begin;
+      w.kb_end = seg.kb_end;
+    } else {
+      const int ctiles = s.ctiles_m * s.ctiles_n;
+      const int unit = s.cluster_id + local * clusters;
+      w.split = unit / ctiles;
+      w.ctile = unit - w.split * ctiles;
+      w.kb_begin = static_cast<int>((static_cast<long long>(w.split) * s.k_blocks) / Cfg::kSplits);
+      w.kb_end = static_cast<int>((static_cast<long long>(w.split + 1) * s.k_blocks) / Cfg::kSplits);
+    }
+    const TileCoord c = tile_of_block<!Cfg::kRasterAlongN>(w.ctile, s.ctiles_m, s.ctiles_n, Cfg::kGroup);
+    w.tile_m = c.m * Cfg::kClusterM + rank_m;
+    w.tile_n = c.n * Cfg::kClusterN + rank_n;
     return w;
   }
 
@@ -245,6 +308,7 @@ struct Gemm {
     char* const base_ptr = smem_raw + (base - raw);
     const u32 epi_base = base + kStages * kStageBytes;
     const u32 bar_base = epi_base + epilogue_bytes(kShape);
+    // Parallel split-K's "arrived last", one per consumer warpgroup.
     int* const flags = reinterpret_cast<int*>(base_ptr + (bar_base - base) + 2 * kStages * 8);
     // Ping-pong: the two consumer warpgroups take turns at the main loop (turn_bar(w) completes when the
     // other warpgroup has finished its main loop). Besides keeping one warpgroup's MMAs from competing with
@@ -283,10 +347,10 @@ struct Gemm {
     const int tiles_m = (m + kBM - 1) / kBM, tiles_n = (n + kBN - 1) / kBN;
     const int ctiles_m = (tiles_m + Cfg::kClusterM - 1) / Cfg::kClusterM;
     const int ctiles_n = (tiles_n + Cfg::kClusterN - 1) / Cfg::kClusterN;
-    const int units = ctiles_m * ctiles_n * Cfg::kSplits;
     const int k_blocks = (k + kBK - 1) / kBK;
     const int cluster_id = blockIdx.x / kClusterSize;
     const int clusters = gridDim.x / kClusterSize;
+    const Schedule sched = schedule(ctiles_m, ctiles_n, k_blocks, cluster_id, clusters);
 
     if (warpgroup == 0) {
       // ---------------- producer ----------------
@@ -294,8 +358,8 @@ struct Gemm {
       if (wg_thread == 0) {
         int stage = 0;
         u32 phase = 0;
-        for (int unit = cluster_id; unit < units; unit += clusters) {
-          const Work w = work_unit(unit, ctiles_m, ctiles_n, k_blocks, rank_m, rank_n);
+        for (int local = 0; local < sched.units; ++local) {
+          const Work w = work_unit(sched, local, clusters, rank_m, rank_n);
           for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
             ptx::mbarrier_wait(empty_bar(stage), phase ^ 1);
             ptx::mbarrier_arrive_expect_tx(full_bar(stage), kStageBytes);
@@ -320,9 +384,8 @@ struct Gemm {
       int stage = 0;
       u32 phase = 0;
       u32 turn_phase = consumer == 0 ? 1 : 0;  // warpgroup 0 has the first turn
-      int local = 0;  // index of the unit among this cluster's units
-      for (int unit = cluster_id; unit < units; unit += clusters, ++local) {
-        const Work w = work_unit(unit, ctiles_m, ctiles_n, k_blocks, rank_m, rank_n);
+      for (int local = 0; local < sched.units; ++local) {
+        const Work w = work_unit(sched, local, clusters, rank_m, rank_n);
         const int k_iters = w.kb_end - w.kb_begin;
         if (Cfg::kPingpong && (local % 2) != consumer) {
           // The other warpgroup's tile: skip its stages in the ring.
@@ -373,9 +436,6 @@ struct Gemm {
         for (int mi = 0; mi < kMmaM; ++mi) ptx::fence_registers(acc[mi]);
 
         // ---------------- epilogue ----------------
-        const int row0 = w.tile_m * kBM + row_in_tile;  // first row of this warpgroup's part of the tile
-        const int col0 = w.tile_n * kBN;
-        const int row_base = row0 + warp * 16 + lane / 4;
         const int tile_index = (w.tile_m * (ctiles_n * Cfg::kClusterN) + w.tile_n) * kWgPerTile +
                                (Cfg::kPingpong ? 0 : consumer);
         bool write_c = true;
@@ -400,7 +460,9 @@ struct Gemm {
             store_release_gpu(sem, 0);  // the last slice leaves the semaphore zeroed for the next launch
           }
         } else if constexpr (Cfg::kSplitMode == kSplitParallel) {
-          // Every slice parks its fp32 fragment; the last to arrive sums the others and writes C.
+          // Every slice parks its fp32 fragment; the last to arrive sums all of them, in slice order, and
+          // writes C. Whichever slice arrives last, the additions happen in the same order, so the output is
+          // the same bits on every launch.
           float* const mine = p.partials + (static_cast<long long>(tile_index) * Cfg::kSplits + w.split) * kFragFloats;
           store_fragment(acc, mine, wg_thread);
           __threadfence();
@@ -416,17 +478,55 @@ struct Gemm {
           write_c = flags[consumer] != 0;
           ptx::named_barrier_sync(epi_bar, 128);
           if (write_c) {
-            // Sum the other slices, and leave every slot zeroed: the workspace must be all zeros between
-            // launches, whatever shape uses it next.
+            // Sum the slices (this one's own slot too: its thread wrote it), and leave every slot zeroed:
+            // the workspace must be all zeros between launches, whatever shape uses it next.
             __threadfence();
-            for (int s = 0; s < Cfg::kSplits; ++s) {
-              float* slot = p.partials + (static_cast<long long>(tile_index) * Cfg::kSplits + s) * kFragFloats;
-              if (s != w.split) add_fragment(acc, slot, wg_thread);
+            float* const slots = p.partials + static_cast<long long>(tile_index) * Cfg::kSplits * kFragFloats;
+            load_fragment(acc, slots, wg_thread);
+            zero_fragment(slots, wg_thread);
+            for (int s = 1; s < Cfg::kSplits; ++s) {
+              add_fragment(acc, slots + static_cast<long long>(s) * kFragFloats, wg_thread);
+              zero_fragment(slots + static_cast<long long>(s) * kFragFloats, wg_thread);
+            }
+          }
+        } else if constexpr (kStreamK) {
+          // Slot and flag of (cluster, CTA rank, warpgroup band): a cluster has at most one peer segment.
+          auto slot_of = [&](int cluster) {
+            return (cluster * kClusterSize + static_cast<int>(rank)) * kWgPerTile + (Cfg::kPingpong ? 0 : consumer);
+          };
+          if (w.kb_begin > 0) {
+            // A peer: park the partial sum for the tile's owner and publish it.
+            const int mine = slot_of(this_cluster());
+            store_fragment(acc, p.partials + static_cast<long long>(mine) * kFragFloats, wg_thread);
+            __threadfence();
+            ptx::named_barrier_sync(epi_bar, 128);
+            if (wg_thread == 0) store_release_gpu(p.semaphores + mine, 1);
+            write_c = false;
+          } else if (w.kb_end < k_blocks) {
+            // The owner: add the peers' partials in cluster order, so the sum is the same bits on every
+            // launch, and leave their slots and flags zeroed for the next launch.
+            const StreamK sk = stream_k_partition(ctiles_m * ctiles_n, k_blocks, clusters);
+            for (int g = this_cluster() + 1; stream_k_holds_part_of(sk, g, w.ctile); ++g) {
+              if (stream_k_idle(sk, g)) continue;
+              const int peer = slot_of(g);
+              if (wg_thread == 0) {
+                while (load_acquire_gpu(p.semaphores + peer) != 1) {
+                }
+                p.semaphores[peer] = 0;
+              }
+              ptx::named_barrier_sync(epi_bar, 128);
+              __threadfence();
+              float* const slot = p.partials + static_cast<long long>(peer) * kFragFloats;
+              add_fragment(acc, slot, wg_thread);
               zero_fragment(slot, wg_thread);
             }
           }
         }
         if (write_c) {
+          // Computed here, after the fixups, so that they are not live (in registers) across them.
+          const int row0 = w.tile_m * kBM + row_in_tile;  // first row of this warpgroup's part of the tile
+          const int col0 = w.tile_n * kBN;
+          const int row_base = row0 + warp * 16 + lane / 4;
           if constexpr (Cfg::kEpilogueTma) {
             store_c_tma(acc, p, epi_base + consumer * kEpiBuffers * kEpiBufBytes, row0, col0, wg_thread, epi_bar);
           } else {
@@ -455,6 +555,18 @@ struct Gemm {
   static __device__ __forceinline__ void zero_fragment(float* slot, int t) {
     for (int i = 0; i < kMmaM * kAcc; i += 4)
       __stcg(reinterpret_cast<float4*>(slot + (i * 128 + t * 4)), make_float4(0.f, 0.f, 0.f, 0.f));
+  }
+  static __device__ __forceinline__ void load_fragment(float (&acc)[kMmaM][kAcc], const float* slot, int t) {
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+      for (int i = 0; i < kAcc; i += 4) {
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(slot + ((mi * kAcc + i) * 128 + t * 4)));
+        acc[mi][i] = v.x;
+        acc[mi][i + 1] = v.y;
+        acc[mi][i + 2] = v.z;
+        acc[mi][i + 3] = v.w;
+      }
   }
   static __device__ __forceinline__ void add_fragment(float (&acc)[kMmaM][kAcc], const float* slot, int t) {
 #pragma unroll

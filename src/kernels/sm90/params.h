@@ -25,8 +25,10 @@ struct alignas(64) Params {
   TensorMapBytes b;     // kernel B operand, N x K (K-major) or K x N (MN-major)
   TensorMapBytes c;     // C for the TMA-store epilogue: dims {N, M}, box {64, rows of one consumer warpgroup}
   void* c_ptr;          // fp16 C, row-major M x N in the problem's view
-  float* partials;      // split-K fp32 partials per (tile, consumer warpgroup): one slot (serial), one per split (parallel)
-  int* semaphores;      // split-K: one int per (tile, consumer warpgroup), zero between launches
+  float* partials;      // split-K fp32 partials per (tile, consumer warpgroup): one slot (serial), one per split
+                        // (parallel); stream-K: one per (CTA of the grid, consumer warpgroup that owns rows)
+  int* semaphores;      // split-K: one int per (tile, consumer warpgroup); stream-K: one flag per partial slot;
+                        // zero between launches
   int m;                // kernel-view rows
   int n;                // kernel-view columns
   int k;
@@ -44,6 +46,9 @@ RLGEMM_SM90_HD constexpr int consumer_warpgroups() { return 2; }
 RLGEMM_SM90_HD constexpr int threads_per_block() { return 128 * (1 + consumer_warpgroups()); }
 // Rows of the tile that one consumer warpgroup owns.
 RLGEMM_SM90_HD constexpr int warpgroup_rows(const Shape& s) { return s.pingpong ? s.bm : s.bm / 2; }
+// Consumer warpgroups that share one tile: each owns a band of its rows, and a split-K or stream-K partial
+// slot of its own.
+RLGEMM_SM90_HD constexpr int warpgroups_per_tile(const Shape& s) { return s.pingpong ? 1 : consumer_warpgroups(); }
 RLGEMM_SM90_HD constexpr int stage_bytes(const Shape& s) { return (s.bm + s.bn) * s.bk * 2; }
 // The TMA-store epilogue stages 64-column chunks of a consumer warpgroup's rows. Cooperative warpgroups
 // double-buffer them (the store of one chunk overlaps the writing of the next); ping-pong warpgroups use one

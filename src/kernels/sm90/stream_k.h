@@ -1,0 +1,166 @@
+// The work partition of the sm90 kernel's stream-K mode: which cluster computes which k-blocks of which
+// cluster tile. Plain arithmetic in the core language, so the kernel (NVRTC) and the host tests share it.
+//
+// Hybrid "data-parallel waves + stream-K remainder", for T cluster tiles of KB k-blocks each and a
+// persistent grid of G clusters:
+//   - T a multiple of G: every tile is data parallel (whole tiles, cluster g takes tiles g, g+G, ...).
+//   - otherwise the first D = (T/G - 1)*G tiles (none when T < 2G) are data parallel, and the I = (T-D)*KB
+//     iterations (k-blocks) of the remaining tiles, numbered tile-major and k-minor, are shared out evenly
+//     among the first S clusters: cluster g < S takes iterations [g*I/S, (g+1)*I/S) after its data-parallel
+//     tiles. S is G unless that would cut the iterations too fine: an owner adds its peers' partials one
+//     after another, so a tile cut into f pieces costs about (KB/f) k-block steps plus f fixup steps. Taking
+//     a fixup step as about 4 k-block steps, the best piece is about sqrt(4 KB) k-blocks; no cluster takes
+//     fewer than that (or than the whole of a KB-block tile), S = min(G, I / that).
+// A cluster's iteration range becomes segments (tile, kb_begin, kb_end), one per tile it touches, in tile
+// order. A segment with kb_begin > 0 is a "peer": only a cluster's first stream-K segment can be one, since
+// every later segment starts at a tile boundary. A segment with kb_begin == 0 that stops short of KB is the
+// tile's "owner": only a cluster's last segment can be one. The owner of a tile adds the partial sums of
+// the peers that hold the rest of the tile -- the clusters after its own, in cluster order -- and writes
+// C; a peer's partial is ready without waiting for anything, so the owners' waits form no cycle.
+#pragma once
+
+#include "params.h"  // RLGEMM_SM90_HD: callable from host code and, under NVRTC or nvcc, from device code
+
+namespace rlgemm {
+namespace sm90 {
+
+struct StreamK {
+  int tiles;       // T: cluster tiles
+  int k_blocks;    // KB: k-blocks per tile
+  int clusters;    // G: clusters of the persistent grid
+  int dp_tiles;    // D: tiles walked whole, before the stream-K region; a multiple of G
+  int sk_iters;    // I: iterations of the stream-K region, (T - D) * KB
+  int sk_clusters; // S: clusters that share the stream-K region (the first S; the others only walk D)
+  int per_cluster; // I / S
+  int remainder;   // I % S
+};
+
+// floor(sqrt(x)), bit by bit: a fixed 16 steps, cheap at the start of a kernel.
+RLGEMM_SM90_HD inline int stream_k_isqrt(unsigned x) {
+  unsigned root = 0;
+  for (unsigned bit = 1u << 30; bit != 0; bit >>= 2) {
+    if (x >= root + bit) {
+      x -= root + bit;
+      root = (root >> 1) + bit;
+    } else {
+      root >>= 1;
+    }
+  }
+  return static_cast<int>(root);
+}
+
+// The fewest k-blocks a stream-K cluster takes: about sqrt(4 KB), at most KB (see the top of this file).
+RLGEMM_SM90_HD inline int stream_k_min_iters(int k_blocks) {
+  const int piece = stream_k_isqrt(4u * static_cast<unsigned>(k_blocks));
+  return piece < k_blocks ? piece : k_blocks;
+}
+
+// A cluster's unit of work: k-blocks [kb_begin, kb_end) of linear cluster tile `tile` (the index the
+// raster order maps to tile coordinates).
+struct StreamKSegment {
+  int tile;
+  int kb_begin, kb_end;
+};
+
+// The stream-K region holds fewer than 2G tiles (T - D = G + T % G, or T < 2G), so for K <= 2^20 and
+// BK >= 32 its iteration count stays below 2^16 G: plain int arithmetic, no 64-bit division in the kernel.
+RLGEMM_SM90_HD inline StreamK stream_k_partition(int tiles, int k_blocks, int clusters) {
+  StreamK s;
+  s.tiles = tiles;
+  s.k_blocks = k_blocks;
+  s.clusters = clusters;
+  if (tiles % clusters == 0) s.dp_tiles = tiles;
+  else if (tiles >= 2 * clusters) s.dp_tiles = (tiles / clusters - 1) * clusters;
+  else s.dp_tiles = 0;
+  s.sk_iters = (tiles - s.dp_tiles) * k_blocks;
+  s.sk_clusters = clusters;
+  if (s.sk_iters > 0) {
+    const int most = s.sk_iters / stream_k_min_iters(k_blocks);
+    if (most < clusters) s.sk_clusters = most > 1 ? most : 1;
+  }
+  s.per_cluster = s.sk_iters / s.sk_clusters;
+  s.remainder = s.sk_iters % s.sk_clusters;
+  return s;
+}
+
+// First stream-K iteration of cluster g, floor(g * I / S), computed as g * (I / S) + floor(g * (I % S) / S)
+// so that no product overflows; I (the end of the region) for g >= S.
+RLGEMM_SM90_HD inline int stream_k_begin(const StreamK& s, int g) {
+  if (g >= s.sk_clusters) return s.sk_iters;
+  return g * s.per_cluster + g * s.remainder / s.sk_clusters;
+}
+
+// Cluster g's share, in the few numbers the kernel keeps live to walk its units.
+struct StreamKCluster {
+  int units;           // data-parallel tiles, then stream-K segments
+  int dp_units;        // data-parallel tiles (dp_tiles / clusters, the same for every cluster)
+  int first_sk_tile;   // linear tile of the first stream-K segment
+  int first_kb_begin;  // where the first stream-K segment starts in its tile
+  int last_kb_end;     // where the last stream-K segment ends in its tile
+};
+
+RLGEMM_SM90_HD inline StreamKCluster stream_k_cluster(const StreamK& s, int g) {
+  StreamKCluster c;
+  c.dp_units = s.dp_tiles / s.clusters;
+  const int a = stream_k_begin(s, g), b = stream_k_begin(s, g + 1);
+  if (a == b) {
+    c.units = c.dp_units;
+    c.first_sk_tile = s.dp_tiles;
+    c.first_kb_begin = c.last_kb_end = 0;
+    return c;
+  }
+  const int first = a / s.k_blocks, last = (b - 1) / s.k_blocks;
+  c.units = c.dp_units + (last - first) + 1;
+  c.first_sk_tile = s.dp_tiles + first;
+  c.first_kb_begin = a - first * s.k_blocks;
+  c.last_kb_end = b - last * s.k_blocks;
+  return c;
+}
+
+// Unit j (0 <= j < c.units) of cluster g: int arithmetic only, so the kernel's loops stay cheap.
+RLGEMM_SM90_HD inline StreamKSegment stream_k_unit(const StreamKCluster& c, int g, int j, int k_blocks,
+                                                   int clusters) {
+  StreamKSegment seg;
+  if (j < c.dp_units) {
+    seg.tile = g + j * clusters;
+    seg.kb_begin = 0;
+    seg.kb_end = k_blocks;
+  } else {
+    seg.tile = c.first_sk_tile + (j - c.dp_units);
+    seg.kb_begin = j == c.dp_units ? c.first_kb_begin : 0;
+    seg.kb_end = j == c.units - 1 ? c.last_kb_end : k_blocks;
+  }
+  return seg;
+}
+
+// Stream-K segments of cluster g: one per tile its iteration range touches.
+RLGEMM_SM90_HD inline int stream_k_segments(const StreamK& s, int g) {
+  const StreamKCluster c = stream_k_cluster(s, g);
+  return c.units - c.dp_units;
+}
+
+// Units of work of cluster g: its data-parallel tiles, then its stream-K segments.
+RLGEMM_SM90_HD inline int stream_k_units(const StreamK& s, int g) { return stream_k_cluster(s, g).units; }
+
+// Unit j (0 <= j < stream_k_units(s, g)) of cluster g. The producer and every consumer walk the same
+// sequence.
+RLGEMM_SM90_HD inline StreamKSegment stream_k_unit(const StreamK& s, int g, int j) {
+  return stream_k_unit(stream_k_cluster(s, g), g, j, s.k_blocks, s.clusters);
+}
+
+// Whether cluster g has no stream-K iterations (when there are fewer than clusters).
+RLGEMM_SM90_HD inline bool stream_k_idle(const StreamK& s, int g) {
+  return stream_k_begin(s, g) == stream_k_begin(s, g + 1);
+}
+
+// The owner of `tile` (a segment with kb_begin == 0 and kb_end < k_blocks, in cluster `owner`) adds the
+// partials of the clusters owner+1, owner+2, ... for which this returns true, skipping idle ones; the first
+// cluster for which it returns false ends the tile. Each of those clusters holds the tile's next k-blocks
+// as its first stream-K segment.
+RLGEMM_SM90_HD inline bool stream_k_holds_part_of(const StreamK& s, int g, int tile) {
+  if (g >= s.clusters) return false;
+  return stream_k_begin(s, g) < (tile - s.dp_tiles + 1) * s.k_blocks;
+}
+
+}  // namespace sm90
+}  // namespace rlgemm
