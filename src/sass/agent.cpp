@@ -296,6 +296,9 @@ SearchResult search_ppo(Game& game, const SearchOptions& options) {
   std::vector<Sample> batch;
   constexpr size_t kBatch = 128;
   int steps = 0;
+  // Every episode starts from the compiled schedule: if nothing may move there, no episode can take a step.
+  const auto start_mask = game.schedule().legal_mask();
+  if (std::find(start_mask.begin(), start_mask.end(), 1) == start_mask.end()) steps = options.steps;
   while (steps < options.steps) {
     game.reset();
     best.path.clear();

@@ -19,6 +19,7 @@
 #include "generate/generate.h"
 #include "rlgemm/design.h"
 #include "rlgemm/problem.h"
+#include "sass/agent.h"
 #include "sass/game.h"
 #include "sass_fixture.h"
 
@@ -69,16 +70,22 @@ struct Loaded {
   std::optional<KernelCode> code;
 };
 
-Loaded load_original(const FaultCase& fc, std::string* why) {
+// The design's kernel as the generator and compiler of this build make it.
+Loaded load_compiled(const char* design) {
   Loaded out;
-  const GeneratedKernel kernel = generate_kernel(parse_design(fc.design), layout_problem(parse_layout("tn")), "sm_90a");
+  const GeneratedKernel kernel = generate_kernel(parse_design(design), layout_problem(parse_layout("tn")), "sm_90a");
   CompileOptions options;
   options.cache_dir = std::filesystem::path(RLGEMM_BINARY_DIR) / "sass-test-cubins" / "designs";
   const CompiledKernel compiled = compile_kernel(kernel, options);
   out.cubin = Cubin::parse(std::vector<uint8_t>(compiled.cubin.begin(), compiled.cubin.end()), kernel.name);
   out.code = KernelCode::load(*out.cubin, kernel.name);
+  return out;
+}
+
+Loaded load_original(const FaultCase& fc, std::string* why) {
+  Loaded out = load_compiled(fc.design);
   if (out.code->size() != fc.instructions) {
-    *why = "this compiler's " + kernel.name + " has " + std::to_string(out.code->size()) + " instructions, not " +
+    *why = std::string("this build's kernel of ") + fc.design + " has " + std::to_string(out.code->size()) + " instructions, not " +
            std::to_string(fc.instructions);
     return {};
   }
@@ -89,6 +96,15 @@ Loaded load_original(const FaultCase& fc, std::string* why) {
     }
   return out;
 }
+
+#define RLGEMM_LOAD_COMPILED(var, design)                                                        \
+  RLGEMM_REQUIRE_NVDISASM();                                                                     \
+  Loaded var;                                                                                    \
+  try {                                                                                          \
+    var = load_compiled(design);                                                                 \
+  } catch (const std::exception& e) {                                                            \
+    GTEST_SKIP() << "cannot compile " << (design) << ": " << e.what();                          \
+  }
 
 #define RLGEMM_LOAD_FAULT_CASE(var, fc)                                                          \
   RLGEMM_REQUIRE_NVDISASM();                                                                     \
@@ -133,31 +149,47 @@ TEST(FaultSchedules, LdsmMayNotLeaveTheAddressRewriteItsWaitProtects) {
   EXPECT_TRUE(mentions(problems, "memory issue spacing"));
 }
 
-TEST(FaultSchedules, StsmsStayInPlaceAndTheFaultingScheduleIsRejected) {
+// STSM is pinned (see isa.cpp): in this build's ping-pong TMA-store kernel no legal move is an STSM move,
+// and none of the STSMs may move either way.
+TEST(FaultSchedules, StsmsStayInPlace) {
+  RLGEMM_LOAD_COMPILED(k, kPingpong.design);
+  const KernelCode& code = *k.code;
+  Schedule schedule(code);
+  int stsm = 0;
+  for (size_t i = 0; i < code.size(); ++i) {
+    if (code.at(i).base() != "STSM") continue;
+    ++stsm;
+    EXPECT_FALSE(schedule.legal({int(i), +1})) << code.at(i).dis.text();
+    EXPECT_FALSE(schedule.legal({int(i), -1})) << code.at(i).dis.text();
+  }
+  EXPECT_GT(stsm, 0) << "the TMA-store epilogue stages C through stmatrix";
+  for (const Move& m : schedule.legal_moves()) EXPECT_NE(code.at(m.instruction).base(), "STSM");
+}
+
+// The schedule that faulted on the GPU (recorded on the code of its day; skipped when this build's code differs):
+// its STSM moves are not legal, and the checker names the pinning and the issue spacing it breaks.
+TEST(FaultSchedules, TheRecordedStsmScheduleIsRejected) {
   RLGEMM_LOAD_FAULT_CASE(k, kPingpong);
   const KernelCode& code = *k.code;
   Schedule schedule(code);
-  // Every move of that schedule was an STSM move; STSM is pinned (see isa.cpp), so none is offered.
   for (const Move m : {Move{460, +1}, Move{463, -1}, Move{434, +1}, Move{532, +1}})
     EXPECT_FALSE(schedule.legal(m)) << m.instruction;
-  for (const Move& m : schedule.legal_moves()) EXPECT_NE(code.at(m.instruction).base(), "STSM");
-  // The faulting schedule breaks the pinning and the issue spacing (STSMs 1 cycle apart).
   const auto problems = check_invariants(code, faulting_order(kPingpong));
   EXPECT_TRUE(mentions(problems, "STSM.16.M88.4 [R25],R48 would issue 1 cycles after STSM.16.M88.4 [R23],R40"))
       << (problems.empty() ? "" : problems.front());
 }
 
-// Random play on both kernels never reaches a schedule that check_invariants rejects, and in particular keeps
-// every wait-coverage edge and the memory issue spacing.
+// Random play on both kernels (as this build compiles them) never reaches a schedule that check_invariants
+// rejects, and in particular keeps every wait-coverage edge and the memory issue spacing.
 TEST(FaultSchedules, RandomLegalPlayKeepsWaitsAndSpacing) {
   for (const FaultCase* fc : {&kMmaSync, &kPingpong}) {
-    RLGEMM_LOAD_FAULT_CASE(k, *fc);
+    RLGEMM_LOAD_COMPILED(k, fc->design);
     const KernelCode& code = *k.code;
     Schedule schedule(code);
     std::mt19937_64 rng(11);
     for (int step = 0; step < 2000; ++step) {
       const auto legal = schedule.legal_moves();
-      if (fc == &kPingpong && legal.empty()) break;  // its only movable candidates were the pinned STSMs
+      if (fc == &kPingpong && legal.empty()) break;  // its only movable candidates are the pinned STSMs
       ASSERT_FALSE(legal.empty()) << fc->design;
       schedule.apply(legal[rng() % legal.size()]);
       if (step % 250 == 249) {
@@ -165,6 +197,25 @@ TEST(FaultSchedules, RandomLegalPlayKeepsWaitsAndSpacing) {
         ASSERT_TRUE(problems.empty()) << fc->design << " after " << step + 1 << " moves: " << problems.front();
       }
     }
+  }
+}
+
+// A kernel where nothing may move (the ping-pong TMA-store kernel, whose only movable candidates are its
+// pinned STSMs): every agent ends at once with the compiled schedule, having measured only that.
+TEST(FaultSchedules, EveryAgentStopsWhenNothingMayMove) {
+  RLGEMM_LOAD_COMPILED(k, kPingpong.design);
+  const KernelCode& code = *k.code;
+  if (!Schedule(code).legal_moves().empty()) GTEST_SKIP() << "this build's kernel has legal moves";
+  SyntheticEvaluator model;
+  for (const std::string agent : {"greedy", "anneal", "ppo"}) {
+    Game game(code, model, nullptr);
+    const SearchOptions options{200, 3, 32};
+    const SearchResult r = agent == "greedy" ? search_greedy(game, options)
+                           : agent == "anneal" ? search_anneal(game, options)
+                                               : search_ppo(game, options);
+    EXPECT_TRUE(r.path.empty()) << agent;
+    EXPECT_EQ(r.best_time_us, r.initial_time_us) << agent;
+    EXPECT_LE(r.evaluations, 1) << agent;
   }
 }
 
