@@ -24,8 +24,6 @@ void check_cublas(cublasStatus_t status, const char* call) {
 }
 #define CUBLAS_CHECK(call) check_cublas((call), #call)
 
-constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
-constexpr int kLtMaxCandidates = 100;
 
 class CublasGemmEx final : public Implementation {
  public:

@@ -41,6 +41,11 @@ class Implementation {
 
 using ImplementationPtr = std::unique_ptr<Implementation>;
 
+// What lt_heuristic and lt_auto ask of cuBLASLt's heuristic: the workspace it may use and how many
+// candidates. The same request gives the same list, so a candidate index lt_auto reports names one algorithm.
+inline constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
+inline constexpr int kLtMaxCandidates = 100;
+
 // The cuBLAS family: "cublas_nn", "cublas_tn" (cublasGemmEx, CUBLAS_COMPUTE_32F), "lt_heuristic" (cuBLASLt's
 // first heuristic choice, 32 MiB workspace), "lt_auto" (up to 100 heuristic candidates, each timed, the
 // fastest kept).

@@ -35,33 +35,51 @@ std::string gpu_of(const nlohmann::json& sources) {
 }
 
 #ifdef RLGEMM_HAVE_DISPATCH
-// Rows of `bench --impl rlgemm` whose route was a tuned design (the handle made from a tuning database) replace
-// the table's row of their problem where they measured faster than the row records. Prints what changed.
+// lt_auto's rows record, for each problem, which cuBLASLt heuristic candidate it measured fastest (the
+// cuBLASLt route launches that one). Rows that name a design -- `bench --impl rlgemm` rows whose route was a tuned design (the handle made from a
+// tuning database), and with --best-of-designs the fastest design of a `bench --design` sweep (rlgemm_best) --
+// replace the table's row of their problem where they measured faster than the row records. Prints what
+// changed.
 void update_tuned_table(const SummarizeArgs& a, const std::vector<bench::Row>& rows, const nlohmann::json& sources) {
   const std::string gpu = gpu_of(sources);
   if (gpu.empty()) fail("--update-tuned-table: the runs' JSON files do not name the GPU (they sit beside the CSVs)");
   auto table = dispatch::load_tuned_table(a.update_tuned_table);
-  int replaced = 0, considered = 0;
+  auto row_of = [&](const bench::Row& r) -> dispatch::TunedRow* {
+    for (auto& row : table)
+      if (row.gpu == gpu && row.problem.shape == r.shape && row.problem.layout == r.layout) return &row;
+    return nullptr;
+  };
+  int replaced = 0, considered = 0, candidates = 0;
   for (const auto& r : rows) {
-    const std::string prefix = "tuned ";
-    if (r.impl != "rlgemm" || !r.correct || r.mode != bench::Mode::kOffline || r.detail.rfind(prefix, 0) != 0) continue;
-    ++considered;
-    const std::string text = r.detail.substr(prefix.size(), r.detail.find(' ', prefix.size()) - prefix.size());
-    for (auto& row : table) {
-      if (row.gpu != gpu || row.problem.shape != r.shape || row.problem.layout != r.layout) continue;
-      if (row.speedup_vs_lt_auto && *row.speedup_vs_lt_auto >= r.speedup) break;
-      std::printf("%s %s: %s %.3fx -> %s %.3fx\n", r.shape.to_string().c_str(), std::string(to_string(r.layout)).c_str(),
-                  to_string(row.design).c_str(), row.speedup_vs_lt_auto.value_or(0.0), text.c_str(), r.speedup);
-      row.design = parse_design(text);
-      row.time_us = r.time_us;
-      row.speedup_vs_lt_auto = r.speedup;
-      ++replaced;
-      break;
+    if (!r.correct || r.mode != bench::Mode::kOffline) continue;
+    // lt_auto's choice ("candidate I of N timed"), for the cuBLASLt route of this problem.
+    int index = -1, count = 0;
+    if (r.impl == "lt_auto" && std::sscanf(r.detail.c_str(), "candidate %d of %d timed", &index, &count) == 2) {
+      if (dispatch::TunedRow* row = row_of(r)) row->cublaslt_candidate = index, ++candidates;
+      continue;
     }
+    const std::string prefix = "tuned ";
+    std::string text;
+    if (r.impl == "rlgemm" && r.detail.rfind(prefix, 0) == 0)
+      text = r.detail.substr(prefix.size(), r.detail.find(' ', prefix.size()) - prefix.size());
+    else if (r.impl == "rlgemm_best")
+      text = r.detail;
+    else
+      continue;
+    ++considered;
+    dispatch::TunedRow* row = row_of(r);
+    if (!row || (row->speedup_vs_lt_auto && *row->speedup_vs_lt_auto >= r.speedup)) continue;
+    std::printf("%s %s: %s %.3fx -> %s %.3fx\n", r.shape.to_string().c_str(), std::string(to_string(r.layout)).c_str(),
+                to_string(row->design).c_str(), row->speedup_vs_lt_auto.value_or(0.0), text.c_str(), r.speedup);
+    row->design = parse_design(text);
+    row->time_us = r.time_us;
+    row->speedup_vs_lt_auto = r.speedup;
+    ++replaced;
   }
   dispatch::save_tuned_table(a.update_tuned_table, table);
-  std::printf("%s: %d of %d tuned rows measured faster than the table's and replaced them\n",
-              a.update_tuned_table.c_str(), replaced, considered);
+  std::printf("%s: %d of %d tuned rows measured faster than the table's and replaced them; lt_auto's cuBLASLt "
+              "candidate recorded for %d problems\n",
+              a.update_tuned_table.c_str(), replaced, considered, candidates);
 }
 #endif
 
@@ -75,7 +93,7 @@ void write_tuned_table(const SummarizeArgs& a, const std::vector<bench::Row>& ro
   std::vector<dispatch::TunedRow> table;
   for (const auto& r : rows) {
     if (r.impl != "rlgemm_best" || !r.correct || r.mode != bench::Mode::kOffline) continue;
-    dispatch::TunedRow row{gpu, {r.shape, r.layout}, parse_design(r.detail), r.time_us, std::nullopt, ""};
+    dispatch::TunedRow row{gpu, {r.shape, r.layout}, parse_design(r.detail), r.time_us, std::nullopt, std::nullopt, ""};
     if (std::isfinite(r.speedup)) row.speedup_vs_lt_auto = r.speedup;
     table.push_back(std::move(row));
   }
@@ -139,7 +157,8 @@ const CommandRegistration registration("summarize", [](CLI::App& app) -> std::fu
                   "with --best-of-designs: write the library's tuned table (data/tuned/<gpu>.csv) from the offline rows");
   cmd->add_option("--update-tuned-table", args->update_tuned_table,
                   "a tuned table (data/tuned/<gpu>.csv) whose rows are replaced by the files' faster 'tuned' rows of "
-                  "--impl rlgemm (a handle made from a tuning database: rlgemm bench --rlgemm-db)")
+                  "--impl rlgemm (a handle made from a tuning database: rlgemm bench --rlgemm-db) or, with "
+                  "--best-of-designs, by the faster best designs of a --design sweep")
       ->check(CLI::ExistingFile);
   return [args] { return run(*args); };
 });

@@ -1,6 +1,7 @@
 #include "dispatch/cublaslt_gemm.h"
 
 #include <string>
+#include <vector>
 
 #include "rlgemm/error.h"
 
@@ -20,7 +21,8 @@ void check(cublasStatus_t status, const char* call) {
 CublasLtContext::CublasLtContext() { RLGEMM_LT_CHECK(cublasLtCreate(&handle_)); }
 CublasLtContext::~CublasLtContext() { cublasLtDestroy(handle_); }
 
-CublasLtGemm::CublasLtGemm(const CublasLtContext& context, const Problem& problem) : context_(context) {
+CublasLtGemm::CublasLtGemm(const CublasLtContext& context, const Problem& problem, std::optional<int> candidate)
+    : context_(context) {
   const uint64_t M = problem.shape.m, N = problem.shape.n, K = problem.shape.k;
   // Row-major C = A B is column-major C^T (N x M) = B^T (N x K) * A^T (K x M). A row-major M x K A is a
   // column-major K x M matrix as stored; an nn B (K x N row-major) is column-major N x K as stored; a tn B
@@ -41,19 +43,28 @@ CublasLtGemm::CublasLtGemm(const CublasLtContext& context, const Problem& proble
     cublasLtMatmulPreference_t preference = nullptr;
     RLGEMM_LT_CHECK(cublasLtMatmulPreferenceCreate(&preference));
     const size_t max_workspace = kCublasLtWorkspaceBytes;
-    cublasLtMatmulHeuristicResult_t result{};
+    std::vector<cublasLtMatmulHeuristicResult_t> results(kCublasLtCandidates);
     int found = 0;
     cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
         preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof(max_workspace));
     if (status == CUBLAS_STATUS_SUCCESS)
-      status = cublasLtMatmulAlgoGetHeuristic(context_.handle(), desc_, a_, b_, c_, c_, preference, 1, &result, &found);
+      status = cublasLtMatmulAlgoGetHeuristic(context_.handle(), desc_, a_, b_, c_, c_, preference,
+                                              kCublasLtCandidates, results.data(), &found);
     cublasLtMatmulPreferenceDestroy(preference);
     RLGEMM_LT_CHECK(status);
-    if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS)
-      throw Error(ErrorKind::kRuntime, "cuBLASLt has no algorithm for " + problem.shape.to_string() + " " +
-                                           std::string(to_string(problem.layout)));
-    algo_ = result.algo;
-    workspace_bytes_ = result.workspaceSize;
+    const std::string problem_text = problem.shape.to_string() + " " + std::string(to_string(problem.layout));
+    if (found < 1) throw Error(ErrorKind::kRuntime, "cuBLASLt has no algorithm for " + problem_text);
+    int index = candidate.value_or(0);
+    if (index < 0 || index >= found) {
+      // A table recorded with another cuBLASLt: its index means nothing here.
+      note_ = "candidate " + std::to_string(index) + " not offered (" + std::to_string(found) + " are): the first";
+      index = 0;
+    }
+    if (results[index].state != CUBLAS_STATUS_SUCCESS)
+      throw Error(ErrorKind::kRuntime, "cuBLASLt candidate " + std::to_string(index) + " for " + problem_text +
+                                           " is not usable: " + cublasLtGetStatusString(results[index].state));
+    algo_ = results[index].algo;
+    workspace_bytes_ = results[index].workspaceSize;
   } catch (...) {
     this->~CublasLtGemm();
     throw;

@@ -1,6 +1,6 @@
-// cuBLASLt for the shapes where the tuning database says it beats every rlgemm kernel: the heuristic's
-// first algorithm for one problem, planned once (descriptors and algorithm) and then launched with no
-// allocation. One cuBLASLt handle serves every plan of a Handle; cublasLtMatmul may be called from several
+// cuBLASLt for the shapes where the tuning database says it beats every rlgemm kernel: the algorithm lt_auto
+// measured fastest for the problem (its index among the heuristic's candidates, from the tuned table), or the
+// heuristic's first, planned once (descriptors and algorithm) and then launched with no allocation. One cuBLASLt handle serves every plan of a Handle; cublasLtMatmul may be called from several
 // threads at once with one handle.
 #pragma once
 
@@ -8,13 +8,18 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <optional>
+#include <string>
 
+#include "bench/implementation.h"
 #include "rlgemm/problem.h"
 
 namespace rlgemm::dispatch {
 
-// The workspace offered to cuBLASLt's heuristic, as the benchmark's lt_heuristic gives it.
-inline constexpr size_t kCublasLtWorkspaceBytes = size_t(32) << 20;
+// The workspace offered to cuBLASLt's heuristic and the candidates asked of it: the benchmark's request, so
+// that a candidate index recorded by lt_auto names the same algorithm here.
+inline constexpr size_t kCublasLtWorkspaceBytes = bench::kLtWorkspaceBytes;
+inline constexpr int kCublasLtCandidates = bench::kLtMaxCandidates;
 
 class CublasLtContext {
  public:
@@ -31,13 +36,17 @@ class CublasLtContext {
 class CublasLtGemm {
  public:
   // Describes the row-major problem to cuBLASLt (as the column-major C^T = B^T A^T) and asks its heuristic
-  // for an algorithm; throws Error(kRuntime) when cuBLASLt has none.
-  CublasLtGemm(const CublasLtContext& context, const Problem& problem);
+  // for its candidates: takes `candidate` (the heuristic's first when not given, or when it offers fewer
+  // than candidate + 1: a table recorded with another cuBLASLt; note() says so); throws Error(kRuntime) when
+  // cuBLASLt has none.
+  CublasLtGemm(const CublasLtContext& context, const Problem& problem, std::optional<int> candidate = std::nullopt);
   ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm&) = delete;
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // Empty, or why the algorithm is not the candidate asked for.
+  const std::string& note() const { return note_; }
   void launch(cudaStream_t stream, const void* a, const void* b, void* c, void* workspace) const;
 
  private:
@@ -46,6 +55,7 @@ class CublasLtGemm {
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;  // cuBLASLt's operands (B^T, A^T, C^T)
   cublasLtMatmulAlgo_t algo_{};
   size_t workspace_bytes_ = 0;
+  std::string note_;
 };
 
 }  // namespace rlgemm::dispatch

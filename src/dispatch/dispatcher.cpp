@@ -22,7 +22,8 @@ const char* to_string(Path path) {
 namespace dispatch {
 
 std::string Choice::describe() const {
-  if (path == Path::kCublasLt) return "cublaslt";
+  if (path == Path::kCublasLt)
+    return cublaslt_candidate ? "cublaslt candidate " + std::to_string(*cublaslt_candidate) : "cublaslt";
   std::string text = std::string(to_string(path)) + " " + to_string(design);
   if (borrowed_from) text += " (from " + borrowed_from->to_string() + ")";
   return text;
@@ -83,7 +84,7 @@ Choice Dispatcher::choose(const Problem& problem) const {
                                       [](const TunedRow& r, const Shape& s) { return r.problem.shape < s; });
   if (exact != layout_last && exact->problem.shape == problem.shape) {
     if (prefer_cublaslt_ && exact->speedup_vs_lt_auto && *exact->speedup_vs_lt_auto < 1.0)
-      return Choice{Path::kCublasLt, exact->design, std::nullopt};
+      return Choice{Path::kCublasLt, exact->design, std::nullopt, exact->cublaslt_candidate};
     if (!why_not_runnable(exact->design, problem, target_))
       return Choice{Path::kTuned, exact->design, std::nullopt};
   }

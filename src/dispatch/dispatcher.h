@@ -29,7 +29,8 @@ struct Choice {
   Path path = Path::kDefault;
   Design design;                     // unused for kCublasLt
   std::optional<Shape> borrowed_from;  // kNearest: the tuned shape whose design is used
-  std::string describe() const;      // "tuned <design>", "nearest <design> (from M,N,K)", "cublaslt", ...
+  std::optional<int> cublaslt_candidate;  // kCublasLt: the heuristic candidate lt_auto measured fastest
+  std::string describe() const;      // "tuned <design>", "nearest <design> (from M,N,K)", "cublaslt [candidate I]", ...
 };
 
 // Why `design` cannot run for `layout` on `target`, or nullopt when it can: the design's own rules

@@ -201,7 +201,8 @@ struct Handle::Impl {
     r->description = r->choice.describe();
     if (r->choice.path == Path::kCublasLt) {
       if (!lt_context) lt_context = std::make_unique<dispatch::CublasLtContext>();
-      r->lt = std::make_unique<dispatch::CublasLtGemm>(*lt_context, problem);
+      r->lt = std::make_unique<dispatch::CublasLtGemm>(*lt_context, problem, r->choice.cublaslt_candidate);
+      if (!r->lt->note().empty()) r->description += " (" + r->lt->note() + ")";
       r->workspace_bytes = r->lt->workspace_bytes();
     } else {
       const Design& d = r->choice.design;

@@ -57,6 +57,13 @@ double parse_positive(const std::string& text, const char* column) {
   return value;
 }
 
+int parse_index(const std::string& text, const char* column) {
+  const bool digits = !text.empty() && text.size() <= 6 &&
+                      std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
+  if (!digits) fail(std::string(column) + " must be an index (0, 1, 2, ...), got '" + text + "'");
+  return std::stoi(text);
+}
+
 std::string problem_key(const TunedRow& row) {
   return row.gpu + "|" + row.problem.shape.to_string() + "|" + std::string(to_string(row.problem.layout));
 }
@@ -69,6 +76,7 @@ std::vector<TunedRow> parse_tuned_table(std::istream& in, const std::string& sou
   std::string line;
   int line_no = 0;
   bool header_seen = false;
+  size_t column_count = 0;
   while (std::getline(in, line)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -79,15 +87,17 @@ std::vector<TunedRow> parse_tuned_table(std::istream& in, const std::string& sou
       std::string compact;
       for (char c : lowercase(text))
         if (c != ' ' && c != '\t') compact += c;
-      if (compact != lowercase(kTunedTableHeader))
-        fail(where + ": a tuned table starts with the header '" + kTunedTableHeader + "', got '" + text + "'");
+      if (compact == lowercase(kTunedTableHeader)) column_count = 9;
+      else if (compact == lowercase(kTunedTableHeaderWithoutCandidate)) column_count = 8;
+      else fail(where + ": a tuned table starts with the header '" + kTunedTableHeader + "', got '" + text + "'");
       header_seen = true;
       continue;
     }
     try {
       const std::vector<std::string> columns = split_columns(text);
-      if (columns.size() != 8)
-        fail("expected 8 columns (" + std::string(kTunedTableHeader) + "), got " + std::to_string(columns.size()));
+      if (columns.size() != column_count)
+        fail("expected " + std::to_string(column_count) + " columns, as the header says, got " +
+             std::to_string(columns.size()));
       TunedRow row;
       row.gpu = columns[0];
       if (row.gpu.empty()) fail("the gpu column is empty (expected the CUDA device name)");
@@ -97,6 +107,7 @@ std::vector<TunedRow> parse_tuned_table(std::istream& in, const std::string& sou
       if (row.design.family == Family::kTest) fail("test designs (" + columns[5] + ") cannot be dispatched");
       row.time_us = parse_positive(columns[6], "time_us");
       if (!columns[7].empty()) row.speedup_vs_lt_auto = parse_positive(columns[7], "speedup_vs_lt_auto");
+      if (column_count == 9 && !columns[8].empty()) row.cublaslt_candidate = parse_index(columns[8], "cublaslt_candidate");
       row.source = where;
       const auto [it, inserted] = seen.emplace(problem_key(row), where);
       if (!inserted)
@@ -131,6 +142,8 @@ void save_tuned_table(const std::filesystem::path& path, const std::vector<Tuned
         std::snprintf(buf, sizeof buf, "%.4f", *row.speedup_vs_lt_auto);
         out << buf;
       }
+      out << ',';
+      if (row.cublaslt_candidate) out << *row.cublaslt_candidate;
       out << '\n';
     }
     if (!out) throw Error(ErrorKind::kRuntime, "cannot write " + tmp.string());

@@ -2,11 +2,15 @@
 //
 // A tuned table is a CSV file, data/tuned/<gpu-key>.csv in the repository (every file there is built into
 // the library), with the header
-//   gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto
+//   gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate
 // gpu is the device name as the CUDA runtime reports it ("NVIDIA H100 80GB HBM3"); design is the canonical
 // text form (include/rlgemm/design.h); time_us the design's measured time; speedup_vs_lt_auto the lt_auto
-// time divided by time_us, empty when no reference was measured. Blank lines and lines starting with '#'
-// are skipped. The same rows can also come from a tuning database (the store's best_designs view).
+// time divided by time_us, empty when no reference was measured; cublaslt_candidate, possibly empty, the
+// index of the cuBLASLt algorithm lt_auto measured fastest for the problem among the heuristic's candidates
+// (kCublasLtCandidates of them asked for, kCublasLtWorkspaceBytes of workspace), which the cuBLASLt route
+// then launches. Tables without the last column (the header up to speedup_vs_lt_auto) are read too. Blank
+// lines and lines starting with '#' are skipped. The same rows can also come from a tuning database (the
+// store's best_designs view).
 #pragma once
 
 #include <cstdint>
@@ -27,10 +31,14 @@ struct TunedRow {
   Design design;
   double time_us = 0;
   std::optional<double> speedup_vs_lt_auto;  // lt_auto time / time_us
+  std::optional<int> cublaslt_candidate;     // the cuBLASLt heuristic candidate lt_auto measured fastest
   std::string source;                        // "file:line", for messages
 };
 
-inline constexpr const char* kTunedTableHeader = "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto";
+inline constexpr const char* kTunedTableHeader =
+    "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate";
+// The header of tables written before the cuBLASLt candidate was recorded.
+inline constexpr const char* kTunedTableHeaderWithoutCandidate = "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto";
 
 // Parses a tuned table. Throws Error(kInvalidInput) naming `source`, the line number and the broken rule
 // (header, column count, number, shape rules, layout, design syntax, duplicate row).

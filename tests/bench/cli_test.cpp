@@ -126,6 +126,7 @@ TEST(SummarizeCli, UpdateTunedTableTakesOnlyFasterTunedRows) {
     csv << "64,64,64,tn,rlgemm,offline,8.0,0.1,1.1000,1,8,8,7,10,tuned " << b << "\n";       // faster: taken
     csv << "128,64,64,tn,rlgemm,offline,9.0,0.1,1.1000,1,9,9,7,10,tuned " << b << "\n";      // slower: kept
     csv << "256,64,64,tn,rlgemm,offline,9.0,0.1,0.9500,1,9,9,7,10,cublaslt\n";              // not a design
+    csv << "256,64,64,tn,lt_auto,offline,8.5,0.1,1.0000,1,8,9,7,10,candidate 4 of 9 timed\n";  // its algorithm
     std::ofstream(dir / "run.json") << R"({"gpu": {"name": "GPU X"}})";
   }
   const auto r = run_rlgemm("summarize " + (dir / "run.csv").string() + " --update-tuned-table " +
@@ -135,9 +136,31 @@ TEST(SummarizeCli, UpdateTunedTableTakesOnlyFasterTunedRows) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find(std::string("GPU X,64,64,64,tn,") + b + ",8.000,1.1000"), std::string::npos) << text;
   EXPECT_NE(text.find(std::string("GPU X,128,64,64,tn,") + a + ",10.000,1.2000"), std::string::npos) << text;
-  EXPECT_NE(text.find(std::string("GPU X,256,64,64,tn,") + a + ",10.000,0.8000"), std::string::npos) << text;
-  EXPECT_NE(text.find(std::string("GPU Y,64,64,64,tn,") + a + ",10.000,0.5000"), std::string::npos) << text;
+  EXPECT_NE(text.find(std::string("GPU X,256,64,64,tn,") + a + ",10.000,0.8000,4"), std::string::npos) << text;
+  EXPECT_NE(text.find(std::string("GPU Y,64,64,64,tn,") + a + ",10.000,0.5000,\n"), std::string::npos) << text;
+  EXPECT_NE(r.output.find("candidate recorded for 1 problems"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("1 of 2 tuned rows"), std::string::npos) << r.output;
+
+  // A design sweep: with --best-of-designs, the fastest correct design of a problem replaces the row when it
+  // beats it (a wrong design does not count, however fast).
+  const char* c = "sm90.ws.pingpong/64x64x128/s6/c1x1/raster_m.g8/streamk/epi_reg";
+  {
+    std::ofstream csv(dir / "sweep.csv");
+    csv << "M,N,K,layout,impl,mode,time_us,tflops,speedup_vs_lt_auto,correct,time_min_us,time_max_us,samples,batch,detail\n";
+    csv << "256,64,64,tn," << b << ",offline,9.5,0.1,0.8400,1,9,9,7,10,\n";
+    csv << "256,64,64,tn," << c << ",offline,8.5,0.1,0.9400,1,8,8,7,10,\n";
+    csv << "256,64,64,tn,sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg,offline,1.0,0.1,8.0,0,1,1,7,10,\n";
+    csv << "128,64,64,tn," << c << ",offline,9.5,0.1,1.0500,1,9,9,7,10,\n";  // slower than 1.2: kept
+    std::ofstream(dir / "sweep.json") << R"({"gpu": {"name": "GPU X"}})";
+  }
+  const auto s = run_rlgemm("summarize " + (dir / "sweep.csv").string() + " --best-of-designs --update-tuned-table " +
+                            (dir / "h100.csv").string());
+  ASSERT_EQ(s.code, 0) << s.output;
+  std::ifstream again(dir / "h100.csv");
+  const std::string updated((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+  EXPECT_NE(updated.find(std::string("GPU X,256,64,64,tn,") + c + ",8.500,0.9400,4"), std::string::npos) << updated;
+  EXPECT_NE(updated.find(std::string("GPU X,128,64,64,tn,") + a + ",10.000,1.2000"), std::string::npos) << updated;
+  EXPECT_NE(s.output.find("1 of 2 tuned rows"), std::string::npos) << s.output;
   std::filesystem::remove_all(dir);
 }
 

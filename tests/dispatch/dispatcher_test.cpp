@@ -32,8 +32,8 @@ std::vector<TunedRow> parse(const std::string& text, const std::string& source =
 std::string header() { return std::string(kTunedTableHeader) + "\n"; }
 
 std::string row(const std::string& gpu, const std::string& mnk, const std::string& layout, const std::string& design,
-                const std::string& speedup = "1.1") {
-  return gpu + "," + mnk + "," + layout + "," + design + ",12.5," + speedup + "\n";
+                const std::string& speedup = "1.1", const std::string& candidate = "") {
+  return gpu + "," + mnk + "," + layout + "," + design + ",12.5," + speedup + "," + candidate + "\n";
 }
 
 std::string error_of(const std::string& text) {
@@ -68,14 +68,18 @@ TEST(TunedTable, ErrorsNameTheFileTheLineAndTheRule) {
   std::string e = error_of("M,N,K\n" + ok);
   EXPECT_TRUE(has(e, "t.csv:1:") && has(e, "header")) << e;
   e = error_of(header() + ok + kH100 + ",64,64,64,tn," + kSm80 + ",12.5\n");
-  EXPECT_TRUE(has(e, "t.csv:3:") && has(e, "expected 8 columns")) << e;
+  EXPECT_TRUE(has(e, "t.csv:3:") && has(e, "expected 9 columns")) << e;
+  e = error_of(header() + row(kH100, "64,64,64", "tn", kSm80, "0.9", "-1"));
+  EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "cublaslt_candidate")) << e;
+  e = error_of(header() + row(kH100, "64,64,64", "tn", kSm80, "0.9", "2.5"));
+  EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "cublaslt_candidate")) << e;
   e = error_of(header() + "\n" + row(kH100, "64,60,64", "tn", kSm80));
   EXPECT_TRUE(has(e, "t.csv:3:") && has(e, "multiple of 8")) << e;
   e = error_of(header() + row(kH100, "64,64,64", "nt", kSm80));
   EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "nn")) << e;
   e = error_of(header() + row(kH100, "64,64,64", "tn", "sm80/64x64/w32x32"));
   EXPECT_TRUE(has(e, "t.csv:2:")) << e;
-  e = error_of(header() + kH100 + ",64,64,64,tn," + kSm80 + ",fast,1.0\n");
+  e = error_of(header() + kH100 + ",64,64,64,tn," + kSm80 + ",fast,1.0,\n");
   EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "time_us")) << e;
   e = error_of(header() + row(kH100, "64,64,64", "tn", kSm80, "-1"));
   EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "speedup_vs_lt_auto")) << e;
@@ -91,6 +95,20 @@ TEST(TunedTable, ErrorsNameTheFileTheLineAndTheRule) {
   EXPECT_EQ(parse(header() + ok + row(kH100, "64,64,64", "nn", kSm80) + row("NVIDIA H200", "64,64,64", "tn", kSm80))
                 .size(),
             3u);
+}
+
+TEST(TunedTable, ReadsTheCublasLtCandidateAndTablesWrittenWithoutIt) {
+  const auto rows = parse(header() + row(kH100, "64,64,64", "tn", kSm80, "0.9", "7") +
+                          row(kH100, "128,64,64", "tn", kSm80, "1.2", "0") + row(kH100, "256,64,64", "tn", kSm80));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].cublaslt_candidate, 7);
+  EXPECT_EQ(rows[1].cublaslt_candidate, 0);
+  EXPECT_FALSE(rows[2].cublaslt_candidate.has_value());
+  const auto old = parse(std::string(kTunedTableHeaderWithoutCandidate) + "\n" + kH100 + ",64,64,64,tn," + kSm80 +
+                         ",12.5,0.9\n");
+  ASSERT_EQ(old.size(), 1u);
+  EXPECT_FALSE(old[0].cublaslt_candidate.has_value());
+  EXPECT_DOUBLE_EQ(*old[0].speedup_vs_lt_auto, 0.9);
 }
 
 TEST(TunedTable, MissingFileIsAnInputError) {
@@ -119,6 +137,7 @@ TEST(TunedTable, SavedTablesReadBackRowForRow) {
     EXPECT_NEAR(back[i].time_us, rows[i].time_us, 5e-4);
     ASSERT_EQ(bool(back[i].speedup_vs_lt_auto), bool(rows[i].speedup_vs_lt_auto));
     if (rows[i].speedup_vs_lt_auto) EXPECT_NEAR(*back[i].speedup_vs_lt_auto, *rows[i].speedup_vs_lt_auto, 5e-5);
+    EXPECT_EQ(back[i].cublaslt_candidate, rows[i].cublaslt_candidate);
   }
 }
 
@@ -166,14 +185,15 @@ std::vector<TunedRow> table() {
   return parse(header() +                                                    //
                row(kH100, "1024,1024,1024", "tn", kSm90Small) +              // static: shape-generic when borrowed
                row(kH100, "8192,8192,8192", "tn", kSm90Big) +                //
-               row(kH100, "4096,4096,4096", "tn", kSm80, "0.85") +          // cuBLASLt measured faster
+               row(kH100, "4096,4096,4096", "tn", kSm80, "0.85", "3") +     // cuBLASLt (its candidate 3) faster
+               row(kH100, "2048,2048,2048", "tn", kSm80, "0.9") +           // cuBLASLt, no candidate recorded
                row(kH100, "64,64,64", "nn", kSm80) +                         //
                row("NVIDIA A100-SXM4-80GB", "1000,1000,1000", "tn", kSm80));  // another GPU
 }
 
 TEST(Dispatcher, ExactShapeUsesItsTunedDesign) {
   const Dispatcher d(table(), h100());
-  EXPECT_EQ(d.tuned_rows(), 4u);
+  EXPECT_EQ(d.tuned_rows(), 5u);
   const Choice c = d.choose({{1024, 1024, 1024}, Layout::kTN});
   EXPECT_EQ(c.path, Path::kTuned);
   EXPECT_EQ(to_string(c.design), kSm90Small);  // static kept: it was tuned for this very shape
@@ -181,7 +201,14 @@ TEST(Dispatcher, ExactShapeUsesItsTunedDesign) {
 }
 
 TEST(Dispatcher, CublasLtServesTheShapesWhereItMeasuredFaster) {
-  EXPECT_EQ(Dispatcher(table(), h100()).choose({{4096, 4096, 4096}, Layout::kTN}).path, Path::kCublasLt);
+  const Choice lt = Dispatcher(table(), h100()).choose({{4096, 4096, 4096}, Layout::kTN});
+  EXPECT_EQ(lt.path, Path::kCublasLt);
+  EXPECT_EQ(lt.cublaslt_candidate, 3);  // the algorithm lt_auto measured fastest
+  EXPECT_EQ(lt.describe(), "cublaslt candidate 3");
+  const Choice first = Dispatcher(table(), h100()).choose({{2048, 2048, 2048}, Layout::kTN});
+  EXPECT_EQ(first.path, Path::kCublasLt);
+  EXPECT_FALSE(first.cublaslt_candidate.has_value());  // the heuristic's first choice
+  EXPECT_EQ(first.describe(), "cublaslt");
   const Choice c = Dispatcher(table(), h100(), /*prefer_cublaslt=*/false).choose({{4096, 4096, 4096}, Layout::kTN});
   EXPECT_EQ(c.path, Path::kTuned);
   EXPECT_EQ(to_string(c.design), kSm80);

@@ -191,6 +191,31 @@ TEST_F(HandleGpu, CublasLtServesTheShapesWhereItWasFaster) {
   EXPECT_EQ(handle.describe(200, 512, 1024, Layout::kTN), "tuned " + big_design());
 }
 
+// The cuBLASLt route launches the candidate lt_auto measured fastest (the table's last column); an index this
+// cuBLASLt does not offer falls back to the heuristic's first, and says so.
+TEST_F(HandleGpu, CublasLtRouteLaunchesTheRecordedCandidate) {
+  const auto file = dir_ / "tuned-candidates.csv";
+  {
+    std::ofstream out(file);
+    out << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate\n";
+    out << device_.name << ",200,512,1024,tn," << big_design() << ",10,0.5,1\n";
+    out << device_.name << ",300,512,1024,tn," << big_design() << ",10,0.5,999\n";
+  }
+  HandleOptions options;
+  options.tuned_table = file.string();
+  Handle handle(options);
+  for (Shape shape : {Shape{200, 512, 1024}, Shape{300, 512, 1024}}) {
+    const Case c(shape, Layout::kTN, 11 + shape.m);
+    c.poison();
+    c.run(handle);
+    EXPECT_EQ(c.check(), "") << shape.to_string();
+  }
+  EXPECT_EQ(handle.stats().cublaslt, 2u);
+  EXPECT_EQ(handle.describe(200, 512, 1024, Layout::kTN), "cublaslt candidate 1");
+  const std::string fallback = handle.describe(300, 512, 1024, Layout::kTN);
+  EXPECT_EQ(fallback.rfind("cublaslt candidate 999 (candidate 999 not offered", 0), 0u) << fallback;
+}
+
 TEST_F(HandleGpu, GraphCaptureAfterPrepare) {
   // A split-K route (a workspace per stream) and a plain one, captured together and replayed.
   Handle handle(options_with({"96,512,2048,tn," + split_design() + ",1.3", "96,512,2048,nn," + big_design() + ",1.3"}));
