@@ -1,6 +1,7 @@
 // cuBLAS and cuBLASLt as baselines. Row-major C[M,N] = A[M,K] B is computed as the column-major product
 // C^T[N,M] = B^T A^T: the first cuBLAS operand is B (op N for the nn layout, where row-major K x N is
 // column-major N x K; op T for tn, where row-major N x K is column-major K x N), the second is A (op N).
+#include <cstdio>
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
@@ -159,12 +160,24 @@ class LtAuto final : public LtBase {
     }
     if (best_index < 0) throw Error(ErrorKind::kRuntime, "no cuBLASLt candidate ran for " + p.shape.to_string());
     algo_ = candidates[best_index].algo;
-    detail_ = "candidate " + std::to_string(best_index) + " of " + std::to_string(candidates.size()) + " timed";
-    if (failed) detail_ += " (" + std::to_string(failed) + " failed)";
+    detail_ = lt_auto_detail(best_index, int(candidates.size()), failed);
   }
 };
 
 }  // namespace
+
+std::string lt_auto_detail(int index, int count, int failed) {
+  std::string text = "candidate " + std::to_string(index) + " of " + std::to_string(count) + " timed";
+  if (failed) text += " (" + std::to_string(failed) + " failed)";
+  return text;
+}
+
+std::optional<int> lt_auto_candidate(const std::string& detail) {
+  int index = -1, count = 0;
+  if (std::sscanf(detail.c_str(), "candidate %d of %d timed", &index, &count) != 2 || index < 0 || index >= count)
+    return std::nullopt;
+  return index;
+}
 
 std::vector<std::string> cublas_implementation_names() { return {"cublas_nn", "cublas_tn", "lt_heuristic", "lt_auto"}; }
 

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,11 @@ using ImplementationPtr = std::unique_ptr<Implementation>;
 // candidates. The same request gives the same list, so a candidate index lt_auto reports names one algorithm.
 inline constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
 inline constexpr int kLtMaxCandidates = 100;
+
+// lt_auto's detail column: which of `count` heuristic candidates it timed fastest ("candidate I of N timed",
+// then " (F failed)" when some did not run), and the index read back from such a text (nullopt otherwise).
+std::string lt_auto_detail(int index, int count, int failed);
+std::optional<int> lt_auto_candidate(const std::string& detail);
 
 // The cuBLAS family: "cublas_nn", "cublas_tn" (cublasGemmEx, CUBLAS_COMPUTE_32F), "lt_heuristic" (cuBLASLt's
 // first heuristic choice, 32 MiB workspace), "lt_auto" (up to 100 heuristic candidates, each timed, the

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bench/implementation.h"
 #include "bench/results.h"
 #include "cli/command.h"
 #include "rlgemm/error.h"
@@ -53,9 +54,10 @@ void update_tuned_table(const SummarizeArgs& a, const std::vector<bench::Row>& r
   for (const auto& r : rows) {
     if (!r.correct || r.mode != bench::Mode::kOffline) continue;
     // lt_auto's choice ("candidate I of N timed"), for the cuBLASLt route of this problem.
-    int index = -1, count = 0;
-    if (r.impl == "lt_auto" && std::sscanf(r.detail.c_str(), "candidate %d of %d timed", &index, &count) == 2) {
-      if (dispatch::TunedRow* row = row_of(r)) row->cublaslt_candidate = index, ++candidates;
+    if (r.impl == "lt_auto") {
+      const std::optional<int> index = bench::lt_auto_candidate(r.detail);
+      dispatch::TunedRow* row = row_of(r);
+      if (index && row) row->cublaslt_candidate = *index, ++candidates;
       continue;
     }
     const std::string prefix = "tuned ";

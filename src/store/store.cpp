@@ -79,6 +79,10 @@ class Statement {
     sql_fail(db_, "step");
   }
   int64_t i64(int c) const { return sqlite3_column_int64(stmt_, c); }
+  // The problem in columns first..first+3 (M, N, K, layout), as bind_problem binds it.
+  Problem problem(int first) const {
+    return Problem{{i64(first), i64(first + 1), i64(first + 2)}, parse_layout(text(first + 3))};
+  }
   double f64(int c) const { return sqlite3_column_double(stmt_, c); }
   bool is_null(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
   std::vector<uint8_t> blob(int c) const {
@@ -211,8 +215,7 @@ constexpr const char* kMeasurementColumns =
 MeasurementRecord read_record(const Statement& s) {
   MeasurementRecord r;
   r.gpu_id = s.i64(0);
-  r.problem.shape = {s.i64(1), s.i64(2), s.i64(3)};
-  r.problem.layout = parse_layout(s.text(4));
+  r.problem = s.problem(1);
   r.design = s.text(5);
   r.mode = parse_timing_mode(s.text(6));
   r.measurement.status = parse_measure_status(s.text(7));
@@ -230,8 +233,7 @@ BestDesign read_best(const Statement& s) {
   BestDesign b;
   b.gpu_id = s.i64(0);
   b.gpu_name = s.text(1);
-  b.problem.shape = {s.i64(2), s.i64(3), s.i64(4)};
-  b.problem.layout = parse_layout(s.text(5));
+  b.problem = s.problem(2);
   b.mode = parse_timing_mode(s.text(6));
   b.design = s.text(7);
   b.median_us = s.f64(8);
@@ -481,8 +483,7 @@ constexpr const char* kOptimizedColumns =
 OptimizedCubin read_optimized(const Statement& s) {
   OptimizedCubin r;
   r.gpu_id = s.i64(0);
-  r.problem.shape = {s.i64(1), s.i64(2), s.i64(3)};
-  r.problem.layout = parse_layout(s.text(4));
+  r.problem = s.problem(1);
   r.design = s.text(5);
   r.kernel = s.text(6);
   r.source_key = s.text(7);

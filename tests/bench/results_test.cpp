@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "bench/implementation.h"
 #include "rlgemm/error.h"
 
 namespace rlgemm::bench {
@@ -115,6 +116,17 @@ TEST(Results, SummaryMeansBucketsAndWorst) {
   std::ostringstream out;
   print_summary(out, groups);
   EXPECT_NE(out.str().find("MNK>=2^36"), std::string::npos);
+}
+
+// lt_auto's detail names the candidate it kept; the tuned table reads the index back from it.
+TEST(LtAutoDetail, CandidateIndexReadsBack) {
+  EXPECT_EQ(lt_auto_detail(3, 8, 0), "candidate 3 of 8 timed");
+  EXPECT_EQ(lt_auto_detail(0, 5, 2), "candidate 0 of 5 timed (2 failed)");
+  EXPECT_EQ(lt_auto_candidate(lt_auto_detail(3, 8, 0)), 3);
+  EXPECT_EQ(lt_auto_candidate(lt_auto_detail(0, 5, 2)), 0);
+  EXPECT_FALSE(lt_auto_candidate("first of 8 heuristic candidates"));
+  EXPECT_FALSE(lt_auto_candidate("candidate 9 of 8 timed"));
+  EXPECT_FALSE(lt_auto_candidate(""));
 }
 
 }  // namespace

@@ -505,6 +505,8 @@ struct Gemm {
           } else if (w.kb_end < k_blocks) {
             // The owner: add the peers' partials in cluster order, so the sum is the same bits on every
             // launch, and leave their slots and flags zeroed for the next launch.
+            // Worked out again here rather than kept from the start: held live across the main loop, it
+            // makes ptxas spill in the larger tiles.
             const StreamK sk = stream_k_partition(ctiles_m * ctiles_n, k_blocks, clusters);
             for (int g = this_cluster() + 1; stream_k_holds_part_of(sk, g, w.ctile); ++g) {
               if (stream_k_idle(sk, g)) continue;
