@@ -13,8 +13,9 @@
 //
 // Which kernel runs (the route of a shape, see describe()):
 //   tuned     the shape (and layout) is in the tuned table for this GPU: its measured-best design;
-//   cublaslt  the table records that cuBLASLt beat every rlgemm kernel for this exact shape
-//             (speedup_vs_lt_auto < 1): cuBLASLt's heuristic algorithm (HandleOptions::prefer_cublaslt);
+//   cublaslt  the table records that cuBLASLt beat every rlgemm kernel for this exact shape by 3% or more
+//             offline (speedup_vs_lt_auto < 0.97): the cuBLASLt algorithm lt_auto measured fastest
+//             (HandleOptions::prefer_cublaslt);
 //   policy    any other shape, when the handle has a policy file: the policy's zero-shot design;
 //   nearest   any other shape: the design of the nearest tuned shape of this GPU and layout, distance
 //             measured between (log M, log N, log K), among designs valid for the layout and the GPU;

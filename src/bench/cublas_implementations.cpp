@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "bench/cublaslt_problem.h"
 #include "bench/implementation.h"
 #include "bench/timing.h"
 #include "core/cuda_util.h"
@@ -18,13 +20,7 @@
 namespace rlgemm::bench {
 namespace {
 
-void check_cublas(cublasStatus_t status, const char* call) {
-  if (status != CUBLAS_STATUS_SUCCESS)
-    throw Error(status == CUBLAS_STATUS_ALLOC_FAILED ? ErrorKind::kOutOfMemory : ErrorKind::kRuntime,
-                std::string("cuBLAS error ") + cublasGetStatusName(status) + " in " + call);
-}
-#define CUBLAS_CHECK(call) check_cublas((call), #call)
-
+#define CUBLAS_CHECK(call) check_cublas_status((call), #call)
 
 class CublasGemmEx final : public Implementation {
  public:
@@ -48,7 +44,7 @@ class CublasGemmEx final : public Implementation {
   cublasHandle_t handle_ = nullptr;
 };
 
-// One cuBLASLt matmul description per problem, with the heuristic's candidate algorithms.
+// One cuBLASLt description per problem (LtProblem), with the heuristic's candidate algorithms.
 class LtBase : public Implementation {
  public:
   LtBase() {
@@ -56,33 +52,20 @@ class LtBase : public Implementation {
     RLGEMM_CUDA_CHECK(cudaMalloc(&workspace_, kLtWorkspaceBytes));
   }
   ~LtBase() override {
-    release_descriptors();
+    problem_.reset();
     if (device_hung()) return;  // frees would block behind the hung kernel; the process is ending
     cudaFree(workspace_);
     cublasLtDestroy(handle_);
   }
 
   void prepare(const Problem& p, const Operands& x, cudaStream_t stream) override {
-    describe(p);
-    cublasLtMatmulPreference_t pref = nullptr;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    const uint64_t ws = kLtWorkspaceBytes;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    std::vector<cublasLtMatmulHeuristicResult_t> results(kLtMaxCandidates);
-    int returned = 0;
-    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, op_, b_desc_, a_desc_, c_desc_, c_desc_, pref,
-                                                           kLtMaxCandidates, results.data(), &returned);
-    cublasLtMatmulPreferenceDestroy(pref);
-    CUBLAS_CHECK(status);
-    if (returned == 0) throw Error(ErrorKind::kRuntime, "cuBLASLt heuristic returned no algorithm for " + p.shape.to_string());
-    results.resize(returned);
-    choose(p, x, stream, results);
+    problem_.reset();
+    problem_ = std::make_unique<LtProblem>(p);
+    choose(p, x, stream, problem_->candidates(handle_));
   }
 
   void run(const Problem&, const Operands& x, cudaStream_t stream) override {
-    const float alpha = 1.0f, beta = 0.0f;
-    CUBLAS_CHECK(cublasLtMatmul(handle_, op_, &alpha, x.b, b_desc_, x.a, a_desc_, &beta, x.c, c_desc_, x.c, c_desc_,
-                                &algo_, workspace_, kLtWorkspaceBytes, stream));
+    problem_->launch(handle_, algo_, x.a, x.b, x.c, workspace_, kLtWorkspaceBytes, stream);
   }
   std::string detail() const override { return detail_; }
 
@@ -93,34 +76,9 @@ class LtBase : public Implementation {
   std::string detail_;
 
  private:
-  void describe(const Problem& p) {
-    release_descriptors();
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t tb = p.layout == Layout::kNN ? CUBLAS_OP_N : CUBLAS_OP_T, ta = CUBLAS_OP_N;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &tb, sizeof tb));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &ta, sizeof ta));
-    const uint64_t m = p.shape.m, n = p.shape.n, k = p.shape.k;
-    // Column-major views: B^T is N x K (nn) or stored K x N (tn); A^T is K x M; C^T is N x M.
-    if (p.layout == Layout::kNN)
-      CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_desc_, CUDA_R_16F, n, k, p.ldb()));
-    else
-      CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_desc_, CUDA_R_16F, k, n, p.ldb()));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_desc_, CUDA_R_16F, k, m, p.lda()));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c_desc_, CUDA_R_16F, n, m, p.ldc()));
-  }
-  void release_descriptors() {
-    if (op_) cublasLtMatmulDescDestroy(op_);
-    if (a_desc_) cublasLtMatrixLayoutDestroy(a_desc_);
-    if (b_desc_) cublasLtMatrixLayoutDestroy(b_desc_);
-    if (c_desc_) cublasLtMatrixLayoutDestroy(c_desc_);
-    op_ = nullptr;
-    a_desc_ = b_desc_ = c_desc_ = nullptr;
-  }
-
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
-  cublasLtMatmulDesc_t op_ = nullptr;
-  cublasLtMatrixLayout_t a_desc_ = nullptr, b_desc_ = nullptr, c_desc_ = nullptr;
+  std::unique_ptr<LtProblem> problem_;
 };
 
 class LtHeuristic final : public LtBase {

@@ -42,11 +42,6 @@ class Implementation {
 
 using ImplementationPtr = std::unique_ptr<Implementation>;
 
-// What lt_heuristic and lt_auto ask of cuBLASLt's heuristic: the workspace it may use and how many
-// candidates. The same request gives the same list, so a candidate index lt_auto reports names one algorithm.
-inline constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
-inline constexpr int kLtMaxCandidates = 100;
-
 // lt_auto's detail column: which of `count` heuristic candidates it timed fastest ("candidate I of N timed",
 // then " (F failed)" when some did not run), and the index read back from such a text (nullopt otherwise).
 std::string lt_auto_detail(int index, int count, int failed);

@@ -37,10 +37,16 @@ std::string gpu_of(const nlohmann::json& sources) {
 
 #ifdef RLGEMM_HAVE_DISPATCH
 // lt_auto's rows record, for each problem, which cuBLASLt heuristic candidate it measured fastest (the
-// cuBLASLt route launches that one). Rows that name a design -- `bench --impl rlgemm` rows whose route was a tuned design (the handle made from a
-// tuning database), and with --best-of-designs the fastest design of a `bench --design` sweep (rlgemm_best) --
-// replace the table's row of their problem where they measured faster than the row records. Prints what
-// changed.
+// cuBLASLt route launches that one). Rows that name a design -- `bench --impl rlgemm` rows whose route was a
+// tuned design (the handle made from a tuning database), and with --best-of-designs the fastest design of a
+// `bench --design` sweep (rlgemm_best) -- replace the table's row of their problem where they ran faster than
+// the row's time (the same GPU). Prints what changed.
+//
+// lt_auto is a noisy reference: it screens its candidates with short timings and now and then keeps a slower
+// one, so one run's lt_auto can be 10-50% slower than another's on a small problem. Its time only errs
+// upwards, so the table keeps the fastest lt_auto time any run has shown (time_us * speedup_vs_lt_auto) with
+// that run's candidate: a row's speedup is that time over the design's, and a run's slow lt_auto can neither
+// record its candidate nor lift a design's speedup (which decides the cuBLASLt route, dispatcher.h).
 void update_tuned_table(const SummarizeArgs& a, const std::vector<bench::Row>& rows, const nlohmann::json& sources) {
   const std::string gpu = gpu_of(sources);
   if (gpu.empty()) fail("--update-tuned-table: the runs' JSON files do not name the GPU (they sit beside the CSVs)");
@@ -50,6 +56,11 @@ void update_tuned_table(const SummarizeArgs& a, const std::vector<bench::Row>& r
       if (row.gpu == gpu && row.problem.shape == r.shape && row.problem.layout == r.layout) return &row;
     return nullptr;
   };
+  // The fastest lt_auto time the table knows for its row, when it records one.
+  auto lt_auto_us = [](const dispatch::TunedRow& row) -> std::optional<double> {
+    if (!row.speedup_vs_lt_auto) return std::nullopt;
+    return row.time_us * *row.speedup_vs_lt_auto;
+  };
   int replaced = 0, considered = 0, candidates = 0;
   for (const auto& r : rows) {
     if (!r.correct || r.mode != bench::Mode::kOffline) continue;
@@ -57,7 +68,11 @@ void update_tuned_table(const SummarizeArgs& a, const std::vector<bench::Row>& r
     if (r.impl == "lt_auto") {
       const std::optional<int> index = bench::lt_auto_candidate(r.detail);
       dispatch::TunedRow* row = row_of(r);
-      if (index && row) row->cublaslt_candidate = *index, ++candidates;
+      if (!index || !row) continue;
+      const std::optional<double> known = lt_auto_us(*row);
+      if (known && r.time_us > *known) continue;  // a slower lt_auto than the table has seen
+      row->cublaslt_candidate = *index, ++candidates;
+      if (known) row->speedup_vs_lt_auto = r.time_us / row->time_us;
       continue;
     }
     const std::string prefix = "tuned ";
@@ -70,17 +85,22 @@ void update_tuned_table(const SummarizeArgs& a, const std::vector<bench::Row>& r
       continue;
     ++considered;
     dispatch::TunedRow* row = row_of(r);
-    if (!row || (row->speedup_vs_lt_auto && *row->speedup_vs_lt_auto >= r.speedup)) continue;
-    std::printf("%s %s: %s %.3fx -> %s %.3fx\n", r.shape.to_string().c_str(), std::string(to_string(r.layout)).c_str(),
-                to_string(row->design).c_str(), row->speedup_vs_lt_auto.value_or(0.0), text.c_str(), r.speedup);
+    if (!row || row->time_us <= r.time_us) continue;
+    double lt_us = std::isfinite(r.speedup) ? r.time_us * r.speedup : INFINITY;  // this run's lt_auto
+    if (const std::optional<double> known = lt_auto_us(*row); known && *known < lt_us) lt_us = *known;
+    std::optional<double> speedup;
+    if (std::isfinite(lt_us)) speedup = lt_us / r.time_us;
+    std::printf("%s %s: %s %.3f us %.3fx -> %s %.3f us %.3fx\n", r.shape.to_string().c_str(),
+                std::string(to_string(r.layout)).c_str(), to_string(row->design).c_str(), row->time_us,
+                row->speedup_vs_lt_auto.value_or(0.0), text.c_str(), r.time_us, speedup.value_or(0.0));
     row->design = parse_design(text);
     row->time_us = r.time_us;
-    row->speedup_vs_lt_auto = r.speedup;
+    row->speedup_vs_lt_auto = speedup;
     ++replaced;
   }
   dispatch::save_tuned_table(a.update_tuned_table, table);
-  std::printf("%s: %d of %d tuned rows measured faster than the table's and replaced them; lt_auto's cuBLASLt "
-              "candidate recorded for %d problems\n",
+  std::printf("%s: %d of %d tuned rows ran faster than the table's and replaced them; lt_auto's cuBLASLt "
+              "candidate recorded for %d problems (where it ran at least as fast as the table's lt_auto)\n",
               a.update_tuned_table.c_str(), replaced, considered, candidates);
 }
 #endif

@@ -1,7 +1,9 @@
 // cuBLASLt for the shapes where the tuning database says it beats every rlgemm kernel: the algorithm lt_auto
 // measured fastest for the problem (its index among the heuristic's candidates, from the tuned table), or the
-// heuristic's first, planned once (descriptors and algorithm) and then launched with no allocation. One cuBLASLt handle serves every plan of a Handle; cublasLtMatmul may be called from several
-// threads at once with one handle.
+// heuristic's first, planned once (descriptors and algorithm) and then launched with no allocation. The problem
+// is described and the heuristic asked exactly as the harness does (bench::LtProblem), so the recorded index
+// names the algorithm lt_auto timed. One cuBLASLt handle serves every plan of a Handle; cublasLtMatmul may be
+// called from several threads at once with one handle.
 #pragma once
 
 #include <cublasLt.h>
@@ -11,15 +13,10 @@
 #include <optional>
 #include <string>
 
-#include "bench/implementation.h"
+#include "bench/cublaslt_problem.h"
 #include "rlgemm/problem.h"
 
 namespace rlgemm::dispatch {
-
-// The workspace offered to cuBLASLt's heuristic and the candidates asked of it: the benchmark's request, so
-// that a candidate index recorded by lt_auto names the same algorithm here.
-inline constexpr size_t kCublasLtWorkspaceBytes = bench::kLtWorkspaceBytes;
-inline constexpr int kCublasLtCandidates = bench::kLtMaxCandidates;
 
 class CublasLtContext {
  public:
@@ -35,12 +32,10 @@ class CublasLtContext {
 
 class CublasLtGemm {
  public:
-  // Describes the row-major problem to cuBLASLt (as the column-major C^T = B^T A^T) and asks its heuristic
-  // for its candidates: takes `candidate` (the heuristic's first when not given, or when it offers fewer
-  // than candidate + 1: a table recorded with another cuBLASLt; note() says so); throws Error(kRuntime) when
-  // cuBLASLt has none.
+  // Describes the problem to cuBLASLt and asks its heuristic for its candidates: takes `candidate` (the
+  // heuristic's first when not given, or when it offers fewer than candidate + 1: a table recorded with
+  // another cuBLASLt; note() says so); throws Error(kRuntime) when cuBLASLt has none.
   CublasLtGemm(const CublasLtContext& context, const Problem& problem, std::optional<int> candidate = std::nullopt);
-  ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm&) = delete;
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
@@ -51,8 +46,7 @@ class CublasLtGemm {
 
  private:
   const CublasLtContext& context_;
-  cublasLtMatmulDesc_t desc_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;  // cuBLASLt's operands (B^T, A^T, C^T)
+  bench::LtProblem problem_;
   cublasLtMatmulAlgo_t algo_{};
   size_t workspace_bytes_ = 0;
   std::string note_;

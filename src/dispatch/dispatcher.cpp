@@ -83,10 +83,10 @@ Choice Dispatcher::choose(const Problem& problem) const {
   const auto exact = std::lower_bound(layout_first, layout_last, problem.shape,
                                       [](const TunedRow& r, const Shape& s) { return r.problem.shape < s; });
   if (exact != layout_last && exact->problem.shape == problem.shape) {
-    if (prefer_cublaslt_ && exact->speedup_vs_lt_auto && *exact->speedup_vs_lt_auto < 1.0)
+    if (prefer_cublaslt_ && exact->speedup_vs_lt_auto && *exact->speedup_vs_lt_auto < kCublasLtBelow)
       return Choice{Path::kCublasLt, exact->design, std::nullopt, exact->cublaslt_candidate};
     if (!why_not_runnable(exact->design, problem, target_))
-      return Choice{Path::kTuned, exact->design, std::nullopt};
+      return Choice{Path::kTuned, exact->design, std::nullopt, std::nullopt};
   }
 
   // Borrowed designs run shape-generic, so one kernel serves every shape that borrows them.
@@ -98,7 +98,7 @@ Choice Dispatcher::choose(const Problem& problem) const {
   if (proposer_) {
     if (const std::optional<Design> proposed = proposer_(problem)) {
       const Design d = generic(*proposed);
-      if (!why_not_runnable(d, problem, target_)) return Choice{Path::kPolicy, d, std::nullopt};
+      if (!why_not_runnable(d, problem, target_)) return Choice{Path::kPolicy, d, std::nullopt, std::nullopt};
     }
   }
 
@@ -109,9 +109,9 @@ Choice Dispatcher::choose(const Problem& problem) const {
     const double distance = log_distance(it->problem.shape, problem.shape);
     if (!nearest || distance < best) nearest = &*it, best = distance;
   }
-  if (nearest) return Choice{Path::kNearest, generic(nearest->design), nearest->problem.shape};
+  if (nearest) return Choice{Path::kNearest, generic(nearest->design), nearest->problem.shape, std::nullopt};
 
-  return Choice{Path::kDefault, default_design(target_), std::nullopt};
+  return Choice{Path::kDefault, default_design(target_), std::nullopt, std::nullopt};
 }
 
 }  // namespace dispatch

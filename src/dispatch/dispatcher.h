@@ -46,6 +46,14 @@ Design default_design(const Target& target);
 // Distance between shapes in log space: sqrt(sum over M, N, K of (ln a - ln b)^2).
 double log_distance(const Shape& a, const Shape& b);
 
+// The cuBLASLt route takes an exact shape only where its row records lt_auto at least 3% faster offline than
+// the shape's best rlgemm kernel (speedup_vs_lt_auto < kCublasLtBelow). Offline timing hides a call's host
+// time, and a cublasLtMatmul call spends more of it than a kernel launch: on the H100 grid, the 147 shapes
+// whose kernels had measured 0.78-1.0x lt_auto offline ran 1.16x lt_auto in server mode as kernels and
+// 1.00x through cuBLASLt (bench/results/h100/tuned-candidates-server.csv, tuned-minlt-server.csv), while
+// offline the route changed them by under 1%.
+inline constexpr double kCublasLtBelow = 0.97;
+
 class Dispatcher {
  public:
   // `rows` may hold other GPUs' rows: only those of target.name are used. Throws Error(kInvalidInput) when

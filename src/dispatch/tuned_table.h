@@ -7,7 +7,7 @@
 // text form (include/rlgemm/design.h); time_us the design's measured time; speedup_vs_lt_auto the lt_auto
 // time divided by time_us, empty when no reference was measured; cublaslt_candidate, possibly empty, the
 // index of the cuBLASLt algorithm lt_auto measured fastest for the problem among the heuristic's candidates
-// (kCublasLtCandidates of them asked for, kCublasLtWorkspaceBytes of workspace), which the cuBLASLt route
+// (asked for by bench::LtProblem, in the harness and in the cuBLASLt route alike), which the cuBLASLt route
 // then launches. Tables without the last column (the header up to speedup_vs_lt_auto) are read too. Blank
 // lines and lines starting with '#' are skipped. The same rows can also come from a tuning database (the
 // store's best_designs view).

@@ -52,7 +52,7 @@ void GpuMeasurer::load_problem(const Problem& problem) {
 
 TimingStats GpuMeasurer::time(bench::Implementation& impl, const Problem& problem, TimingMode mode) {
   const bench::Operands x = gate_.operands();
-  std::vector<bench::Subject> subjects{{[&impl, problem, x](cudaStream_t s) { impl.run(problem, x, s); }, {}}};
+  std::vector<bench::Subject> subjects{{[&impl, problem, x](cudaStream_t s) { impl.run(problem, x, s); }, {}, impl.name()}};
   bench::TimingOptions options;
   options.seed = seed_;
   const bench::Timing t =

@@ -6,6 +6,7 @@
 #include <string>
 #include <tuple>
 
+#include "kernels/sm90/stream_k.h"
 #include "rlgemm/error.h"
 
 namespace rlgemm::search {
@@ -120,14 +121,21 @@ Breakdown estimate(const SyntheticGpu& gpu, const Design& d, const Problem& prob
   double extra_us = gpu.launch_us;
   if (sm90 && (d.cluster_m > 1 || d.cluster_n > 1)) extra_us += 0.35;
   if (d.split == SplitK::kStreamK) {
-    // Work is divided evenly in MAC iterations; tiles cut between CTAs pay a partial-tile fixup.
-    const double ctas = std::min(slots, tiles * k_iters);
-    const double iters_per_cta = ceil_div(tiles * k_iters, ctas);
-    const bool cut = std::fmod(tiles * k_iters, ctas) != 0 || std::fmod(tiles, ctas) != 0;
-    const double fixup = cut ? (bm * bn * 8) / 40.0 + 900 : 0;
-    const double tiles_per_cta = std::max(1.0, tiles / ctas);
-    main_cycles = prologue + iters_per_cta * iter_cycles * pressure * static_gain +
-                  tiles_per_cta * epi_exposed * epi_cycles + fixup + 350;
+    // The kernel's own partition (kernels/sm90/stream_k.h): whole waves of clusters run data parallel, then
+    // each remaining tile is cut into f pieces at the same k-blocks, and its owner adds the f - 1 peers'
+    // fp32 partials one after another.
+    const double cluster = d.cluster_m * d.cluster_n;
+    const int clusters = static_cast<int>(std::max(1.0, std::floor(slots / cluster)));
+    const sm90::StreamK part = sm90::stream_k_partition(static_cast<int>(tiles / cluster),
+                                                        static_cast<int>(k_iters), clusters);
+    const int pieces = sm90::stream_k_pieces(part);
+    const double unit = prologue + k_iters * iter_cycles * pressure * static_gain + epi_exposed * epi_cycles;
+    main_cycles = part.dp_tiles / clusters * unit + 350;
+    if (part.tiles > part.dp_tiles) {
+      const double fixup = (pieces - 1) * ((bm * bn * 8) / 40.0 + 900);
+      main_cycles += prologue + ceil_div(k_iters, pieces) * iter_cycles * pressure * static_gain +
+                     epi_exposed * epi_cycles + fixup;
+    }
   } else {
     const double s = d.split == SplitK::kNone ? 1 : d.splits;
     const double iters = ceil_div(k_iters, s);

@@ -107,8 +107,10 @@ TEST(BenchCliGpu, OutOfDeviceMemoryStopsCleanlyAndSaysSo) {
   EXPECT_NE(meta.find("failed (partial results)"), std::string::npos) << meta;
 }
 
-// summarize --update-tuned-table: a faster "tuned" row of the dispatch replaces the table's design; a slower
-// one, another GPU's row and a cuBLASLt route leave it alone.
+// summarize --update-tuned-table: a "tuned" row of the dispatch that ran faster replaces the table's design;
+// a slower one, another GPU's row and a cuBLASLt route leave it alone. The table keeps the fastest lt_auto
+// time it has seen (time_us * speedup_vs_lt_auto) and that run's candidate: a run whose lt_auto was slower
+// records neither its candidate nor a speedup above what the table's lt_auto allows.
 TEST(SummarizeCli, UpdateTunedTableTakesOnlyFasterTunedRows) {
   const auto dir = std::filesystem::temp_directory_path() / ("rlgemm-update-table-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -116,17 +118,22 @@ TEST(SummarizeCli, UpdateTunedTableTakesOnlyFasterTunedRows) {
   const char* b = "sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/splitk1/epi_reg";
   {
     std::ofstream table(dir / "h100.csv");
-    table << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto\n";
-    table << "GPU X,64,64,64,tn," << a << ",10.000,0.9000\n";
-    table << "GPU X,128,64,64,tn," << a << ",10.000,1.2000\n";
-    table << "GPU X,256,64,64,tn," << a << ",10.000,0.8000\n";
-    table << "GPU Y,64,64,64,tn," << a << ",10.000,0.5000\n";
+    table << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate\n";
+    table << "GPU X,64,64,64,tn," << a << ",10.000,0.9000,\n";   // lt_auto 9
+    table << "GPU X,128,64,64,tn," << a << ",10.000,1.2000,\n";  // lt_auto 12
+    table << "GPU X,256,64,64,tn," << a << ",10.000,0.8000,\n";  // lt_auto 8
+    table << "GPU X,512,64,64,tn," << a << ",10.000,0.9000,3\n";  // lt_auto 9
+    table << "GPU Y,64,64,64,tn," << a << ",10.000,0.5000,\n";
     std::ofstream csv(dir / "run.csv");
     csv << "M,N,K,layout,impl,mode,time_us,tflops,speedup_vs_lt_auto,correct,time_min_us,time_max_us,samples,batch,detail\n";
     csv << "64,64,64,tn,rlgemm,offline,8.0,0.1,1.1000,1,8,8,7,10,tuned " << b << "\n";       // faster: taken
-    csv << "128,64,64,tn,rlgemm,offline,9.0,0.1,1.1000,1,9,9,7,10,tuned " << b << "\n";      // slower: kept
+    csv << "128,64,64,tn,rlgemm,offline,11.0,0.1,1.1000,1,11,11,7,10,tuned " << b << "\n";   // slower: kept
     csv << "256,64,64,tn,rlgemm,offline,9.0,0.1,0.9500,1,9,9,7,10,cublaslt\n";              // not a design
-    csv << "256,64,64,tn,lt_auto,offline,8.5,0.1,1.0000,1,8,9,7,10,candidate 4 of 9 timed\n";  // its algorithm
+    csv << "256,64,64,tn,lt_auto,offline,7.5,0.1,1.0000,1,7,8,7,10,candidate 4 of 9 timed\n";  // faster lt_auto
+    // This run's lt_auto (9.9) is slower than the table's (9): the design is taken, faster than the row, but
+    // its speedup is 9 / 9, not 1.1; the candidate stays.
+    csv << "512,64,64,tn,lt_auto,offline,9.9,0.1,1.0000,1,9,10,7,10,candidate 6 of 9 timed\n";
+    csv << "512,64,64,tn,rlgemm,offline,9.0,0.1,1.1000,1,9,9,7,10,tuned " << b << "\n";
     std::ofstream(dir / "run.json") << R"({"gpu": {"name": "GPU X"}})";
   }
   const auto r = run_rlgemm("summarize " + (dir / "run.csv").string() + " --update-tuned-table " +
@@ -136,10 +143,11 @@ TEST(SummarizeCli, UpdateTunedTableTakesOnlyFasterTunedRows) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find(std::string("GPU X,64,64,64,tn,") + b + ",8.000,1.1000"), std::string::npos) << text;
   EXPECT_NE(text.find(std::string("GPU X,128,64,64,tn,") + a + ",10.000,1.2000"), std::string::npos) << text;
-  EXPECT_NE(text.find(std::string("GPU X,256,64,64,tn,") + a + ",10.000,0.8000,4"), std::string::npos) << text;
+  EXPECT_NE(text.find(std::string("GPU X,256,64,64,tn,") + a + ",10.000,0.7500,4"), std::string::npos) << text;
+  EXPECT_NE(text.find(std::string("GPU X,512,64,64,tn,") + b + ",9.000,1.0000,3"), std::string::npos) << text;
   EXPECT_NE(text.find(std::string("GPU Y,64,64,64,tn,") + a + ",10.000,0.5000,\n"), std::string::npos) << text;
   EXPECT_NE(r.output.find("candidate recorded for 1 problems"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("1 of 2 tuned rows"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("2 of 3 tuned rows"), std::string::npos) << r.output;
 
   // A design sweep: with --best-of-designs, the fastest correct design of a problem replaces the row when it
   // beats it (a wrong design does not count, however fast).
@@ -150,7 +158,7 @@ TEST(SummarizeCli, UpdateTunedTableTakesOnlyFasterTunedRows) {
     csv << "256,64,64,tn," << b << ",offline,9.5,0.1,0.8400,1,9,9,7,10,\n";
     csv << "256,64,64,tn," << c << ",offline,8.5,0.1,0.9400,1,8,8,7,10,\n";
     csv << "256,64,64,tn,sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg,offline,1.0,0.1,8.0,0,1,1,7,10,\n";
-    csv << "128,64,64,tn," << c << ",offline,9.5,0.1,1.0500,1,9,9,7,10,\n";  // slower than 1.2: kept
+    csv << "128,64,64,tn," << c << ",offline,10.5,0.1,1.0500,1,10,11,7,10,\n";  // slower than 10 us: kept
     std::ofstream(dir / "sweep.json") << R"({"gpu": {"name": "GPU X"}})";
   }
   const auto s = run_rlgemm("summarize " + (dir / "sweep.csv").string() + " --best-of-designs --update-tuned-table " +
@@ -158,7 +166,8 @@ TEST(SummarizeCli, UpdateTunedTableTakesOnlyFasterTunedRows) {
   ASSERT_EQ(s.code, 0) << s.output;
   std::ifstream again(dir / "h100.csv");
   const std::string updated((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
-  EXPECT_NE(updated.find(std::string("GPU X,256,64,64,tn,") + c + ",8.500,0.9400,4"), std::string::npos) << updated;
+  // 8.5 us against lt_auto's best 7.5 us (the sweep's lt_auto took 7.99 us).
+  EXPECT_NE(updated.find(std::string("GPU X,256,64,64,tn,") + c + ",8.500,0.8824,4"), std::string::npos) << updated;
   EXPECT_NE(updated.find(std::string("GPU X,128,64,64,tn,") + a + ",10.000,1.2000"), std::string::npos) << updated;
   EXPECT_NE(s.output.find("1 of 2 tuned rows"), std::string::npos) << s.output;
   std::filesystem::remove_all(dir);

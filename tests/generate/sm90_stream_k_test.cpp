@@ -1,6 +1,6 @@
 // The sm90 kernel's stream-K partition (src/kernels/sm90/stream_k.h), checked on the host with the very
-// functions the kernel calls: every k-block of every tile is computed exactly once, the stream-K region is
-// shared out evenly, and the fixup's waits cannot form a cycle (peers are first segments, owners last).
+// functions the kernel calls: every k-block of every tile is computed exactly once, every stream-K tile is
+// cut at the same k-blocks, and the fixup's waits cannot form a cycle (peers are first segments, owners last).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,20 +22,24 @@ std::string where(int tiles, int k_blocks, int clusters) {
 int check_partition(int tiles, int k_blocks, int clusters) {
   SCOPED_TRACE(where(tiles, k_blocks, clusters));
   const StreamK s = stream_k_partition(tiles, k_blocks, clusters);
-  EXPECT_EQ(s.dp_tiles % clusters, 0);
-  EXPECT_LE(s.dp_tiles, tiles);
-  if (tiles % clusters == 0) EXPECT_EQ(s.dp_tiles, tiles) << "whole waves are all data parallel";
-  else if (tiles >= 2 * clusters) EXPECT_EQ(s.dp_tiles, (tiles / clusters - 1) * clusters);
-  else EXPECT_EQ(s.dp_tiles, 0);
+  EXPECT_EQ(s.dp_tiles, tiles / clusters * clusters) << "every whole wave is data parallel";
   EXPECT_EQ(s.sk_iters, static_cast<long long>(tiles - s.dp_tiles) * k_blocks);
-  // S clusters share the region, none with fewer than stream_k_min_iters k-blocks unless S is 1, and S is
-  // cut below G only for that reason.
+  // S clusters share the region: f pieces per remaining tile, as many as the clusters allow, unless that
+  // would make a piece shorter than stream_k_min_iters.
   const int sk = s.sk_clusters;
   EXPECT_GE(sk, 1);
   EXPECT_LE(sk, clusters);
-  if (s.sk_iters > 0 && sk > 1) EXPECT_GE(s.sk_iters / sk, stream_k_min_iters(k_blocks));
-  if (sk < clusters) EXPECT_LT(s.sk_iters / (sk + 1), stream_k_min_iters(k_blocks));
-  if (s.dp_tiles > 0) EXPECT_EQ(sk, clusters) << "a region of G tiles or more is never cut too fine";
+  const int remaining = tiles - s.dp_tiles, f = stream_k_pieces(s);
+  if (remaining > 0) {
+    EXPECT_EQ(sk % remaining, 0) << "every remaining tile is cut into the same number of pieces";
+    EXPECT_EQ(sk, remaining * f);
+    if (f > 1) EXPECT_GE(k_blocks / f, stream_k_min_iters(k_blocks)) << "pieces too short";
+    const bool clusters_run_out = (f + 1) * remaining > clusters;
+    const bool pieces_would_be_too_short = k_blocks / (f + 1) < stream_k_min_iters(k_blocks);
+    EXPECT_TRUE(clusters_run_out || pieces_would_be_too_short) << "f = " << f << " could be larger";
+  } else {
+    EXPECT_EQ(f, 1);
+  }
   // The kernel's overflow-free form of cluster g's first iteration is floor(g * I / S), and I from S on.
   for (int g = 0; g <= clusters; ++g)
     EXPECT_EQ(stream_k_begin(s, g), g < sk ? static_cast<long long>(g) * s.sk_iters / sk : s.sk_iters)
@@ -85,6 +89,17 @@ int check_partition(int tiles, int k_blocks, int clusters) {
   for (size_t i = 0; i < covered.size(); ++i)
     EXPECT_EQ(covered[i], 1) << "tile " << i / k_blocks << " k-block " << i % k_blocks;
 
+  // The remaining tiles are cut at the same k-blocks: the pieces running at once read the same k-range.
+  std::vector<std::vector<int>> cuts(tiles);
+  for (int g = 0; g < clusters; ++g)
+    for (const StreamKSegment& seg : units[g])
+      if (seg.tile >= s.dp_tiles) cuts[seg.tile].push_back(seg.kb_begin);
+  for (int t = s.dp_tiles; t < tiles; ++t) {
+    std::sort(cuts[t].begin(), cuts[t].end());
+    EXPECT_EQ(cuts[t], cuts[s.dp_tiles]) << "tile " << t << " is cut elsewhere than tile " << s.dp_tiles;
+    EXPECT_EQ(static_cast<int>(cuts[t].size()), f) << "tile " << t;
+  }
+
   // Each owner finds, through stream_k_holds_part_of, exactly the peers holding the rest of its tile, in
   // k order, each one the first stream-K segment of its cluster; and no other cluster holds any of it.
   for (int g = 0; g < clusters; ++g) {
@@ -125,33 +140,51 @@ TEST(StreamKPartition, LargestShapesStayInIntRange) {
   // tile count (2^20 / 64 squared).
   check_partition(2 * 132 - 1, 1 << 15, 132);
   const StreamK s = stream_k_partition(1 << 28, 1 << 15, 131);
-  EXPECT_EQ(s.tiles - s.dp_tiles, 131 + (1 << 28) % 131);
+  EXPECT_EQ(s.tiles - s.dp_tiles, (1 << 28) % 131);
   EXPECT_EQ(stream_k_begin(s, 131), s.sk_iters);
   EXPECT_EQ(s.sk_iters, static_cast<long long>(s.tiles - s.dp_tiles) << 15);
 }
 
 TEST(StreamKPartition, HybridWorkedExample) {
-  // 9 tiles on 4 clusters: one data-parallel wave (tiles 0..3), then 5 tiles x 4 k-blocks = 20 iterations,
-  // 5 per cluster.
-  const StreamK s = stream_k_partition(9, 4, 4);
-  EXPECT_EQ(s.dp_tiles, 4);
-  EXPECT_EQ(s.sk_iters, 20);
+  // 10 tiles of 16 k-blocks on 4 clusters: two data-parallel waves (tiles 0..7), then tiles 8 and 9, each
+  // cut in 2 pieces of 8 k-blocks (4 clusters / 2 tiles; pieces of 8 >= sqrt(4 * 16)), at the same k-block.
+  const StreamK s = stream_k_partition(10, 16, 4);
+  EXPECT_EQ(s.dp_tiles, 8);
+  EXPECT_EQ(s.sk_iters, 32);
+  EXPECT_EQ(s.sk_clusters, 4);
+  EXPECT_EQ(stream_k_pieces(s), 2);
   auto unit = [&](int g, int j) {
     const StreamKSegment seg = stream_k_unit(s, g, j);
     return std::to_string(seg.tile) + ":" + std::to_string(seg.kb_begin) + "-" + std::to_string(seg.kb_end);
   };
   ASSERT_EQ(stream_k_units(s, 0), 3);
-  EXPECT_EQ(unit(0, 0), "0:0-4");
-  EXPECT_EQ(unit(0, 1), "4:0-4");  // iterations 0..3: tile 4 whole
-  EXPECT_EQ(unit(0, 2), "5:0-1");  // iteration 4: tile 5's owner
+  EXPECT_EQ(unit(0, 0), "0:0-16");
+  EXPECT_EQ(unit(0, 1), "4:0-16");
+  EXPECT_EQ(unit(0, 2), "8:0-8");  // tile 8's owner
   ASSERT_EQ(stream_k_units(s, 1), 3);
-  EXPECT_EQ(unit(1, 0), "1:0-4");
-  EXPECT_EQ(unit(1, 1), "5:1-4");  // iterations 5..7: a peer of tile 5
-  EXPECT_EQ(unit(1, 2), "6:0-2");  // iterations 8..9: tile 6's owner
-  EXPECT_TRUE(stream_k_holds_part_of(s, 1, 5));
-  EXPECT_FALSE(stream_k_holds_part_of(s, 2, 5));
-  EXPECT_EQ(unit(3, 1), "7:3-4");
-  EXPECT_EQ(unit(3, 2), "8:0-4");
+  EXPECT_EQ(unit(1, 2), "8:8-16");  // its peer
+  EXPECT_TRUE(stream_k_holds_part_of(s, 1, 8));
+  EXPECT_FALSE(stream_k_holds_part_of(s, 2, 8));
+  EXPECT_EQ(unit(2, 2), "9:0-8");
+  EXPECT_EQ(unit(3, 2), "9:8-16");
+  // One tile more than whole waves of tiles the clusters could share: 6 tiles on 4 clusters leave 2 tiles
+  // of 3 k-blocks, too short to cut (sqrt(4 * 3) = 3): a last, partial data-parallel wave.
+  const StreamK short_k = stream_k_partition(6, 3, 4);
+  EXPECT_EQ(short_k.sk_clusters, 2);
+  EXPECT_EQ(stream_k_pieces(short_k), 1);
+  check_partition(6, 3, 4);
+}
+
+// The case that showed spreading the region over all clusters reads the operands too often: 128 tiles on
+// 132 clusters. No cut is worth it when every cluster would take most of a tile: one data-parallel wave.
+TEST(StreamKPartition, NearlyAWaveStaysDataParallel) {
+  const StreamK s = stream_k_partition(128, 128, 132);
+  EXPECT_EQ(s.dp_tiles, 0);
+  EXPECT_EQ(s.sk_clusters, 128);
+  EXPECT_EQ(stream_k_pieces(s), 1);
+  EXPECT_EQ(check_partition(128, 128, 132), 0) << "no tile is cut";
+  // A third of a wave: each tile in 3 pieces.
+  EXPECT_EQ(stream_k_pieces(stream_k_partition(40, 65, 132)), 3);
 }
 
 TEST(StreamKPartition, ShortTilesAreNotCutTooFine) {
@@ -166,8 +199,8 @@ TEST(StreamKPartition, ShortTilesAreNotCutTooFine) {
   EXPECT_EQ(stream_k_min_iters(128), 22);
   EXPECT_EQ(stream_k_partition(1, 128, 132).sk_clusters, 5);
   EXPECT_EQ(check_partition(1, 128, 132), 5);
-  // Plenty of tiles: every cluster takes part.
-  EXPECT_EQ(stream_k_partition(248, 32, 132).sk_clusters, 132);
+  // 248 tiles on 132 clusters: one wave, then 116 tiles in one piece each (132 / 116 = 1).
+  EXPECT_EQ(stream_k_partition(248, 32, 132).sk_clusters, 116);
   for (unsigned x = 0; x < (1u << 17) + 4; ++x)
     EXPECT_EQ(stream_k_isqrt(x), static_cast<int>(std::sqrt(static_cast<double>(x)))) << x;
 }

@@ -220,9 +220,10 @@ TEST_F(GpuGemm, Sm90DesignsMatchTheReferenceOnAwkwardShapes) {
   check_designs_on_awkward_shapes(*this, kSm90Designs);
 }
 
-// Stream-K's partition cases on a 132-SM H100: data-parallel waves before the stream-K region (361 tiles of
-// 64x64), every tile split across clusters with no data-parallel wave (208 tiles), and two tiles whose
-// k-blocks are shared among several clusters each (an owner adding the partials of several peers).
+// Stream-K's partition cases on a 132-SM H100 or H200, for both designs (64x64 tiles on 132 clusters;
+// 256x128 cluster tiles on 66): data-parallel waves before a cut remainder (2000x1096: 576 tiles, 48 cut in
+// 2; 72 cluster tiles, 6 cut in 4), every tile cut with no data-parallel wave (320x512: 40 tiles in 3
+// pieces; 8 cluster tiles in 4), and one or two long-K tiles cut in 5 (an owner adding several partials).
 TEST_F(GpuGemm, Sm90StreamKMatchesTheReferenceInEveryPartitionCase) {
   if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
   const std::vector<std::string> designs = {
@@ -232,7 +233,7 @@ TEST_F(GpuGemm, Sm90StreamKMatchesTheReferenceInEveryPartitionCase) {
   precompile(designs, {Problem{{128, 128, 128}, Layout::kTN}});
   precompile(designs, {Problem{{128, 128, 128}, Layout::kNN}});
   for (Layout layout : {Layout::kTN, Layout::kNN})
-    for (Shape shape : {Shape{1200, 1200, 520}, Shape{777, 1000, 4104}, Shape{64, 128, 8192}}) {
+    for (Shape shape : {Shape{2000, 1096, 4104}, Shape{320, 512, 4104}, Shape{64, 128, 8192}}) {
       const HostProblem hp = make_problem(shape, layout, 31 + shape.k);
       for (const auto& text : designs) {
         const GemmKernel kernel(parse_design(text), hp.problem, device_, options_);

@@ -15,10 +15,10 @@
 // K reductions across CTAs, in the epilogue, through an fp32 workspace that is all zeros between launches:
 //   serial split-K    slices of a tile add into one slot in split order, behind a per-tile semaphore.
 //   parallel split-K  every slice parks its partial; the last to arrive sums all slices in slice order.
-//   stream-K          data-parallel waves of whole tiles, then the remaining tiles' k-blocks shared out
-//                     evenly among the clusters (partition in sm90/stream_k.h). A segment that starts inside
-//                     a tile (a peer; only a cluster's first stream-K segment can be one) stores its partial
-//                     in its cluster's slot and raises the slot's flag (release). The segment that starts
+//   stream-K          data-parallel waves of whole tiles, then each remaining tile cut at the same k-blocks
+//                     into pieces for the clusters (partition in sm90/stream_k.h). A segment that starts
+//                     inside a tile (a peer; only a cluster's first stream-K segment can be one) stores its
+//                     partial in its cluster's slot and raises the slot's flag (release). The segment that starts
 //                     the tile (the owner; always its cluster's last) waits for the flags of the following
 //                     clusters that hold the rest of the tile (acquire), adds their partials in cluster
 //                     order, zeroes slots and flags, and writes C. Peers wait for nothing, so there is no

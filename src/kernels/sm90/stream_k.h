@@ -1,22 +1,30 @@
 // The work partition of the sm90 kernel's stream-K mode: which cluster computes which k-blocks of which
-// cluster tile. Plain arithmetic in the core language, so the kernel (NVRTC) and the host tests share it.
+// cluster tile. Plain arithmetic in the core language, so the kernel (NVRTC), the cost model and the host
+// tests share it.
 //
-// Hybrid "data-parallel waves + stream-K remainder", for T cluster tiles of KB k-blocks each and a
-// persistent grid of G clusters:
-//   - T a multiple of G: every tile is data parallel (whole tiles, cluster g takes tiles g, g+G, ...).
-//   - otherwise the first D = (T/G - 1)*G tiles (none when T < 2G) are data parallel, and the I = (T-D)*KB
-//     iterations (k-blocks) of the remaining tiles, numbered tile-major and k-minor, are shared out evenly
-//     among the first S clusters: cluster g < S takes iterations [g*I/S, (g+1)*I/S) after its data-parallel
-//     tiles. S is G unless that would cut the iterations too fine: an owner adds its peers' partials one
-//     after another, so a tile cut into f pieces costs about (KB/f) k-block steps plus f fixup steps. Taking
-//     a fixup step as about 4 k-block steps, the best piece is about sqrt(4 KB) k-blocks; no cluster takes
-//     fewer than that (or than the whole of a KB-block tile), S = min(G, I / that).
+// "Data-parallel waves + an evenly cut remainder", for T cluster tiles of KB k-blocks each and a persistent
+// grid of G clusters:
+//   - the first D = floor(T/G)*G tiles are data parallel (whole tiles, cluster g takes tiles g, g+G, ...);
+//   - each of the R = T - D remaining tiles (fewer than G) is cut into the same f pieces, f = floor(G/R) but
+//     no piece shorter than about sqrt(4 KB) k-blocks (an owner adds its peers' partials one after another,
+//     so a tile cut into f pieces costs about KB/f k-block steps plus f fixup steps; taking a fixup step as
+//     about 4 k-block steps, the best piece is about sqrt(4 KB) k-blocks). The I = R*KB iterations of the
+//     region, numbered tile-major and k-minor, go to the first S = R*f clusters: cluster g < S takes
+//     iterations [g*I/S, (g+1)*I/S), exactly piece g % f of tile g / f. With f = 1 the remainder is a last,
+//     partial data-parallel wave.
+// Every remaining tile is cut at the same k-blocks, so the pieces that run at the same time read the same
+// k-range of A and B, as data-parallel tiles do, and tiles that share a panel find it in L2. Spreading the
+// region over all G clusters instead (pieces of I/G iterations that straddle tiles) balances the load
+// better on paper, but on an H100 it put concurrently running tiles at unrelated k offsets: at 4096x512x8192
+// with 128x128 tiles (128 tiles, 132 clusters) it read 2.7 TB/s from DRAM against 1.3 TB/s for the
+// data-parallel kernel and took 1.8x as long (bench/results/h100/ncu-streamk-spread.txt).
 // A cluster's iteration range becomes segments (tile, kb_begin, kb_end), one per tile it touches, in tile
-// order. A segment with kb_begin > 0 is a "peer": only a cluster's first stream-K segment can be one, since
-// every later segment starts at a tile boundary. A segment with kb_begin == 0 that stops short of KB is the
-// tile's "owner": only a cluster's last segment can be one. The owner of a tile adds the partial sums of
-// the peers that hold the rest of the tile -- the clusters after its own, in cluster order -- and writes
-// C; a peer's partial is ready without waiting for anything, so the owners' waits form no cycle.
+// order (with the cut above, one segment). A segment with kb_begin > 0 is a "peer": only a cluster's first
+// stream-K segment can be one, since every later segment starts at a tile boundary. A segment with
+// kb_begin == 0 that stops short of KB is the tile's "owner": only a cluster's last segment can be one. The
+// owner of a tile adds the partial sums of the peers that hold the rest of the tile -- the clusters after its
+// own, in cluster order -- and writes C; a peer's partial is ready without waiting for anything, so the
+// owners' waits form no cycle.
 #pragma once
 
 #include "params.h"  // RLGEMM_SM90_HD: callable from host code and, under NVRTC or nvcc, from device code
@@ -62,25 +70,31 @@ struct StreamKSegment {
   int kb_begin, kb_end;
 };
 
-// The stream-K region holds fewer than 2G tiles (T - D = G + T % G, or T < 2G), so for K <= 2^20 and
-// BK >= 32 its iteration count stays below 2^16 G: plain int arithmetic, no 64-bit division in the kernel.
+// The stream-K region holds fewer than G tiles, so for K <= 2^20 and BK >= 32 its iteration count stays
+// below 2^15 G: plain int arithmetic, no 64-bit division in the kernel.
 RLGEMM_SM90_HD inline StreamK stream_k_partition(int tiles, int k_blocks, int clusters) {
   StreamK s;
   s.tiles = tiles;
   s.k_blocks = k_blocks;
   s.clusters = clusters;
-  if (tiles % clusters == 0) s.dp_tiles = tiles;
-  else if (tiles >= 2 * clusters) s.dp_tiles = (tiles / clusters - 1) * clusters;
-  else s.dp_tiles = 0;
-  s.sk_iters = (tiles - s.dp_tiles) * k_blocks;
+  s.dp_tiles = tiles / clusters * clusters;
+  const int remaining = tiles - s.dp_tiles;
+  s.sk_iters = remaining * k_blocks;
   s.sk_clusters = clusters;
-  if (s.sk_iters > 0) {
-    const int most = s.sk_iters / stream_k_min_iters(k_blocks);
-    if (most < clusters) s.sk_clusters = most > 1 ? most : 1;
+  if (remaining > 0) {
+    const int most_pieces = k_blocks / stream_k_min_iters(k_blocks);  // >= 1: the piece is at most KB
+    const int fit = clusters / remaining;                             // >= 1: remaining < clusters
+    s.sk_clusters = remaining * (fit < most_pieces ? fit : most_pieces);
   }
   s.per_cluster = s.sk_iters / s.sk_clusters;
   s.remainder = s.sk_iters % s.sk_clusters;
   return s;
+}
+
+// Pieces each stream-K tile is cut into (f above); 1 when there is no stream-K region.
+RLGEMM_SM90_HD inline int stream_k_pieces(const StreamK& s) {
+  const int remaining = s.tiles - s.dp_tiles;
+  return remaining > 0 ? s.sk_clusters / remaining : 1;
 }
 
 // First stream-K iteration of cluster g, floor(g * I / S), computed as g * (I / S) + floor(g * (I % S) / S)

@@ -1,0 +1,75 @@
+#include "bench/cublaslt_problem.h"
+
+#include <string>
+
+#include "rlgemm/error.h"
+
+namespace rlgemm::bench {
+
+void check_cublas_status(cublasStatus_t status, const char* call) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  throw Error(status == CUBLAS_STATUS_ALLOC_FAILED ? ErrorKind::kOutOfMemory : ErrorKind::kRuntime,
+              std::string(call) + " failed: " + cublasLtGetStatusName(status) + " (" +
+                  cublasLtGetStatusString(status) + ")");
+}
+#define RLGEMM_LT_CHECK(call) check_cublas_status((call), #call)
+
+LtProblem::LtProblem(const Problem& problem) : problem_(problem) {
+  const uint64_t m = problem.shape.m, n = problem.shape.n, k = problem.shape.k;
+  const bool nn = problem.layout == Layout::kNN;
+  try {
+    RLGEMM_LT_CHECK(cublasLtMatmulDescCreate(&operation_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t op_b = nn ? CUBLAS_OP_N : CUBLAS_OP_T, op_a = CUBLAS_OP_N;
+    RLGEMM_LT_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
+    RLGEMM_LT_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
+    if (nn)
+      RLGEMM_LT_CHECK(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16F, n, k, problem.ldb()));
+    else
+      RLGEMM_LT_CHECK(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16F, k, n, problem.ldb()));
+    RLGEMM_LT_CHECK(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16F, k, m, problem.lda()));
+    RLGEMM_LT_CHECK(cublasLtMatrixLayoutCreate(&c_, CUDA_R_16F, n, m, problem.ldc()));
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+LtProblem::~LtProblem() { release(); }
+
+void LtProblem::release() {
+  if (c_) cublasLtMatrixLayoutDestroy(c_);
+  if (a_) cublasLtMatrixLayoutDestroy(a_);
+  if (b_) cublasLtMatrixLayoutDestroy(b_);
+  if (operation_) cublasLtMatmulDescDestroy(operation_);
+  operation_ = nullptr;
+  b_ = a_ = c_ = nullptr;
+}
+
+std::vector<cublasLtMatmulHeuristicResult_t> LtProblem::candidates(cublasLtHandle_t handle) const {
+  cublasLtMatmulPreference_t preference = nullptr;
+  RLGEMM_LT_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+  const uint64_t max_workspace = kLtWorkspaceBytes;
+  std::vector<cublasLtMatmulHeuristicResult_t> results(kLtMaxCandidates);
+  int found = 0;
+  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof max_workspace);
+  if (status == CUBLAS_STATUS_SUCCESS)
+    status = cublasLtMatmulAlgoGetHeuristic(handle, operation_, b_, a_, c_, c_, preference, kLtMaxCandidates,
+                                            results.data(), &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  RLGEMM_LT_CHECK(status);
+  if (found < 1)
+    throw Error(ErrorKind::kRuntime, "cuBLASLt's heuristic offers no algorithm for " + problem_.shape.to_string() +
+                                         " " + std::string(to_string(problem_.layout)));
+  results.resize(size_t(found));
+  return results;
+}
+
+void LtProblem::launch(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo, const void* a, const void* b,
+                       void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
+  const float alpha = 1.0f, beta = 0.0f;
+  RLGEMM_LT_CHECK(cublasLtMatmul(handle, operation_, &alpha, b, b_, a, a_, &beta, c, c_, c, c_, &algo, workspace,
+                                 workspace_bytes, stream));
+}
+
+}  // namespace rlgemm::bench

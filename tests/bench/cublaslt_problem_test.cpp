@@ -1,0 +1,86 @@
+// cuBLASLt's view of a row-major problem: the descriptors must describe C^T = B^T A^T with the stored
+// matrices' shapes and leading dimensions, for both layouts and for shapes that are not tile multiples.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <ostream>
+
+#include "bench/cublaslt_problem.h"
+#include "rlgemm/error.h"
+
+namespace rlgemm::bench {
+namespace {
+
+struct LayoutView {
+  uint64_t rows = 0, cols = 0;
+  int64_t ld = 0;
+  cudaDataType type{};
+  bool operator==(const LayoutView&) const = default;
+};
+
+void PrintTo(const LayoutView& v, std::ostream* os) {
+  *os << v.rows << " x " << v.cols << " ld " << v.ld << " type " << int(v.type);
+}
+
+template <typename T>
+T attribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t which) {
+  T value{};
+  size_t written = 0;
+  check_cublas_status(cublasLtMatrixLayoutGetAttribute(layout, which, &value, sizeof value, &written),
+                      "cublasLtMatrixLayoutGetAttribute");
+  return value;
+}
+
+LayoutView view(cublasLtMatrixLayout_t layout) {
+  return {attribute<uint64_t>(layout, CUBLASLT_MATRIX_LAYOUT_ROWS),
+          attribute<uint64_t>(layout, CUBLASLT_MATRIX_LAYOUT_COLS), attribute<int64_t>(layout, CUBLASLT_MATRIX_LAYOUT_LD),
+          cudaDataType(attribute<uint32_t>(layout, CUBLASLT_MATRIX_LAYOUT_TYPE))};
+}
+
+int32_t operation(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t which) {
+  int32_t op = -1;
+  size_t written = 0;
+  check_cublas_status(cublasLtMatmulDescGetAttribute(desc, which, &op, sizeof op, &written),
+                      "cublasLtMatmulDescGetAttribute");
+  return op;
+}
+
+TEST(LtProblem, TnReadsBStoredNByKTransposed) {
+  const LtProblem lt(Problem{Shape{7, 200, 136}, Layout::kTN});
+  EXPECT_EQ(operation(lt.operation(), CUBLASLT_MATMUL_DESC_TRANSA), CUBLAS_OP_T);
+  EXPECT_EQ(operation(lt.operation(), CUBLASLT_MATMUL_DESC_TRANSB), CUBLAS_OP_N);
+  EXPECT_EQ(view(lt.b_layout()), (LayoutView{136, 200, 136, CUDA_R_16F}));  // column-major K x N, ld K
+  EXPECT_EQ(view(lt.a_layout()), (LayoutView{136, 7, 136, CUDA_R_16F}));    // A^T: column-major K x M
+  EXPECT_EQ(view(lt.c_layout()), (LayoutView{200, 7, 200, CUDA_R_16F}));    // C^T: column-major N x M
+}
+
+TEST(LtProblem, NnReadsBStoredKByNAsIs) {
+  const LtProblem lt(Problem{Shape{1000, 72, 24}, Layout::kNN});
+  EXPECT_EQ(operation(lt.operation(), CUBLASLT_MATMUL_DESC_TRANSA), CUBLAS_OP_N);
+  EXPECT_EQ(operation(lt.operation(), CUBLASLT_MATMUL_DESC_TRANSB), CUBLAS_OP_N);
+  EXPECT_EQ(view(lt.b_layout()), (LayoutView{72, 24, 72, CUDA_R_16F}));  // column-major N x K, ld N
+  EXPECT_EQ(view(lt.a_layout()), (LayoutView{24, 1000, 24, CUDA_R_16F}));
+  EXPECT_EQ(view(lt.c_layout()), (LayoutView{72, 1000, 72, CUDA_R_16F}));
+  EXPECT_EQ(lt.problem().shape, (Shape{1000, 72, 24}));
+}
+
+TEST(LtProblem, AFailedCallNamesItself) {
+  try {
+    check_cublas_status(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul(...)");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kRuntime);
+    EXPECT_NE(std::string(e.what()).find("cublasLtMatmul(...) failed: CUBLAS_STATUS_INVALID_VALUE"), std::string::npos)
+        << e.what();
+  }
+  try {
+    check_cublas_status(CUBLAS_STATUS_ALLOC_FAILED, "cublasLtCreate");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kOutOfMemory);
+  }
+  EXPECT_NO_THROW(check_cublas_status(CUBLAS_STATUS_SUCCESS, "nothing"));
+}
+
+}  // namespace
+}  // namespace rlgemm::bench
