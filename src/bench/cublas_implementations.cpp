@@ -59,7 +59,6 @@ class LtBase : public Implementation {
   }
 
   void prepare(const Problem& p, const Operands& x, cudaStream_t stream) override {
-    problem_.reset();
     problem_ = std::make_unique<LtProblem>(p);
     choose(p, x, stream, problem_->candidates(handle_));
   }

@@ -18,6 +18,7 @@
 namespace {
 
 using Result = rlgemm::testing::CliResult;
+using rlgemm::testing::read_text;
 using rlgemm::testing::run_rlgemm;
 
 void expect_error(const std::string& args, int code, const std::string& message) {
@@ -102,8 +103,7 @@ TEST(BenchCliGpu, OutOfDeviceMemoryStopsCleanlyAndSaysSo) {
   int lines = 0;
   while (std::getline(csv, line)) ++lines;
   EXPECT_EQ(lines, 2) << "the header and the small shape's row are kept";
-  std::ifstream json(std::filesystem::path(out).replace_extension(".json"));
-  const std::string meta((std::istreambuf_iterator<char>(json)), std::istreambuf_iterator<char>());
+  const std::string meta = read_text(std::filesystem::path(out).replace_extension(".json"));
   EXPECT_NE(meta.find("failed (partial results)"), std::string::npos) << meta;
 }
 
@@ -139,8 +139,7 @@ TEST(SummarizeCli, UpdateTunedTableTakesOnlyFasterTunedRows) {
   const auto r = run_rlgemm("summarize " + (dir / "run.csv").string() + " --update-tuned-table " +
                             (dir / "h100.csv").string());
   ASSERT_EQ(r.code, 0) << r.output;
-  std::ifstream in(dir / "h100.csv");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = read_text(dir / "h100.csv");
   EXPECT_NE(text.find(std::string("GPU X,64,64,64,tn,") + b + ",8.000,1.1000"), std::string::npos) << text;
   EXPECT_NE(text.find(std::string("GPU X,128,64,64,tn,") + a + ",10.000,1.2000"), std::string::npos) << text;
   EXPECT_NE(text.find(std::string("GPU X,256,64,64,tn,") + a + ",10.000,0.7500,4"), std::string::npos) << text;
@@ -164,8 +163,7 @@ TEST(SummarizeCli, UpdateTunedTableTakesOnlyFasterTunedRows) {
   const auto s = run_rlgemm("summarize " + (dir / "sweep.csv").string() + " --best-of-designs --update-tuned-table " +
                             (dir / "h100.csv").string());
   ASSERT_EQ(s.code, 0) << s.output;
-  std::ifstream again(dir / "h100.csv");
-  const std::string updated((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+  const std::string updated = read_text(dir / "h100.csv");
   // 8.5 us against lt_auto's best 7.5 us (the sweep's lt_auto took 7.99 us).
   EXPECT_NE(updated.find(std::string("GPU X,256,64,64,tn,") + c + ",8.500,0.8824,4"), std::string::npos) << updated;
   EXPECT_NE(updated.find(std::string("GPU X,128,64,64,tn,") + a + ",10.000,1.2000"), std::string::npos) << updated;

@@ -1,4 +1,5 @@
-// Runs the built `rlgemm` binary with arguments and captures its exit code and combined output.
+// Runs the built `rlgemm` binary with arguments and captures its exit code and combined output; reads back
+// the files it wrote.
 #pragma once
 
 #include <sys/wait.h>
@@ -6,6 +7,9 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 namespace rlgemm::testing {
@@ -30,6 +34,12 @@ inline CliResult run_rlgemm(const std::string& args) {
   const int status = pclose(pipe);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// The whole of a file the binary wrote (empty when there is none).
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 }  // namespace rlgemm::testing

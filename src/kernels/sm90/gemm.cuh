@@ -558,29 +558,24 @@ struct Gemm {
     for (int i = 0; i < kMmaM * kAcc; i += 4)
       __stcg(reinterpret_cast<float4*>(slot + (i * 128 + t * 4)), make_float4(0.f, 0.f, 0.f, 0.f));
   }
-  static __device__ __forceinline__ void load_fragment(float (&acc)[kMmaM][kAcc], const float* slot, int t) {
+  // Reads a slot back into the fragment: in place of its values (kAdd false) or added to them.
+  template <bool kAdd>
+  static __device__ __forceinline__ void read_fragment(float (&acc)[kMmaM][kAcc], const float* slot, int t) {
 #pragma unroll
     for (int mi = 0; mi < kMmaM; ++mi)
 #pragma unroll
       for (int i = 0; i < kAcc; i += 4) {
         const float4 v = __ldcg(reinterpret_cast<const float4*>(slot + ((mi * kAcc + i) * 128 + t * 4)));
-        acc[mi][i] = v.x;
-        acc[mi][i + 1] = v.y;
-        acc[mi][i + 2] = v.z;
-        acc[mi][i + 3] = v.w;
+        const float x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[mi][i + j] = kAdd ? acc[mi][i + j] + x[j] : x[j];
       }
   }
+  static __device__ __forceinline__ void load_fragment(float (&acc)[kMmaM][kAcc], const float* slot, int t) {
+    read_fragment<false>(acc, slot, t);
+  }
   static __device__ __forceinline__ void add_fragment(float (&acc)[kMmaM][kAcc], const float* slot, int t) {
-#pragma unroll
-    for (int mi = 0; mi < kMmaM; ++mi)
-#pragma unroll
-      for (int i = 0; i < kAcc; i += 4) {
-        const float4 v = __ldcg(reinterpret_cast<const float4*>(slot + ((mi * kAcc + i) * 128 + t * 4)));
-        acc[mi][i] += v.x;
-        acc[mi][i + 1] += v.y;
-        acc[mi][i + 2] += v.z;
-        acc[mi][i + 3] += v.w;
-      }
+    read_fragment<true>(acc, slot, t);
   }
 
   // A consumer warpgroup is done reading a stage: one arrival on that stage's empty barrier in every CTA
