@@ -24,10 +24,11 @@
 //             cache ($RLGEMM_CACHE_DIR or ~/.cache/rlgemm/cubins, file cublaslt-choices.csv), so that later
 //             handles and processes find it; a cache that cannot be written costs one warning;
 //   policy    any other shape, when the handle was given a policy file: the policy's zero-shot design;
-//   predicted any other shape, when HandleOptions::predicted_kernels is set: the design the built-in speed
-//             predictor (data/predictors/, by GPU name, else one of the same architecture) expects to beat
-//             cuBLASLt by the most, where its predicted gain clears two standard deviations of its
-//             uncertainty; choosing costs about half a second at the shape's first use;
+//   predicted any shape without a tuned row (unless HandleOptions::predicted_kernels is off): the design the
+//             built-in speed predictor (data/predictors/, by GPU name, else one of the same architecture)
+//             expects to beat cuBLASLt by the most, where its predicted gain clears three standard deviations
+//             of its uncertainty (predict::kRouteZ); choosing costs about half a second at the shape's first
+//             use, and a kernel's first compile a second or two (then cached);
 //   With HandleOptions::prefer_cublaslt = false (kernels only), shapes without a tuned row take instead:
 //   nearest   the design of the nearest tuned shape of this GPU and layout, distance measured between
 //             (log M, log N, log K), among designs valid for the layout and the GPU;
@@ -99,9 +100,10 @@ struct HandleOptions {
   // nothing measured says a kernel beats it (the floor). false: rlgemm kernels everywhere.
   bool prefer_cublaslt = true;
   // Let the speed predictor put kernels on shapes without a tuned row, where it expects them to beat
-  // cuBLASLt beyond its uncertainty (the "predicted" route). Off by default: the floor rests on measurements,
-  // this route on predictions.
-  bool predicted_kernels = false;
+  // cuBLASLt beyond its uncertainty (the "predicted" route); off: every such shape takes the cuBLASLt floor.
+  // On by default: on the held-out LLM shapes it lifted the library from 0.994 to 1.006 of the best vendor
+  // call on an H100 (bench/results/h100/llm-zero-shot.csv), with the route rule chosen on other shapes.
+  bool predicted_kernels = true;
   // Where compiled kernels are cached: empty for the default ($RLGEMM_CACHE_DIR, else ~/.cache/rlgemm/cubins).
   std::string cache_dir;
   // A tuning database whose SASS-rescheduled cubins (`rlgemm sass-opt --db`) this handle loads in place of

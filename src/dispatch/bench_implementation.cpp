@@ -1,5 +1,7 @@
 #include "dispatch/bench_implementation.h"
 
+#include <utility>
+
 #include "rlgemm/rlgemm.h"
 
 namespace rlgemm::dispatch {
@@ -7,8 +9,9 @@ namespace {
 
 class DispatchImplementation final : public bench::Implementation {
  public:
-  explicit DispatchImplementation(const HandleOptions& options) : handle_(options) {}
-  std::string name() const override { return kDispatchImplementation; }
+  DispatchImplementation(const HandleOptions& options, std::string name)
+      : handle_(options), name_(std::move(name)) {}
+  std::string name() const override { return name_; }
   void prepare(const Problem& p, const bench::Operands&, cudaStream_t stream) override {
     handle_.prepare(p.shape.m, p.shape.n, p.shape.k, p.layout, stream);  // route, compile, workspace
     route_ = handle_.describe(p.shape.m, p.shape.n, p.shape.k, p.layout);
@@ -22,13 +25,14 @@ class DispatchImplementation final : public bench::Implementation {
 
  private:
   Handle handle_;
+  std::string name_;
   std::string route_;
 };
 
 }  // namespace
 
-bench::ImplementationPtr make_dispatch_implementation(const HandleOptions& options) {
-  return std::make_unique<DispatchImplementation>(options);
+bench::ImplementationPtr make_dispatch_implementation(const HandleOptions& options, std::string name) {
+  return std::make_unique<DispatchImplementation>(options, std::move(name));
 }
 
 }  // namespace rlgemm::dispatch

@@ -9,8 +9,12 @@
 namespace rlgemm::dispatch {
 
 inline constexpr const char* kDispatchImplementation = "rlgemm";
+// The same library with the predicted route on (HandleOptions::predicted_kernels), so that one run measures
+// both routes beside the same vendor calls.
+inline constexpr const char* kPredictedDispatchImplementation = "rlgemm_predicted";
 
-// A handle made with `options` (default: the built-in tuned table of this GPU).
-bench::ImplementationPtr make_dispatch_implementation(const HandleOptions& options = {});
+// A handle made with `options` (default: the built-in tuned table of this GPU), named `name` in the results.
+bench::ImplementationPtr make_dispatch_implementation(const HandleOptions& options = {},
+                                                      std::string name = kDispatchImplementation);
 
 }  // namespace rlgemm::dispatch

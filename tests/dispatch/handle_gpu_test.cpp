@@ -112,6 +112,7 @@ class HandleGpu : public ::testing::Test {
     out.close();
     HandleOptions options;
     options.tuned_table = file.string();
+    options.predicted_kernels = false;  // the routes these tests name; the predicted route has a test of its own
     // The default cubin cache (content-addressed, shared safely): each design compiles once per machine.
     return options;
   }

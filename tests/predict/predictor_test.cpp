@@ -223,9 +223,9 @@ TEST(RouteRule, KernelOnlyWhereTheGainClearsItsUncertainty) {
   EXPECT_FALSE(take_kernel_route(gain(1.20, 0.0), 1.0, 1.25));  // the margin: 20% faster is not 25%
   EXPECT_TRUE(take_kernel_route(gain(1.30, 0.0), 1.0, 1.25));
   EXPECT_FALSE(take_kernel_route(gain(1.0, 0.0)));          // a tie keeps cuBLASLt
-  // The default asks for two standard deviations.
-  EXPECT_FALSE(take_kernel_route(gain(1.20, 0.10)));
-  EXPECT_TRUE(take_kernel_route(gain(1.25, 0.10)));         // 0.223 > 0.20
+  // The default asks for three standard deviations.
+  EXPECT_FALSE(take_kernel_route(gain(1.30, 0.10)));        // 0.262 < 0.30
+  EXPECT_TRUE(take_kernel_route(gain(1.36, 0.10)));         // 0.307 > 0.30
 }
 
 TEST(Predictor, BuiltInPredictorsFollowTheGpu) {

@@ -31,7 +31,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
-#include <sstream>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -108,7 +108,7 @@ const Api& api() {
 }
 
 rlgemm_handle_t handle_for(int device) {
-  TORCH_CHECK(device >= 0 && device < kMaxDevices, "rlgemm: CUDA device ", device, " is out of range");
+  TORCH_CHECK(device >= 0 && device < kMaxDevices, "rlgemm: CUDA device ", std::to_string(device), " is out of range");
   if (rlgemm_handle_t h = handles[device].load(std::memory_order_acquire)) return h;
   std::lock_guard lock(state_mutex);
   if (rlgemm_handle_t h = handles[device].load(std::memory_order_acquire)) return h;
@@ -144,14 +144,21 @@ std::string dtype_name(at::ScalarType t) {
   }
 }
 
+// Messages hold no streamed integers: numbers are formatted with std::to_string or snprintf first. Built
+// against the CUDA torch of the GPU machines (2.11, g++ 13), streaming an integer into a failed check's
+// message crashed the process, while strings streamed fine.
+// A size as text: concrete sizes (every eager call) as plain integers, symbolic ones (torch.compile's
+// tracing) as their expression.
+std::string text(const c10::SymInt& s) {
+  if (const std::optional<int64_t> v = s.maybe_as_int()) return std::to_string(*v);
+  return s.toSymNodeImplUnowned()->str();
+}
+
 // Python's tuple spelling: (3, 5, 64), (64,), ().
-template <class Sizes>
-std::string tuple(const Sizes& sizes) {
-  std::ostringstream s;
-  s << "(";
-  for (size_t i = 0; i < sizes.size(); ++i) s << (i ? ", " : "") << sizes[i];
-  s << (sizes.size() == 1 ? ",)" : ")");
-  return s.str();
+std::string tuple(c10::SymIntArrayRef sizes) {
+  std::string s = "(";
+  for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + text(sizes[i]);
+  return s + (sizes.size() == 1 ? ",)" : ")");
 }
 
 void check_tensor(const at::Tensor& t, const char* name, const char* op, int dims) {
@@ -165,15 +172,15 @@ void check_tensor(const at::Tensor& t, const char* name, const char* op, int dim
   TORCH_CHECK_VALUE(t.is_cuda() || t.is_meta(), "rlgemm.", op, ": ", name, " must be on a CUDA device, got ",
                     t.device().str(), "; move it with ", name, ".cuda()");
   if (dims > 0)
-    TORCH_CHECK_VALUE(t.dim() == dims, "rlgemm.", op, ": ", name, " must be ", dims, "-D, got shape ",
+    TORCH_CHECK_VALUE(t.dim() == dims, "rlgemm.", op, ": ", name, " must be ", std::to_string(dims), "-D, got shape ",
                       tuple(t.sym_sizes()));
 }
 
 // The problem rules of include/rlgemm/problem.h, checked here too so that a traced graph fails early.
 void check_extents(const char* op, const c10::SymInt& n, const c10::SymInt& k) {
-  TORCH_CHECK_VALUE(n > 0 && n % 8 == 0, "rlgemm.", op, ": N = ", n,
+  TORCH_CHECK_VALUE(n > 0 && n % 8 == 0, "rlgemm.", op, ": N = ", text(n),
                     " must be a positive multiple of 8 (rows start on 16-byte boundaries)");
-  TORCH_CHECK_VALUE(k > 0 && k % 8 == 0, "rlgemm.", op, ": K = ", k,
+  TORCH_CHECK_VALUE(k > 0 && k % 8 == 0, "rlgemm.", op, ": K = ", text(k),
                     " must be a positive multiple of 8 (rows start on 16-byte boundaries)");
 }
 
@@ -186,10 +193,10 @@ void check_contiguous(const at::Tensor& t, const char* name, const char* op) {
 void check_aligned(const at::Tensor& t, const char* name, const char* op) {
   const auto address = reinterpret_cast<uintptr_t>(t.data_ptr());
   if (address % 16 == 0) return;
-  std::ostringstream hex;
-  hex << "0x" << std::hex << address;
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(address));
   TORCH_CHECK_VALUE(false, "rlgemm.", op, ": ", name, " must start on a 16-byte boundary (its data pointer is ",
-                    hex.str(), ", a view at an odd offset); pass ", name, ".clone()");
+                    hex, ", a view at an odd offset); pass ", name, ".clone()");
 }
 
 void check_mm(const at::Tensor& a, const at::Tensor& b) {
