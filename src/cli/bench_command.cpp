@@ -1,4 +1,4 @@
-// rlgemm bench: measures implementations side by side, through one correctness gate and one output format.
+// rlgemm bench: measures fp16 or bf16 GEMM implementations side by side, through one correctness gate and one output format.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -41,6 +41,7 @@ struct BenchArgs {
   std::vector<std::string> models;  // config.json files: their linear layers at the --batch token counts
   std::string batch;
   std::string layout = "both";
+  std::string dtype = "fp16";
   std::vector<std::string> impls;
   std::vector<std::string> designs;
   std::string designs_file;
@@ -126,9 +127,14 @@ int run(BenchArgs& a) {
   if (!a.models.empty())
     config.shapes = shapes_of_models(a.models, parse_token_counts(a.batch.empty() ? "1,8,32,128,512,2048" : a.batch));
   config.layouts = parse_layouts(a.layout);
+  config.dtypes = parse_dtypes(a.dtype);
   config.modes = parse_modes(split_list(a.modes));
 #ifdef RLGEMM_HAVE_MEASURE
   const std::vector<Design> designs = designs_of(a);
+  for (const Design& d : designs)
+    if (std::find(config.dtypes.begin(), config.dtypes.end(), d.dtype) == config.dtypes.end())
+      fail("design '" + to_string(d) + "' computes " + std::string(to_string(d.dtype)) + " and --dtype asks for " +
+           a.dtype + ": a design runs only problems of its own element type (add /bf16 to its text, or use --dtype both)");
 #endif
   auto names = split_list(a.impls);
   const bool torch_asked = std::find(names.begin(), names.end(), kTorchImplementation) != names.end();
@@ -292,6 +298,7 @@ const CommandRegistration registration("bench", [](CLI::App& app) -> std::functi
   cmd->add_option("--model", args->models, "a Hugging Face config.json (repeatable): the model's linear-layer GEMMs (tn) at the --batch token counts")->check(CLI::ExistingFile);
   cmd->add_option("--batch", args->batch, "--model: token counts, comma-separated (default 1,8,32,128,512,2048)");
   cmd->add_option("--layout", args->layout, "nn (B is K x N), tn (B stored N x K) or both")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "element type of A, B and C: fp16, bf16 or both (fp32 accumulation either way)")->capture_default_str();
   cmd->add_option("--impl", args->impls, "implementations, comma-separated: cublas_nn, cublas_tn, lt_heuristic, lt_auto, torch, rlgemm (the library's dispatch) (default: the cuBLAS ones and torch where PyTorch is installed); every row's speedup_vs_best_vendor is against the fastest of the cuBLAS ones in the run");
 #ifdef RLGEMM_HAVE_MEASURE
   cmd->add_option("--design", args->designs, "an rlgemm kernel design to measure too, e.g. sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma (repeatable)");
