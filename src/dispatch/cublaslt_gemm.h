@@ -77,12 +77,14 @@ class CublasLtChoices {
   const std::filesystem::path& file() const { return file_; }
 
  private:
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, int>;  // M, N, K, layout, dtype
+  static Key key_of(const Problem& problem);
   void warn_once(const std::string& what);
   std::filesystem::path file_;
   std::string gpu_;
   size_t version_;
   mutable std::mutex mutex_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int>, int> chosen_;
+  std::map<Key, int> chosen_;
   bool warned_ = false;
 };
 
