@@ -51,8 +51,9 @@ int64_t count_nonfinite(const half* data, size_t elems, DType dtype, cudaStream_
 // is 2^-11 relative for fp16 (11-bit significand), so rel = 2^-10; 2^-8 for bf16 (8-bit significand), so
 // rel = 2^-7. The second covers fp32 accumulation order with room to spare (it does not depend on the element
 // type: the products of two fp16 or two bf16 values are exact in fp32), and stays far below what a 16-bit
-// accumulator loses with positive inputs: fp16 from K of a few hundred, bf16 (8 bits, so the running sum
-// drops whole products once it is 2^8 times larger than them) from K of about a hundred
+// accumulator loses with positive inputs: fp16 from K of a few hundred; bf16 (8 bits: each rounding of the
+// running sum costs up to 2^-9 of it, all leaning one way once the sum dwarfs the products) from K of about
+// 512 on 64 outputs rounded per 16-product MMA step, and by 8-10x the tolerance at the long-K probe (K = 8192)
 // (tests/bench/correctness_test.cpp works the numbers). Returns |c - ref| / tolerance (<= 1 passes), infinite
 // for a non-finite c.
 inline constexpr double kRelTol = 1.0 / 1024.0;     // fp16

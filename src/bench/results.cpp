@@ -89,7 +89,7 @@ Row parse_row(const std::vector<std::string>& f, const Columns& c) {
   if (c.samples >= 0 && !at(c.samples).empty()) r.timing.samples = std::stoi(at(c.samples));
   if (c.batch >= 0 && !at(c.batch).empty()) r.timing.batch = std::stoi(at(c.batch));
   r.detail = at(c.detail);
-  if (c.dtype >= 0) r.dtype = parse_dtype(at(c.dtype));
+  if (!at(c.dtype).empty()) r.dtype = parse_dtype(at(c.dtype));
   r.timing.time_us = r.time_us;
   return r;
 }

@@ -342,9 +342,14 @@ void Store::migrate() {
     has_version_table = s.i64(0) == 1;
   }
   if (!has_version_table) {
-    Statement s(db_, "SELECT COUNT(*) FROM sqlite_master WHERE type IN ('table', 'view')");
-    s.step();
-    if (s.i64(0) != 0)
+    int64_t objects = 0;
+    {
+      // Finalized before the schema changes: a pending read blocks DROP TABLE ("database table is locked").
+      Statement s(db_, "SELECT COUNT(*) FROM sqlite_master WHERE type IN ('table', 'view')");
+      s.step();
+      objects = s.i64(0);
+    }
+    if (objects != 0)
       fail("tuning database " + path_.string() +
            " holds tables but no schema_version: it is not an rlgemm tuning database; use another --db file");
     exec(db_, kSchemaV1);
@@ -355,9 +360,12 @@ void Store::migrate() {
     tx.commit();
     return;
   }
-  Statement s(db_, "SELECT MAX(version) FROM schema_version");
-  s.step();
-  int64_t version = s.i64(0);
+  int64_t version = 0;
+  {
+    Statement s(db_, "SELECT MAX(version) FROM schema_version");
+    s.step();
+    version = s.i64(0);
+  }
   // Migrations from older versions, one step per version, inside this transaction.
   if (version == 1) {
     exec(db_, kSchemaV2);

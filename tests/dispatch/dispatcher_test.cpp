@@ -79,7 +79,7 @@ TEST(TunedTable, ErrorsNameTheFileTheLineAndTheRule) {
   EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "nn")) << e;
   e = error_of(header() + row(kH100, "64,64,64", "tn", "sm80/64x64/w32x32"));
   EXPECT_TRUE(has(e, "t.csv:2:")) << e;
-  e = error_of(header() + kH100 + ",64,64,64,tn," + kSm80 + ",fast,1.0,\n");
+  e = error_of(header() + kH100 + ",64,64,64,tn," + kSm80 + ",fast,1.0,,fp16\n");
   EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "time_us")) << e;
   e = error_of(header() + row(kH100, "64,64,64", "tn", kSm80, "-1"));
   EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "speedup_vs_lt_auto")) << e;
