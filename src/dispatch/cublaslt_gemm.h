@@ -62,7 +62,8 @@ class CublasLtGemm {
 bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& problem, cudaStream_t stream);
 
 // The cuBLASLt choices made on this machine, so that each costs its timing once per machine: a CSV file
-// (gpu,cublaslt_version,M,N,K,layout,candidate,candidates) to which every new choice is appended by one write.
+// (gpu,cublaslt_version,M,N,K,layout,candidate,candidates, and a ninth field with the element type of a problem
+// other than fp16) to which every new choice is appended by one write.
 // Rows of other GPUs or another cuBLASLt are kept in the file and ignored (another cuBLASLt numbers its
 // candidates otherwise); lines a crash cut short are skipped. A file that cannot be read or written costs
 // nothing but a warning, once: the choices then last as long as the process. Thread-safe.
