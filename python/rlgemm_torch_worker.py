@@ -4,7 +4,7 @@
 
 Protocol, one JSON object per line. On start the worker writes {"hello": {"torch", "cuda", "device"}} or
 {"error": ...} (and exits). Then for each request line
-  {"m", "n", "k", "layout": "nn"|"tn", "modes": [...], "seed",
+  {"m", "n", "k", "layout": "nn"|"tn", "dtype": "fp16"|"bf16" (fp16 when absent), "modes": [...], "seed",
    "timing": {"batch_target_us", "batches", "max_warmup_batches", "samples", "gap_mean_ms"}}
 it answers {"correct", "detail", "modes": {mode: {"time_us", "min_us", "max_us", "samples", "batch"}}}
 or {"error": ..., "out_of_memory": bool}. End of input ends the worker.
@@ -33,18 +33,21 @@ except ImportError as e:
     send({"error": f"PyTorch is not installed for {sys.executable} ({e})"})
     sys.exit(1)
 
-REL_TOL = 2.0 ** -10  # same tolerance as src/bench/correctness.h
+# Same tolerance as src/bench/device_data.h: twice half an ulp of the element type, relative, plus the fp32
+# accumulation term.
+REL_TOL = {"fp16": 2.0 ** -10, "bf16": 2.0 ** -7}
 SUM_TOL = 2.0 ** -16
-GUARD_ELEMS = 2048  # 4 KiB of fp16 each side, as GuardedBuffer
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+GUARD_ELEMS = 2048  # 4 KiB of 16-bit elements each side, as GuardedBuffer
 GUARD_BITS = -23131  # 0xA5A5 as int16
 
 
 class Guarded:
-    """A fp16 tensor inside a larger buffer whose guard bands must stay untouched."""
+    """An fp16 or bf16 tensor inside a larger buffer whose guard bands must stay untouched."""
 
-    def __init__(self, shape):
+    def __init__(self, shape, dtype):
         self.numel = math.prod(shape)
-        self.buf = torch.empty(self.numel + 2 * GUARD_ELEMS, dtype=torch.float16, device="cuda")
+        self.buf = torch.empty(self.numel + 2 * GUARD_ELEMS, dtype=dtype, device="cuda")
         self.buf.view(torch.int16).fill_(GUARD_BITS)
         self.t = self.buf[GUARD_ELEMS:GUARD_ELEMS + self.numel].view(*shape)
 
@@ -65,9 +68,11 @@ def operand_b(stored, layout):
 def check(p, positive, seed):
     """One check of the gate on fresh inputs; returns (ok, why, worst error/tolerance ratio)."""
     m, n, k, layout = p["m"], p["n"], p["k"], p["layout"]
+    name = p.get("dtype", "fp16")
+    dtype = DTYPES[name]
     what = "positive inputs" if positive else "normal inputs"
     g = torch.Generator(device="cuda").manual_seed(seed)
-    a, bs, c = Guarded((m, k)), Guarded((k, n) if layout == "nn" else (n, k)), Guarded((m, n))
+    a, bs, c = Guarded((m, k), dtype), Guarded((k, n) if layout == "nn" else (n, k), dtype), Guarded((m, n), dtype)
     fill(a.t, positive, g)
     fill(bs.t, positive, g)
     b = operand_b(bs.t, layout)
@@ -90,7 +95,7 @@ def check(p, positive, seed):
     mag = ref.abs() if positive else a64.abs() @ b64.abs()
     del a64, b64
     err = (c.t.double() - ref).abs()
-    ratio = err / (REL_TOL * ref.abs() + SUM_TOL * mag + 1e-30)
+    ratio = err / (REL_TOL[name] * ref.abs() + SUM_TOL * mag + 1e-30)
     worst = float(ratio.max())
     if worst > 1.0:
         i = int(ratio.argmax())
@@ -167,6 +172,9 @@ def measure(p):
     m, n, k, layout, seed, o = p["m"], p["n"], p["k"], p["layout"], p["seed"], p["timing"]
     if layout not in ("nn", "tn"):
         raise ValueError(f"unknown layout '{layout}'")
+    if p.get("dtype", "fp16") not in DTYPES:
+        raise ValueError(f"unsupported dtype '{p['dtype']}': supported are {', '.join(DTYPES)}")
+    dtype = DTYPES[p.get("dtype", "fp16")]
     worst = 0.0
     for positive in (False, True):
         ok, why, ratio = check(p, positive, seed + 2 * positive)
@@ -179,9 +187,9 @@ def measure(p):
 
     def new_set(set_seed):
         g.manual_seed(set_seed)
-        return (torch.empty(m, k, dtype=torch.float16, device="cuda").normal_(generator=g),
-                torch.empty(b_shape, dtype=torch.float16, device="cuda").normal_(generator=g),
-                torch.empty(m, n, dtype=torch.float16, device="cuda"))
+        return (torch.empty(m, k, dtype=dtype, device="cuda").normal_(generator=g),
+                torch.empty(b_shape, dtype=dtype, device="cuda").normal_(generator=g),
+                torch.empty(m, n, dtype=dtype, device="cuda"))
 
     a, bs, c = new_set(seed)
     b = operand_b(bs, layout)
@@ -233,6 +241,7 @@ def main():
     torch.cuda.set_device(args.device)
     # fp32 accumulation throughout: the yardstick's rule for every implementation.
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     send({"hello": {"torch": torch.__version__, "cuda": torch.version.cuda,
                     "device": torch.cuda.get_device_name(args.device)}})
     for line in sys.stdin:

@@ -6,10 +6,11 @@
 // design.cpp alone.
 //
 // Text form, fields in this order, separated by '/':
-//   sm90: sm90.ws.{coop|pingpong}/BMxBNxBK/sS/cCMxCN/raster_{m|n}.gG/SPLIT/epi_{reg|tma}[/swap][/static]
-//   sm80: sm80/BMxBNxBK/wWMxWN/sS/{swz|pad}/raster_{m|n}.gG/SPLIT/epi_{reg|smem}[/swap][/static]
+//   sm90: sm90.ws.{coop|pingpong}/BMxBNxBK/sS/cCMxCN/raster_{m|n}.gG/SPLIT/epi_{reg|tma}[/swap][/static][/bf16]
+//   sm80: sm80/BMxBNxBK/wWMxWN/sS/{swz|pad}/raster_{m|n}.gG/SPLIT/epi_{reg|smem}[/swap][/static][/bf16]
 //   test: test.{fault|hang|wrong}          (fault-injection designs, used by tests of the tuner's isolation)
-// where SPLIT is one of: splitk1 | splitkN.serial | splitkN.parallel | streamk
+// where SPLIT is one of: splitk1 | splitkN.serial | splitkN.parallel | streamk, and /bf16 names the element
+// type of a bf16 kernel (fp16, the default, is not written, so the texts of fp16 designs never change)
 // e.g. sm90.ws.pingpong/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma
 //      sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg
 #pragma once
@@ -72,12 +73,20 @@ struct Design {
   SmemLayout smem = SmemLayout::kSwizzle;  // sm80 only
   bool swap_ab = false;       // compute C^T = B^T A^T (helps when M is small)
   bool static_shape = false;  // bake M, N, K into the kernel as compile-time constants
+  DType dtype = DType::kF16;  // element type of A, B and C: a design computes problems of its own type only
   TestBehavior test = TestBehavior::kFault;  // kTest only
 
   friend bool operator==(const Design&, const Design&) = default;
 };
 
 std::string to_string(const Design& design);
+
+// The same design for problems of element type `dtype` (a search explores tiles and schedules; the element
+// type is the problem's).
+inline Design with_dtype(Design design, DType dtype) {
+  design.dtype = dtype;
+  return design;
+}
 
 // Parses the canonical text form; throws Error(kInvalidInput) naming the field that does not parse.
 // Parsing checks syntax only; why_invalid() checks feasibility.
@@ -100,7 +109,7 @@ inline int smem_limit_or_hopper(int reported_bytes) { return reported_bytes > 0 
 std::optional<std::string> why_invalid(const Design& design, Layout layout, int smem_limit_bytes = kHopperSmemPerBlock);
 
 // Why this design cannot compute this problem although it is valid for the layout, or nullopt: the rules
-// that depend on the shape. An sm90 split-K design needs at least one k-block of BK per slice (K >= splits x
+// that depend on the problem. The design's element type must be the problem's. An sm90 split-K design needs at least one k-block of BK per slice (K >= splits x
 // BK, rounded up to whole k-blocks): slices left without k-blocks are not generated.
 std::optional<std::string> why_unfit(const Design& design, const Problem& problem);
 

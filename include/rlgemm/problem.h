@@ -1,5 +1,5 @@
-// The problem rlgemm solves: C[M,N] = A[M,K] * B with fp16 A, B, C, fp32 accumulation, alpha = 1, beta = 0.
-// A and C are row-major. B is either K x N row-major (`nn`) or stored N x K row-major (`tn`, a linear
+// The problem rlgemm solves: C[M,N] = A[M,K] * B with A, B, C of one 16-bit element type (fp16 or bf16), fp32
+// accumulation, alpha = 1, beta = 0. A and C are row-major. B is either K x N row-major (`nn`) or stored N x K row-major (`tn`, a linear
 // layer's weight). M >= 1; N and K are multiples of 8 so that every row starts on a 16-byte boundary.
 #pragma once
 
@@ -11,6 +11,17 @@
 namespace rlgemm {
 
 enum class Layout { kNN, kTN };
+
+// The element type of A, B and C. fp16 is the default everywhere a problem or a design does not name one.
+enum class DType { kF16, kBF16 };
+
+std::string_view to_string(DType dtype);  // "fp16" | "bf16"
+// "fp16" | "bf16"; throws Error(kInvalidInput) listing the supported types.
+DType parse_dtype(std::string_view text);
+// "fp16" | "bf16" | "both" -> the element types to run, in that order.
+std::vector<DType> parse_dtypes(std::string_view text);
+// The text of every supported element type, for messages ("fp16, bf16").
+std::string supported_dtypes();
 
 std::string_view to_string(Layout layout);
 Layout parse_layout(std::string_view text);  // "nn" | "tn"; throws Error naming the accepted values
@@ -33,6 +44,7 @@ struct Shape {
 struct Problem {
   Shape shape;
   Layout layout = Layout::kTN;
+  DType dtype = DType::kF16;
 
   friend bool operator==(const Problem&, const Problem&) = default;
   // Leading dimensions (elements) of the row-major operands as rlgemm stores them.

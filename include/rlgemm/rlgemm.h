@@ -1,15 +1,20 @@
-// rlgemm as a library: tuned fp16 GEMM kernels behind one call.
+// rlgemm as a library: tuned fp16 and bf16 GEMM kernels behind one call.
 //
 //   #include <rlgemm/rlgemm.h>
 //   rlgemm::Handle handle;                                  // the tuned table built into the library
 //   handle.prepare(M, N, K, rlgemm::Layout::kTN);            // optional: compile and load ahead
-//   handle.hgemm(stream, M, N, K, A, B, rlgemm::Layout::kTN, C);
+//   handle.hgemm(stream, M, N, K, A, B, rlgemm::Layout::kTN, C);                        // fp16
+//   handle.gemm(stream, M, N, K, A, B, rlgemm::Layout::kTN, C, rlgemm::DType::kBF16);  // bf16
 //
-// C[M,N] = A[M,K] * B with fp16 operands, fp32 accumulation, alpha = 1, beta = 0. A and C are row-major; B is
+// C[M,N] = A[M,K] * B with fp16 (or, through gemm(), bf16) operands, fp32 accumulation, alpha = 1, beta = 0. A and C are row-major; B is
 // K x N row-major (Layout::kNN) or stored N x K row-major (Layout::kTN: a linear layer's weight). The rules
 // of include/rlgemm/problem.h apply: M >= 1, N and K multiples of 8, extents <= 2^20. A, B and C must be
 // device pointers aligned to 16 bytes (the kernels load and store 16-byte vectors and describe the
 // operands to the Tensor Memory Accelerator, which needs 16-byte aligned base addresses).
+//
+// A shape's element type is part of its route: every route below is chosen among the rows, designs and
+// cuBLASLt algorithms of that type (bf16 rows of a table, bf16 designs, cuBLASLt with CUDA_R_16BF). The
+// built-in speed predictors learned fp16 kernels only, so a bf16 shape never takes the predicted route.
 //
 // Which kernel runs (the route of a shape, see describe()). A kernel runs only where a measurement on this GPU
 // says it beats cuBLASLt; everywhere else the handle calls cuBLASLt, so it is never slower than cuBLASLt's
@@ -143,7 +148,8 @@ class Handle {
   // Chooses the route of (M, N, K, layout), compiles and loads its kernel and plans its launch, and (outside
   // a capture) allocates its pooled workspace for `stream`: later calls of the shape compile nothing, and
   // calls on that stream allocate nothing.
-  void prepare(int64_t M, int64_t N, int64_t K, Layout layout, cudaStream_t stream = nullptr);
+  void prepare(int64_t M, int64_t N, int64_t K, Layout layout, cudaStream_t stream = nullptr,
+               DType dtype = DType::kF16);
 
   // C = A * B on `stream` (asynchronous: errors of the kernel itself surface at the next synchronization).
   void hgemm(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const half* A, const half* B, Layout layout,
@@ -153,15 +159,23 @@ class Handle {
   void hgemm(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const half* A, const half* B, Layout layout,
              half* C, void* workspace, size_t workspace_bytes);
 
+  // C = A * B with A, B and C of element type `dtype` (fp16: as hgemm; bf16: __nv_bfloat16 arrays), fp32
+  // accumulation. The same rules, routes and workspaces as hgemm.
+  void gemm(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const void* A, const void* B, Layout layout, void* C,
+            DType dtype);
+  void gemm(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const void* A, const void* B, Layout layout, void* C,
+            DType dtype, void* workspace, size_t workspace_bytes);
+
   // Bytes of workspace a call of the shape needs (0 for most routes); chooses (and compiles) the route when
   // the shape is new -- which, as for hgemm, is refused while `stream` is being captured into a CUDA graph.
-  size_t workspace_bytes(int64_t M, int64_t N, int64_t K, Layout layout, cudaStream_t stream = nullptr);
+  size_t workspace_bytes(int64_t M, int64_t N, int64_t K, Layout layout, cudaStream_t stream = nullptr,
+                         DType dtype = DType::kF16);
 
   Stats stats() const;
 
   // The route of a shape, e.g. "tuned sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma" or
   // "nearest sm80/... (from 4096,4096,4096)"; chooses (and compiles) it when the shape is new.
-  std::string describe(int64_t M, int64_t N, int64_t K, Layout layout);
+  std::string describe(int64_t M, int64_t N, int64_t K, Layout layout, DType dtype = DType::kF16);
 
   // The GPU the handle serves, as the CUDA runtime names it (the tuned table's `gpu` column).
   const std::string& device_name() const;

@@ -28,6 +28,9 @@ enum {
 
 enum { RLGEMM_LAYOUT_NN = 0, RLGEMM_LAYOUT_TN = 1 };
 
+/* The element type of A, B and C (fp32 accumulation either way); the functions without _ex take fp16. */
+enum { RLGEMM_DTYPE_FP16 = 0, RLGEMM_DTYPE_BF16 = 1 };
+
 typedef struct rlgemm_handle* rlgemm_handle_t;
 
 typedef struct {
@@ -64,6 +67,18 @@ int rlgemm_hgemm(rlgemm_handle_t handle, void* stream, int64_t M, int64_t N, int
  * workspace per stream. */
 int rlgemm_hgemm_workspace(rlgemm_handle_t handle, void* stream, int64_t M, int64_t N, int64_t K, const void* A,
                            const void* B, int layout, void* C, void* workspace, size_t workspace_bytes);
+
+/* C = A * B with A, B and C of element type `dtype` (RLGEMM_DTYPE_FP16 or RLGEMM_DTYPE_BF16), otherwise as
+ * rlgemm_hgemm (workspace NULL and workspace_bytes 0) or rlgemm_hgemm_workspace (the caller's workspace). */
+int rlgemm_hgemm_ex(rlgemm_handle_t handle, void* stream, int64_t M, int64_t N, int64_t K, const void* A,
+                    const void* B, int layout, void* C, int dtype, void* workspace, size_t workspace_bytes);
+
+/* rlgemm_prepare, rlgemm_workspace_size and rlgemm_describe of a shape of element type `dtype`. */
+int rlgemm_prepare_ex(rlgemm_handle_t handle, int64_t M, int64_t N, int64_t K, int layout, int dtype, void* stream);
+int rlgemm_workspace_size_ex(rlgemm_handle_t handle, void* stream, int64_t M, int64_t N, int64_t K, int layout,
+                             int dtype, size_t* bytes);
+int rlgemm_describe_ex(rlgemm_handle_t handle, int64_t M, int64_t N, int64_t K, int layout, int dtype, char* buffer,
+                       size_t size);
 
 /* Bytes of workspace a call of the shape needs on `stream` (0 for most); chooses (and compiles) its route when
  * new, which is refused, as by rlgemm_hgemm, while `stream` is being captured into a CUDA graph. */

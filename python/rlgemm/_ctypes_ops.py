@@ -44,19 +44,28 @@ def handle(index):
 
 # ---- checks shared by the real and the fake implementations (the C++ library's, in Python) ----
 
+# The element types rlgemm computes, with their C API codes.
+_DTYPES = {torch.float16: _library.DTYPE_FP16, torch.bfloat16: _library.DTYPE_BF16}
+
+
 def _check_tensor(t, name, op, dims):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"rlgemm.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dtype == torch.bfloat16:
-        raise TypeError(f"rlgemm.{op}: {name} is torch.bfloat16, and rlgemm has only float16 kernels (no bfloat16 "
-                        f"ones yet): convert with {name}.half(), or leave this layer on torch")
-    if t.dtype != torch.float16:
-        raise TypeError(f"rlgemm.{op}: {name} must be float16 (rlgemm computes fp16 GEMMs), got {t.dtype}; "
-                        f"convert with {name}.half()")
+    if t.dtype not in _DTYPES:
+        raise TypeError(f"rlgemm.{op}: {name} must be float16 or bfloat16 (rlgemm computes fp16 and bf16 GEMMs), "
+                        f"got {t.dtype}; convert with {name}.half() or {name}.bfloat16()")
     if t.device.type not in ("cuda", "meta"):
         raise ValueError(f"rlgemm.{op}: {name} must be on a CUDA device, got {t.device}; move it with {name}.cuda()")
     if dims is not None and t.dim() != dims:
         raise ValueError(f"rlgemm.{op}: {name} must be {dims}-D, got shape {tuple(t.shape)}")
+
+
+def _check_same_dtype(t, name, first, first_name, op):
+    # One element type for every operand: a kernel reads and writes one type, and rlgemm converts nothing.
+    if t.dtype != first.dtype:
+        raise TypeError(f"rlgemm.{op}: {first_name} is {first.dtype} and {name} is {t.dtype}: the operands must "
+                        f"have one dtype (rlgemm computes float16 or bfloat16 GEMMs, not mixed ones); convert with "
+                        f"{name}.to({first_name}.dtype)")
 
 
 def _check_extents(op, n, k):
@@ -82,6 +91,7 @@ def _check_aligned(t, name, op):
 def _check_mm(a, b):
     _check_tensor(a, "a", "mm", 2)
     _check_tensor(b, "b", "mm", 2)
+    _check_same_dtype(b, "b", a, "a", "mm")
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"rlgemm.mm: a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns must equal b's "
                          f"rows (b is K x N; for a weight stored N x K use rlgemm.linear)")
@@ -95,6 +105,7 @@ def _check_mm(a, b):
 def _check_linear(x, weight, bias):
     _check_tensor(x, "x", "linear", None)
     _check_tensor(weight, "weight", "linear", 2)
+    _check_same_dtype(weight, "weight", x, "x", "linear")
     if x.dim() < 1:
         raise ValueError("rlgemm.linear: x must have at least one dimension (..., K)")
     if x.shape[-1] != weight.shape[1]:
@@ -105,6 +116,7 @@ def _check_linear(x, weight, bias):
     _check_extents("linear", weight.shape[0], weight.shape[1])
     if bias is not None:
         _check_tensor(bias, "bias", "linear", 1)
+        _check_same_dtype(bias, "bias", x, "x", "linear")
         if bias.shape[0] != weight.shape[0]:
             raise ValueError(f"rlgemm.linear: bias is {tuple(bias.shape)} and weight is {tuple(weight.shape)}: bias "
                              f"must hold one value per output feature (N)")
@@ -124,20 +136,21 @@ def _gemm(a2, b, out, layout, op, names):
     _check_aligned(b, names[1], op)
     h = handle(a2.device.index)
     stream = torch.cuda.current_stream(a2.device).cuda_stream
+    dtype = _DTYPES[a2.dtype]
     if torch.cuda.is_current_stream_capturing():
-        bytes_ = h.workspace_size(m, n, k, layout, stream)
+        bytes_ = h.workspace_size(m, n, k, layout, stream, dtype)
         ws = torch.empty(bytes_, dtype=torch.uint8, device=a2.device) if bytes_ else None
-        h.hgemm_workspace(stream, m, n, k, a2.data_ptr(), b.data_ptr(), layout, out.data_ptr(),
-                          ws.data_ptr() if ws is not None else 0, bytes_)
+        h.gemm(stream, m, n, k, a2.data_ptr(), b.data_ptr(), layout, out.data_ptr(), dtype,
+               ws.data_ptr() if ws is not None else 0, bytes_)
     else:
-        h.hgemm(stream, m, n, k, a2.data_ptr(), b.data_ptr(), layout, out.data_ptr())
+        h.gemm(stream, m, n, k, a2.data_ptr(), b.data_ptr(), layout, out.data_ptr(), dtype)
     return out
 
 
 @torch.library.custom_op("rlgemm::mm", mutates_args=())
 def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     _check_mm(a, b)
-    out = torch.empty((a.shape[0], b.shape[1]), dtype=torch.float16, device=a.device)
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
     return _gemm(a, b, out, _library.LAYOUT_NN, "mm", ("a", "b"))
 
 
@@ -151,7 +164,7 @@ def _mm_fake(a, b):
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     _check_linear(x, weight, bias)
     n, k = weight.shape
-    out = torch.empty((*x.shape[:-1], n), dtype=torch.float16, device=x.device)
+    out = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)
     if x.numel() == 0:
         return out
     _gemm(x.view(-1, k), weight, out.view(-1, n), _library.LAYOUT_TN, "linear", ("x", "weight"))

@@ -22,6 +22,8 @@ ERROR_OUT_OF_MEMORY = 4
 
 LAYOUT_NN = 0
 LAYOUT_TN = 1
+DTYPE_FP16 = 0  # RLGEMM_DTYPE_FP16
+DTYPE_BF16 = 1  # RLGEMM_DTYPE_BF16
 
 
 class RlgemmError(RuntimeError):
@@ -75,6 +77,10 @@ def _declare(lib):
         "rlgemm_workspace_size": [vp, vp, i64, i64, i64, i32, ctypes.POINTER(ctypes.c_size_t)],
         "rlgemm_stats": [vp, ctypes.POINTER(Stats)],
         "rlgemm_describe": [vp, i64, i64, i64, i32, ctypes.c_char_p, ctypes.c_size_t],
+        "rlgemm_prepare_ex": [vp, i64, i64, i64, i32, i32, vp],
+        "rlgemm_hgemm_ex": [vp, vp, i64, i64, i64, vp, vp, i32, vp, i32, vp, ctypes.c_size_t],
+        "rlgemm_workspace_size_ex": [vp, vp, i64, i64, i64, i32, i32, ctypes.POINTER(ctypes.c_size_t)],
+        "rlgemm_describe_ex": [vp, i64, i64, i64, i32, i32, ctypes.c_char_p, ctypes.c_size_t],
     }
     for name, args in signatures.items():
         fn = getattr(lib, name)
@@ -151,8 +157,8 @@ class Handle:
     def pointer(self):
         return self._handle
 
-    def prepare(self, m, n, k, layout, stream=0):
-        check(self._lib.rlgemm_prepare(self._handle, m, n, k, layout, ctypes.c_void_p(stream)))
+    def prepare(self, m, n, k, layout, stream=0, dtype=DTYPE_FP16):
+        check(self._lib.rlgemm_prepare_ex(self._handle, m, n, k, layout, dtype, ctypes.c_void_p(stream)))
 
     def hgemm(self, stream, m, n, k, a_ptr, b_ptr, layout, c_ptr):
         check(self._lib.rlgemm_hgemm(self._handle, ctypes.c_void_p(stream), m, n, k, ctypes.c_void_p(a_ptr),
@@ -163,10 +169,17 @@ class Handle:
                                                ctypes.c_void_p(b_ptr), layout, ctypes.c_void_p(c_ptr),
                                                ctypes.c_void_p(ws_ptr or None), ws_bytes))
 
-    def workspace_size(self, m, n, k, layout, stream=0):
+    def gemm(self, stream, m, n, k, a_ptr, b_ptr, layout, c_ptr, dtype, ws_ptr=0, ws_bytes=0):
+        """C = A B with A, B and C of element type `dtype` (DTYPE_FP16 or DTYPE_BF16); the caller's workspace
+        when ws_bytes > 0, else the handle's."""
+        check(self._lib.rlgemm_hgemm_ex(self._handle, ctypes.c_void_p(stream), m, n, k, ctypes.c_void_p(a_ptr),
+                                        ctypes.c_void_p(b_ptr), layout, ctypes.c_void_p(c_ptr), dtype,
+                                        ctypes.c_void_p(ws_ptr or None), ws_bytes))
+
+    def workspace_size(self, m, n, k, layout, stream=0, dtype=DTYPE_FP16):
         size = ctypes.c_size_t()
-        check(self._lib.rlgemm_workspace_size(self._handle, ctypes.c_void_p(stream or None), m, n, k, layout,
-                                              ctypes.byref(size)))
+        check(self._lib.rlgemm_workspace_size_ex(self._handle, ctypes.c_void_p(stream or None), m, n, k, layout,
+                                                 dtype, ctypes.byref(size)))
         return size.value
 
     def stats(self):
@@ -174,9 +187,9 @@ class Handle:
         check(self._lib.rlgemm_stats(self._handle, ctypes.byref(s)))
         return s.as_dict()
 
-    def describe(self, m, n, k, layout):
+    def describe(self, m, n, k, layout, dtype=DTYPE_FP16):
         buf = ctypes.create_string_buffer(512)
-        check(self._lib.rlgemm_describe(self._handle, m, n, k, layout, buf, len(buf)))
+        check(self._lib.rlgemm_describe_ex(self._handle, m, n, k, layout, dtype, buf, len(buf)))
         return buf.value.decode()
 
     def close(self):

@@ -8,7 +8,7 @@ _linear = torch.ops.rlgemm.linear.default
 
 
 class RlgemmLinear(nn.Module):
-    """nn.Linear computed by torch.ops.rlgemm.linear (fp16, CUDA), bias included; trains too (the operator has a
+    """nn.Linear computed by torch.ops.rlgemm.linear (fp16 or bf16, CUDA), bias included; trains too (the operator has a
     backward). Shares the original layer's parameters."""
 
     def __init__(self, linear: nn.Linear):
@@ -30,10 +30,10 @@ class RlgemmLinear(nn.Module):
 def why_not_swappable(linear: nn.Linear):
     """Why rlgemm cannot serve this layer, or None when it can."""
     w = linear.weight
-    if w.dtype == torch.bfloat16:
-        return "weight is torch.bfloat16, and rlgemm has only float16 kernels (no bfloat16 ones yet)"
-    if w.dtype != torch.float16:
-        return f"weight is {w.dtype}, rlgemm computes float16"
+    if w.dtype not in (torch.float16, torch.bfloat16):
+        return f"weight is {w.dtype}, rlgemm computes float16 and bfloat16"
+    if linear.bias is not None and linear.bias.dtype != w.dtype:
+        return f"bias is {linear.bias.dtype} and weight {w.dtype}: rlgemm needs one dtype"
     if w.device.type != "cuda":
         return f"weight is on {w.device}, rlgemm runs on CUDA devices"
     if linear.in_features % 8 or linear.out_features % 8:
@@ -44,7 +44,7 @@ def why_not_swappable(linear: nn.Linear):
 
 
 def swap_linears(model: nn.Module, skip=()):
-    """Replaces, in place, every nn.Linear of `model` that rlgemm can serve (fp16 CUDA weights, feature counts
+    """Replaces, in place, every nn.Linear of `model` that rlgemm can serve (fp16 or bf16 CUDA weights, feature counts
     multiples of 8; names in `skip` are left alone) by an RlgemmLinear sharing its parameters. Returns
     (swapped names, {left-alone name: reason})."""
     swapped, left = [], {}

@@ -99,13 +99,21 @@ def _layout_code(layout):
     raise ValueError(f"rlgemm: layout must be 'nn' (B is K x N) or 'tn' (B is stored N x K), got {layout!r}")
 
 
-def prepare(m, n, k, layout="tn", device=None, stream=None):
-    """Compiles, loads and plans the kernel of (m, n, k, layout) now, so that a capture may hold it without a
-    warm-up call, and allocates its workspace for `stream` (default: the current stream)."""
+def _dtype_code(dtype):
+    if dtype in (torch.float16, "fp16", "float16"):
+        return _library.DTYPE_FP16
+    if dtype in (torch.bfloat16, "bf16", "bfloat16"):
+        return _library.DTYPE_BF16
+    raise TypeError(f"rlgemm: dtype must be torch.float16 or torch.bfloat16, got {dtype!r}")
+
+
+def prepare(m, n, k, layout="tn", device=None, stream=None, dtype=torch.float16):
+    """Compiles, loads and plans the kernel of (m, n, k, layout) in `dtype` now, so that a capture may hold it
+    without a warm-up call, and allocates its workspace for `stream` (default: the current stream)."""
     h = handle(device)
     if stream is None:
         stream = torch.cuda.current_stream(device)
-    h.prepare(int(m), int(n), int(k), _layout_code(layout), stream.cuda_stream)
+    h.prepare(int(m), int(n), int(k), _layout_code(layout), stream.cuda_stream, _dtype_code(dtype))
 
 
 def prepare_model(model, tokens, backward=None, device=None):
@@ -118,12 +126,13 @@ def prepare_model(model, tokens, backward=None, device=None):
     shapes = set()
     for module in model.modules():
         if isinstance(module, RlgemmLinear):
+            dtype = "bf16" if module.weight.dtype == torch.bfloat16 else "fp16"
             for t in tokens:
-                shapes.add((int(t), module.out_features, module.in_features, "tn"))
+                shapes.add((int(t), module.out_features, module.in_features, "tn", dtype))
                 if backward:
-                    shapes.add((int(t), module.in_features, module.out_features, "nn"))
-    for m, n, k, layout in sorted(shapes):
-        prepare(m, n, k, layout, device=device)
+                    shapes.add((int(t), module.in_features, module.out_features, "nn", dtype))
+    for m, n, k, layout, dtype in sorted(shapes):
+        prepare(m, n, k, layout, device=device, dtype=dtype)
     return sorted(shapes)
 
 
@@ -132,9 +141,9 @@ def stats(device=None):
     return handle(device).stats()
 
 
-def describe(m, n, k, layout="tn", device=None):
-    """The route of a shape: which design (or cuBLASLt) serves it, and why."""
-    return handle(device).describe(int(m), int(n), int(k), _layout_code(layout))
+def describe(m, n, k, layout="tn", device=None, dtype=torch.float16):
+    """The route of a shape in `dtype`: which design (or cuBLASLt) serves it, and why."""
+    return handle(device).describe(int(m), int(n), int(k), _layout_code(layout), _dtype_code(dtype))
 
 
 mm = torch.ops.rlgemm.mm

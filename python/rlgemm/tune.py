@@ -95,8 +95,8 @@ def find_cli():
                             " and PATH); build it (cmake --build build) or set RLGEMM_CLI=/path/to/rlgemm")
 
 
-def tune_shapes(shapes, budget=8, db="rlgemm-tune.db", backend=None, extra_args=(), cli=None):
-    """Runs `rlgemm tune` on (M, N, K) shapes (tn layout); returns one dict per shape from its result table
+def tune_shapes(shapes, budget=8, db="rlgemm-tune.db", backend=None, extra_args=(), cli=None, dtype="fp16"):
+    """Runs `rlgemm tune` on (M, N, K) shapes (tn layout) of element type `dtype` ("fp16" or "bf16"); returns one dict per shape from its result table
     (m, n, k, evaluations, reference_us, best_us, speedup, design), the speedup being over cuBLASLt.
 
     `backend` None measures on the GPU; "synthetic" asks for the CPU cost model by name (estimates only).
@@ -109,7 +109,8 @@ def tune_shapes(shapes, budget=8, db="rlgemm-tune.db", backend=None, extra_args=
     with tempfile.TemporaryDirectory(prefix="rlgemm-tune-") as tmp:
         path = Path(tmp) / "shapes.csv"
         path.write_text("M,N,K\n" + "".join(f"{m},{n},{k}\n" for m, n, k in shapes))
-        cmd = [cli, "tune", "--shapes", str(path), "--layout", "tn", "--budget", str(budget), "--db", str(db)]
+        cmd = [cli, "tune", "--shapes", str(path), "--layout", "tn", "--dtype", dtype, "--budget", str(budget),
+               "--db", str(db)]
         if backend:
             cmd += ["--backend", backend]
         cmd += [str(a) for a in extra_args]
@@ -127,7 +128,12 @@ def tune_shapes(shapes, budget=8, db="rlgemm-tune.db", backend=None, extra_args=
 def tune_model(model, batch_sizes=DEFAULT_BATCH_SIZES, budget=8, db="rlgemm-tune.db", forward=None, backend=None,
                extra_args=(), cli=None):
     """Records the GEMMs of `model`'s nn.Linear layers at `batch_sizes` tokens (linear_shapes) and tunes them
-    (tune_shapes). A handle opened on `db` (rlgemm.Handle(database=db), rlgemm.configure(database=db)) then
-    serves them with the tuned kernels."""
+    (tune_shapes) in the element type of the model's weights (bf16 for a bfloat16 model, else fp16). A handle
+    opened on `db` (rlgemm.Handle(database=db), rlgemm.configure(database=db)) then serves them with the tuned
+    kernels."""
+    import torch
+
+    weights = [m.weight.dtype for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    dtype = "bf16" if weights and weights[0] == torch.bfloat16 else "fp16"
     return tune_shapes(linear_shapes(model, batch_sizes, forward), budget=budget, db=db, backend=backend,
-                       extra_args=extra_args, cli=cli)
+                       extra_args=extra_args, cli=cli, dtype=dtype)

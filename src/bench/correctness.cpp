@@ -15,16 +15,16 @@ void Gate::load(const Problem& p, uint64_t seed, cudaStream_t stream) {
     a_[s].reserve(size_t(p.a_elems()), stream);
     b_[s].reserve(size_t(p.b_elems()), stream);
     const Fill fill = s ? Fill::kUniformPositive : Fill::kNormal;
-    fill_random(a_[s].data(), size_t(p.a_elems()), fill, seed + 2 * s, stream);
-    fill_random(b_[s].data(), size_t(p.b_elems()), fill, seed + 2 * s + 1, stream);
+    fill_random(a_[s].data(), size_t(p.a_elems()), fill, seed + 2 * s, stream, p.dtype);
+    fill_random(b_[s].data(), size_t(p.b_elems()), fill, seed + 2 * s + 1, stream, p.dtype);
   }
   c_.reserve(size_t(p.c_elems()), stream);
   for (int s = 0; s < 2; ++s) ref_[s].compute(p, a_[s].data(), b_[s].data(), s == 1, stream);
 }
 
 void Gate::rewrite_inputs(cudaStream_t stream) {
-  fill_random(a_[0].data(), size_t(problem_.a_elems()), Fill::kNormal, seed_, stream);
-  fill_random(b_[0].data(), size_t(problem_.b_elems()), Fill::kNormal, seed_ + 1, stream);
+  fill_random(a_[0].data(), size_t(problem_.a_elems()), Fill::kNormal, seed_, stream, problem_.dtype);
+  fill_random(b_[0].data(), size_t(problem_.b_elems()), Fill::kNormal, seed_ + 1, stream, problem_.dtype);
 }
 
 CheckResult Gate::recheck(Implementation& impl, cudaStream_t stream) {
@@ -39,14 +39,14 @@ CheckResult Gate::check(Implementation& impl, cudaStream_t stream) {
   CheckResult positive = check_set(impl, 1, 1, stream);
   positive.worst_ratio = std::max(positive.worst_ratio, normal.worst_ratio);
   if (!positive.ok || !impl.runtime_shape() || problem_.shape.k >= kLongK.k) return positive;
-  // A short K cannot expose an fp16 accumulator. An implementation that serves every shape with one kernel
+  // A short K cannot expose a 16-bit accumulator. An implementation that serves every shape with one kernel
   // is also checked, once per layout, on a long K of positive inputs.
-  const auto key = std::make_pair(impl.name(), problem_.layout);
+  const auto key = std::make_tuple(impl.name(), problem_.layout, problem_.dtype);
   if (!long_k_passed_.count(key)) {
-    auto& probe = long_k_[int(problem_.layout)];
+    auto& probe = long_k_[int(problem_.layout)][int(problem_.dtype)];
     if (!probe) {
       probe = std::make_unique<Gate>();
-      probe->load({kLongK, problem_.layout}, seed_ ^ 0x10c6ull, stream);
+      probe->load({kLongK, problem_.layout, problem_.dtype}, seed_ ^ 0x10c6ull, stream);
     }
     impl.prepare(probe->problem(), probe->operands(), stream);
     CheckResult r = probe->check_set(impl, 1, 1, stream);
@@ -85,7 +85,7 @@ CheckResult Gate::check_set(Implementation& impl, int set, int repeats, cudaStre
     r.why = what + ": " + stray;
     return r;
   }
-  const int64_t bad = count_nonfinite(c_.data(), size_t(p.c_elems()), stream);
+  const int64_t bad = count_nonfinite(c_.data(), size_t(p.c_elems()), p.dtype, stream);
   if (bad) {
     r.ok = false;
     r.why = what + ": " + std::to_string(bad) + " elements of C not written or not finite";

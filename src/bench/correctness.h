@@ -1,10 +1,11 @@
 // The correctness gate every implementation passes before it is timed, and again after its timed calls.
 //
 // Two checks on fresh inputs for each problem: standard-normal A and B, and uniform-positive A and B (sums
-// grow with K, so an fp16 accumulator drops the small terms and fails). Before each run C is poisoned with
+// grow with K, so a 16-bit accumulator, fp16 or bf16, drops the small terms and fails). Before each run C is poisoned with
 // NaN and every buffer (and the implementation's workspace) is wrapped in guard bands; after it, every
 // element of C must be finite, the guards intact, and every element of C within the tolerance of fp32
-// accumulation (device_data.h: tolerance_ratio) against an fp64 reference of all of C.
+// accumulation for the problem's element type (device_data.h: tolerance_ratio) against an fp64 reference of
+// all of C.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -58,8 +60,8 @@ class Gate {
   uint64_t seed_ = 0;
   GuardedBuffer a_[2], b_[2], c_;
   FullReference ref_[2];
-  std::unique_ptr<Gate> long_k_[2];                       // per layout, loaded on first use
-  std::set<std::pair<std::string, Layout>> long_k_passed_;  // implementations that passed the probe
+  std::unique_ptr<Gate> long_k_[2][2];  // per layout and element type, loaded on first use
+  std::set<std::tuple<std::string, Layout, DType>> long_k_passed_;  // implementations that passed the probe
 };
 
 }  // namespace rlgemm::bench

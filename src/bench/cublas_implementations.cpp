@@ -35,9 +35,10 @@ class CublasGemmEx final : public Implementation {
     const float alpha = 1.0f, beta = 0.0f;
     CUBLAS_CHECK(cublasSetStream(handle_, stream));
     const auto op_b = p.layout == Layout::kNN ? CUBLAS_OP_N : CUBLAS_OP_T;
+    const cudaDataType type = cuda_data_type(p.dtype);  // A, B and C alike, fp32 compute either way
     CUBLAS_CHECK(cublasGemmEx(handle_, op_b, CUBLAS_OP_N, int(p.shape.n), int(p.shape.m), int(p.shape.k), &alpha,
-                              x.b, CUDA_R_16F, int(p.ldb()), x.a, CUDA_R_16F, int(p.lda()), &beta, x.c, CUDA_R_16F,
-                              int(p.ldc()), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                              x.b, type, int(p.ldb()), x.a, type, int(p.lda()), &beta, x.c, type, int(p.ldc()),
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 
  private:

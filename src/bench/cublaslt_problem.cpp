@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "bench/timing.h"
+#include "core/cuda_util.h"
 #include "core/seed.h"
 
 #include "rlgemm/error.h"
@@ -22,17 +23,18 @@ void check_cublas_status(cublasStatus_t status, const char* call) {
 LtProblem::LtProblem(const Problem& problem) : problem_(problem) {
   const uint64_t m = problem.shape.m, n = problem.shape.n, k = problem.shape.k;
   const bool nn = problem.layout == Layout::kNN;
+  const cudaDataType type = cuda_data_type(problem.dtype);
   try {
     RLGEMM_LT_CHECK(cublasLtMatmulDescCreate(&operation_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t op_b = nn ? CUBLAS_OP_N : CUBLAS_OP_T, op_a = CUBLAS_OP_N;
     RLGEMM_LT_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
     RLGEMM_LT_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
     if (nn)
-      RLGEMM_LT_CHECK(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16F, n, k, problem.ldb()));
+      RLGEMM_LT_CHECK(cublasLtMatrixLayoutCreate(&b_, type, n, k, problem.ldb()));
     else
-      RLGEMM_LT_CHECK(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16F, k, n, problem.ldb()));
-    RLGEMM_LT_CHECK(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16F, k, m, problem.lda()));
-    RLGEMM_LT_CHECK(cublasLtMatrixLayoutCreate(&c_, CUDA_R_16F, n, m, problem.ldc()));
+      RLGEMM_LT_CHECK(cublasLtMatrixLayoutCreate(&b_, type, k, n, problem.ldb()));
+    RLGEMM_LT_CHECK(cublasLtMatrixLayoutCreate(&a_, type, k, m, problem.lda()));
+    RLGEMM_LT_CHECK(cublasLtMatrixLayoutCreate(&c_, type, n, m, problem.ldc()));
   } catch (...) {
     release();
     throw;

@@ -1,4 +1,4 @@
-// A row-major HGEMM problem as cuBLASLt sees it, shared by the harness's lt_heuristic and lt_auto and by the
+// A row-major fp16 or bf16 GEMM problem as cuBLASLt sees it, shared by the harness's lt_heuristic and lt_auto and by the
 // library's cuBLASLt route, so that both describe the problem and ask the heuristic the same way: the same
 // request gives the same candidate list, and a candidate index lt_auto reports names one algorithm in both.
 //
@@ -26,7 +26,7 @@ void check_cublas_status(cublasStatus_t status, const char* call);
 
 class LtProblem {
  public:
-  // fp16 operands and result, fp32 compute and scale. Throws Error when cuBLASLt refuses a descriptor.
+  // Operands and result of the problem's element type (CUDA_R_16F or CUDA_R_16BF), fp32 compute and scale. Throws Error when cuBLASLt refuses a descriptor.
   explicit LtProblem(const Problem& problem);
   ~LtProblem();
   LtProblem(const LtProblem&) = delete;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 
 #include "core/cuda_util.h"
 #include "rlgemm/error.h"
@@ -14,23 +15,28 @@ namespace {
 
 constexpr unsigned char kGuardByte = 0xA5;
 
+// An element's value: fp16, or bf16 (the upper 16 bits of an fp32). Exact either way.
+__host__ __device__ inline float element_value(half x, bool bf16) {
+  return bf16 ? __bfloat162float(__ushort_as_bfloat16(__half_as_ushort(x))) : __half2float(x);
+}
+
 __global__ void nan_kernel(half* data, size_t elems) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < elems; i += size_t(gridDim.x) * blockDim.x)
     data[i] = __ushort_as_half(0x7fff);
 }
 
-__global__ void nonfinite_kernel(const half* data, size_t elems, unsigned long long* count) {
+__global__ void nonfinite_kernel(const half* data, size_t elems, unsigned short exponent, unsigned long long* count) {
   unsigned long long local = 0;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < elems; i += size_t(gridDim.x) * blockDim.x) {
     unsigned short bits = __half_as_ushort(data[i]);
-    local += (bits & 0x7c00) == 0x7c00;  // exponent all ones: inf or NaN
+    local += (bits & exponent) == exponent;  // exponent all ones: inf or NaN
   }
   if (local) atomicAdd(count, local);
 }
 
-__global__ void widen_kernel(const half* in, double* out, size_t elems, int absolute) {
+__global__ void widen_kernel(const half* in, double* out, size_t elems, int absolute, bool bf16) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < elems; i += size_t(gridDim.x) * blockDim.x) {
-    const double v = double(__half2float(in[i]));  // exact: every fp16 value is a double
+    const double v = double(element_value(in[i], bf16));  // exact: every fp16 and bf16 value is a double
     out[i] = absolute ? fabs(v) : v;
   }
 }
@@ -42,12 +48,12 @@ __global__ void absolute_kernel(double* data, size_t elems) {
 
 // Counts the elements over the tolerance and keeps the largest ratio (non-negative doubles order like their
 // bit patterns, so an integer atomicMax serves).
-__global__ void compare_kernel(const half* c, const double* value, const double* abs_sum, size_t elems,
-                               unsigned long long* over, unsigned long long* worst_bits) {
+__global__ void compare_kernel(const half* c, const double* value, const double* abs_sum, size_t elems, bool bf16,
+                               double rel_tol, unsigned long long* over, unsigned long long* worst_bits) {
   unsigned long long local_over = 0;
   double local_worst = 0;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < elems; i += size_t(gridDim.x) * blockDim.x) {
-    const double r = tolerance_ratio(double(__half2float(c[i])), value[i], abs_sum[i]);
+    const double r = tolerance_ratio(double(element_value(c[i], bf16)), value[i], abs_sum[i], rel_tol);
     local_over += !(r <= 1.0);
     if (!(r <= local_worst)) local_worst = r;
   }
@@ -56,10 +62,10 @@ __global__ void compare_kernel(const half* c, const double* value, const double*
 }
 
 // The lowest index whose ratio equals `worst` (a second pass, only when something is over the tolerance).
-__global__ void find_kernel(const half* c, const double* value, const double* abs_sum, size_t elems, double worst,
-                            unsigned long long* index) {
+__global__ void find_kernel(const half* c, const double* value, const double* abs_sum, size_t elems, bool bf16,
+                            double rel_tol, double worst, unsigned long long* index) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < elems; i += size_t(gridDim.x) * blockDim.x)
-    if (tolerance_ratio(double(__half2float(c[i])), value[i], abs_sum[i]) == worst) atomicMin(index, i);
+    if (tolerance_ratio(double(element_value(c[i], bf16)), value[i], abs_sum[i], rel_tol) == worst) atomicMin(index, i);
 }
 
 unsigned grid_for(size_t elems) { return unsigned(std::min<size_t>((elems + 255) / 256, 8192)); }
@@ -114,10 +120,11 @@ void fill_nan(half* data, size_t elems, cudaStream_t stream) {
   RLGEMM_CHECK_LAUNCH();
 }
 
-int64_t count_nonfinite(const half* data, size_t elems, cudaStream_t stream) {
+int64_t count_nonfinite(const half* data, size_t elems, DType dtype, cudaStream_t stream) {
   Scratch<unsigned long long> count(1);
   RLGEMM_CUDA_CHECK(cudaMemsetAsync(count.ptr, 0, sizeof(unsigned long long), stream));
-  nonfinite_kernel<<<grid_for(elems), 256, 0, stream>>>(data, elems, count.ptr);
+  const unsigned short exponent = dtype == DType::kBF16 ? 0x7f80 : 0x7c00;
+  nonfinite_kernel<<<grid_for(elems), 256, 0, stream>>>(data, elems, exponent, count.ptr);
   RLGEMM_CHECK_LAUNCH();
   unsigned long long host = 0;
   RLGEMM_CUDA_CHECK(cudaMemcpyAsync(&host, count.ptr, sizeof(host), cudaMemcpyDeviceToHost, stream));
@@ -153,18 +160,19 @@ void FullReference::release() {
 class FullReference::Operands {
  public:
   Operands(const FullReference& ref, int64_t block_rows, cudaStream_t stream)
-      : ref_(ref), stream_(stream), k_(ref.problem_.shape.k), n_(ref.problem_.shape.n),
+      : ref_(ref), stream_(stream), bf16_(ref.problem_.dtype == DType::kBF16), k_(ref.problem_.shape.k), n_(ref.problem_.shape.n),
         b_(size_t(k_ * n_)), b_abs_(ref.nonnegative_ ? 1 : size_t(k_ * n_)), a_(size_t(block_rows * k_)),
         a_abs_(ref.nonnegative_ ? 1 : size_t(block_rows * k_)) {
-    widen_kernel<<<grid_for(size_t(k_ * n_)), 256, 0, stream>>>(ref.b_, b_.ptr, size_t(k_ * n_), 0);
-    if (!ref.nonnegative_) widen_kernel<<<grid_for(size_t(k_ * n_)), 256, 0, stream>>>(ref.b_, b_abs_.ptr, size_t(k_ * n_), 1);
+    widen_kernel<<<grid_for(size_t(k_ * n_)), 256, 0, stream>>>(ref.b_, b_.ptr, size_t(k_ * n_), 0, bf16_);
+    if (!ref.nonnegative_)
+      widen_kernel<<<grid_for(size_t(k_ * n_)), 256, 0, stream>>>(ref.b_, b_abs_.ptr, size_t(k_ * n_), 1, bf16_);
     RLGEMM_CHECK_LAUNCH();
   }
   // value and abs_sum of rows [row0, row0 + rows), rows x N row-major.
   void block(int64_t row0, int64_t rows, double* value, double* abs_sum) {
     const size_t elems = size_t(rows * k_);
     const half* a = ref_.a_ + row0 * k_;
-    widen_kernel<<<grid_for(elems), 256, 0, stream_>>>(a, a_.ptr, elems, 0);
+    widen_kernel<<<grid_for(elems), 256, 0, stream_>>>(a, a_.ptr, elems, 0, bf16_);
     dgemm(b_.ptr, a_.ptr, rows, value);
     if (ref_.nonnegative_) {
       // Every product is >= 0: the sum of magnitudes is the value itself (rounding aside, which the
@@ -172,7 +180,7 @@ class FullReference::Operands {
       RLGEMM_CUDA_CHECK(cudaMemcpyAsync(abs_sum, value, size_t(rows * n_) * sizeof(double), cudaMemcpyDeviceToDevice, stream_));
       absolute_kernel<<<grid_for(size_t(rows * n_)), 256, 0, stream_>>>(abs_sum, size_t(rows * n_));
     } else {
-      widen_kernel<<<grid_for(elems), 256, 0, stream_>>>(a, a_abs_.ptr, elems, 1);
+      widen_kernel<<<grid_for(elems), 256, 0, stream_>>>(a, a_abs_.ptr, elems, 1, bf16_);
       dgemm(b_abs_.ptr, a_abs_.ptr, rows, abs_sum);
     }
     RLGEMM_CHECK_LAUNCH();
@@ -195,6 +203,7 @@ class FullReference::Operands {
   }
   const FullReference& ref_;
   cudaStream_t stream_;
+  bool bf16_;
   int64_t k_, n_;
   Scratch<double> b_, b_abs_, a_, a_abs_;
 };
@@ -241,13 +250,15 @@ void FullReference::for_each_block(cudaStream_t stream, Visit&& visit) const {
 FullReference::Mismatch FullReference::compare(const half* c, cudaStream_t stream) const {
   Mismatch result;
   const int64_t n = problem_.shape.n;
+  const bool bf16 = problem_.dtype == DType::kBF16;
+  const double rel_tol = relative_tolerance(problem_.dtype);
   Scratch<unsigned long long> counters(3);
   const unsigned long long init[3] = {0, 0, ~0ull};
   RLGEMM_CUDA_CHECK(cudaMemcpyAsync(counters.ptr, init, sizeof init, cudaMemcpyHostToDevice, stream));
   for_each_block(stream, [&](int64_t row0, int64_t rows, const double* value, const double* abs_sum) {
     const size_t elems = size_t(rows * n);
-    compare_kernel<<<grid_for(elems), 256, 0, stream>>>(c + row0 * n, value, abs_sum, elems, counters.ptr,
-                                                        counters.ptr + 1);
+    compare_kernel<<<grid_for(elems), 256, 0, stream>>>(c + row0 * n, value, abs_sum, elems, bf16, rel_tol,
+                                                        counters.ptr, counters.ptr + 1);
     RLGEMM_CHECK_LAUNCH();
   });
   unsigned long long host[3];
@@ -261,8 +272,8 @@ FullReference::Mismatch FullReference::compare(const half* c, cudaStream_t strea
   for_each_block(stream, [&](int64_t row0, int64_t rows, const double* value, const double* abs_sum) {
     if (found >= 0) return;
     const size_t elems = size_t(rows * n);
-    find_kernel<<<grid_for(elems), 256, 0, stream>>>(c + row0 * n, value, abs_sum, elems, result.worst_ratio,
-                                                     counters.ptr + 2);
+    find_kernel<<<grid_for(elems), 256, 0, stream>>>(c + row0 * n, value, abs_sum, elems, bf16, rel_tol,
+                                                     result.worst_ratio, counters.ptr + 2);
     RLGEMM_CHECK_LAUNCH();
     unsigned long long index = ~0ull;
     RLGEMM_CUDA_CHECK(cudaMemcpyAsync(&index, counters.ptr + 2, sizeof index, cudaMemcpyDeviceToHost, stream));
@@ -273,7 +284,7 @@ FullReference::Mismatch FullReference::compare(const half* c, cudaStream_t strea
     RLGEMM_CUDA_CHECK(cudaMemcpy(&c_at, c + found, sizeof c_at, cudaMemcpyDeviceToHost));
     RLGEMM_CUDA_CHECK(cudaMemcpy(&result.worst_ref, value + index, sizeof(double), cudaMemcpyDeviceToHost));
     RLGEMM_CUDA_CHECK(cudaMemcpy(&result.worst_abs_sum, abs_sum + index, sizeof(double), cudaMemcpyDeviceToHost));
-    result.worst_c = double(__half2float(c_at));
+    result.worst_c = double(element_value(c_at, bf16));
   });
   result.worst_index = found;
   return result;

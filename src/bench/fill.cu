@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <cuda_bf16.h>
+
 #include "core/cuda_util.h"
 
 namespace rlgemm::bench {
@@ -18,7 +20,7 @@ __host__ __device__ inline uint64_t mix64(uint64_t x) {
 
 __device__ inline float uniform01(uint64_t bits) { return float(bits >> 40) * (1.0f / 16777216.0f); }
 
-__global__ void fill_kernel(half* data, size_t elems, int positive, uint64_t seed) {
+__global__ void fill_kernel(half* data, size_t elems, int positive, int bf16, uint64_t seed) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < elems; i += size_t(gridDim.x) * blockDim.x) {
     uint64_t r = mix64(seed ^ mix64(i + 0x9e3779b97f4a7c15ull));
     float v;
@@ -29,15 +31,16 @@ __global__ void fill_kernel(half* data, size_t elems, int positive, uint64_t see
       float u2 = float((r >> 8) & 0xffffff) * (1.0f / 16777216.0f);
       v = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
     }
-    data[i] = __float2half_rn(v);
+    data[i] = bf16 ? __ushort_as_half(__bfloat16_as_ushort(__float2bfloat16_rn(v))) : __float2half_rn(v);
   }
 }
 
 }  // namespace
 
-void fill_random(half* data, size_t elems, Fill fill, uint64_t seed, cudaStream_t stream) {
+void fill_random(half* data, size_t elems, Fill fill, uint64_t seed, cudaStream_t stream, DType dtype) {
   const unsigned grid = unsigned(std::min<size_t>((elems + 255) / 256, 8192));
-  fill_kernel<<<grid, 256, 0, stream>>>(data, elems, fill == Fill::kUniformPositive, mix64(seed));
+  fill_kernel<<<grid, 256, 0, stream>>>(data, elems, fill == Fill::kUniformPositive, dtype == DType::kBF16,
+                                        mix64(seed));
   RLGEMM_CHECK_LAUNCH();
 }
 

@@ -1,4 +1,4 @@
-// Random fp16 operands on the device, for the harness's gate and timings and for the library's first-use
+// Random fp16 or bf16 operands on the device, for the harness's gate and timings and for the library's first-use
 // timing of cuBLASLt's candidates (never zeros: they run faster than real data, and hide unwritten outputs).
 #pragma once
 
@@ -8,12 +8,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "rlgemm/problem.h"
+
 namespace rlgemm::bench {
 
 enum class Fill { kNormal, kUniformPositive };
 
-// Fills `elems` values: standard normal, or uniform in [0, 1) (so that sums grow with K and an fp16
-// accumulator loses the small terms). Counter-based: the same seed gives the same data.
-void fill_random(half* data, size_t elems, Fill fill, uint64_t seed, cudaStream_t stream);
+// Fills `elems` values of `dtype` (each rounded to nearest even from the same fp32 draw): standard normal, or
+// uniform in [0, 1) (so that sums grow with K and a 16-bit accumulator loses the small terms). Counter-based:
+// the same seed gives the same data. `data` holds 16-bit elements of either type.
+void fill_random(half* data, size_t elems, Fill fill, uint64_t seed, cudaStream_t stream, DType dtype);
 
 }  // namespace rlgemm::bench

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <utility>
 #include <nlohmann/json.hpp>
 
@@ -61,7 +62,7 @@ class ColdSets {
         half* ptr = nullptr;
         RLGEMM_CUDA_CHECK(cudaMalloc(&ptr, size_t(elems[t]) * sizeof(half)));
         cold_sets.push_back(ptr);
-        fill_random(ptr, size_t(elems[t]), Fill::kNormal, seed + s * 3 + t, stream);
+        fill_random(ptr, size_t(elems[t]), Fill::kNormal, seed + s * 3 + t, stream, p.dtype);
       }
   }
 };
@@ -125,7 +126,8 @@ nlohmann::json identity(const BenchConfig& config, const DeviceInfo& dev) {
     j["torch"] = {{"version", config.torch->torch_version()},
                   {"cuda", config.torch->cuda_version()},
                   {"device", config.torch->device_name()},
-                  {"call", "torch.matmul(a, b, out=c), allow_fp16_reduced_precision_reduction = False"}};
+                  {"call", "torch.matmul(a, b, out=c), allow_fp16_reduced_precision_reduction = False, "
+                           "allow_bf16_reduced_precision_reduction = False"}};
   }
   j["implementations"] = impls;
   nlohmann::json modes = nlohmann::json::array();
@@ -135,9 +137,12 @@ nlohmann::json identity(const BenchConfig& config, const DeviceInfo& dev) {
                  {"batches", config.timing.batches},
                  {"samples", config.timing.samples},
                  {"server_gap_mean_ms", config.timing.gap_mean_ms}};
+  nlohmann::json dtypes = nlohmann::json::array();
+  for (DType d : config.dtypes) dtypes.push_back(std::string(to_string(d)));
+  j["dtypes"] = dtypes;
   j["correctness"] = {{"reference", "fp64, all of C"},
-                      {"reference_method", "cublasDgemm on operands widened exactly from fp16, every element of C compared"},
-                      {"tolerance", "|c-ref| <= 2^-10 |ref| + 2^-16 sum|a*b|"},
+                      {"reference_method", "cublasDgemm on operands widened exactly from fp16 or bf16, every element of C compared"},
+                      {"tolerance", "|c-ref| <= r |ref| + 2^-16 sum|a*b|, r = 2^-10 for fp16, 2^-7 for bf16"},
                       {"checks", "standard-normal inputs, then uniform-positive inputs (and a 128x128x8192 positive probe "
                                  "for kernels with run-time shapes); C poisoned with NaN; guard bands around A, B, C and "
                                  "the harness's workspaces; after the timed calls, " +
@@ -150,6 +155,14 @@ nlohmann::json identity(const BenchConfig& config, const DeviceInfo& dev) {
   j["shard"] = std::to_string(config.shard_index) + "/" + std::to_string(config.shard_count);
   if (config.extra.is_object()) j.update(config.extra);
   return j;
+}
+
+// The (element type, layout) pairs measured for each shape, in that order.
+std::vector<std::pair<DType, Layout>> problem_kinds(const BenchConfig& config) {
+  std::vector<std::pair<DType, Layout>> kinds;
+  for (DType dtype : config.dtypes)
+    for (Layout layout : config.layouts) kinds.emplace_back(dtype, layout);
+  return kinds;
 }
 
 void write_json(const std::filesystem::path& path, nlohmann::json j) {
@@ -183,7 +196,7 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
 
   const auto csv_path = std::filesystem::path(config.out_csv);
   if (csv_path.has_parent_path()) std::filesystem::create_directories(csv_path.parent_path());
-  std::set<std::pair<Shape, Layout>> already;  // --resume: problems the CSV holds from an earlier run
+  std::set<std::tuple<Shape, Layout, DType>> already;  // --resume: problems the CSV holds from an earlier run
   const bool resuming = config.resume && std::filesystem::exists(csv_path);
   if (resuming) {
     ResumableCsv kept = read_csv_for_resume(config.out_csv);
@@ -194,7 +207,7 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
       std::filesystem::resize_file(csv_path, kept.keep_bytes);
     }
     for (const Row& row : kept.rows) {
-      already.insert({row.shape, row.layout});
+      already.insert({row.shape, row.layout, row.dtype});
       outcome.rows.push_back(row);
     }
   }
@@ -218,7 +231,7 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
   std::vector<Shape> shapes;
   for (size_t i = 0; i < config.shapes.size(); ++i)
     if (int(i % size_t(config.shard_count)) == config.shard_index) shapes.push_back(config.shapes[i]);
-  const size_t total = shapes.size() * config.layouts.size();
+  const size_t total = shapes.size() * config.dtypes.size() * config.layouts.size();
   if (resuming)
     meta["resumed"] = {{"rows_kept", outcome.rows.size()}, {"problems_kept", already.size()}, {"previous_run", previous_run}};
   ProgressLine progress(total, config.progress);
@@ -230,14 +243,15 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
 
   try {
     for (const Shape& shape : shapes) {
-      for (Layout layout : config.layouts) {
+      for (const auto& [dtype, layout] : problem_kinds(config)) {
         if (stop) throw std::runtime_error("interrupted");
-        if (already.count({shape, layout})) {
+        if (already.count({shape, layout, dtype})) {
           ++done;
           continue;
         }
-        const Problem p{shape, layout};
-        progress.update(done, shape.to_string() + " " + std::string(to_string(layout)));
+        const Problem p{shape, layout, dtype};
+        progress.update(done, shape.to_string() + " " + std::string(to_string(layout)) +
+                                  (config.dtypes.size() > 1 ? " " + std::string(to_string(dtype)) : ""));
         // Fresh inputs for this problem: normal (set 0) and positive (set 1), with their references.
         const uint64_t seed = problem_seed(config.seed, p);
         gate.load(p, seed, stream);
@@ -253,6 +267,7 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
           Row base;
           base.shape = shape;
           base.layout = layout;
+          base.dtype = dtype;
           base.impl = impl->name();
           CheckResult check;
           try {
@@ -326,6 +341,7 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
             Row row;
             row.shape = shape;
             row.layout = layout;
+            row.dtype = dtype;
             row.impl = kTorchImplementation;
             row.mode = mode;
             row.correct = t.correct;

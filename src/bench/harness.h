@@ -19,6 +19,7 @@ namespace rlgemm::bench {
 struct BenchConfig {
   std::vector<Shape> shapes;
   std::vector<Layout> layouts;
+  std::vector<DType> dtypes{DType::kF16};  // each shape is measured in each element type, then each layout
   std::vector<Mode> modes;
   // Measured in this order; lt_auto is always measured (it is every speedup's denominator) but its rows are
   // written only when `write_lt_auto` is set.

@@ -18,7 +18,7 @@ namespace rlgemm::bench {
 
 const char* const kCsvHeader =
     "M,N,K,layout,impl,mode,time_us,tflops,speedup_vs_best_vendor,speedup_vs_lt_auto,correct,time_min_us,"
-    "time_max_us,samples,batch,detail";
+    "time_max_us,samples,batch,detail,dtype";
 
 namespace {
 
@@ -44,7 +44,7 @@ std::vector<std::string> split(const std::string& line) {
 // identity columns; the rest came one by one, so they are looked up by name.
 struct Columns {
   int m = -1, n = -1, k = -1, layout = -1, impl = -1, mode = -1, time_us = -1, speedup_vendor = -1, speedup = -1,
-      correct = -1, min_us = -1, max_us = -1, samples = -1, batch = -1, detail = -1;
+      correct = -1, min_us = -1, max_us = -1, samples = -1, batch = -1, detail = -1, dtype = -1;
   size_t count = 0;
 };
 
@@ -56,7 +56,7 @@ Columns columns_of(const std::string& header, const std::string& path) {
       {"M", &c.m}, {"N", &c.n}, {"K", &c.k}, {"layout", &c.layout}, {"impl", &c.impl}, {"mode", &c.mode},
       {"time_us", &c.time_us}, {"speedup_vs_best_vendor", &c.speedup_vendor}, {"speedup_vs_lt_auto", &c.speedup},
       {"correct", &c.correct}, {"time_min_us", &c.min_us}, {"time_max_us", &c.max_us}, {"samples", &c.samples},
-      {"batch", &c.batch}, {"detail", &c.detail}};
+      {"batch", &c.batch}, {"detail", &c.detail}, {"dtype", &c.dtype}};
   for (size_t i = 0; i < names.size(); ++i)
     for (auto& [name, slot] : known)
       if (names[i] == name) *slot = int(i);
@@ -89,6 +89,7 @@ Row parse_row(const std::vector<std::string>& f, const Columns& c) {
   if (c.samples >= 0 && !at(c.samples).empty()) r.timing.samples = std::stoi(at(c.samples));
   if (c.batch >= 0 && !at(c.batch).empty()) r.timing.batch = std::stoi(at(c.batch));
   r.detail = at(c.detail);
+  if (!at(c.dtype).empty()) r.dtype = parse_dtype(at(c.dtype));
   r.timing.time_us = r.time_us;
   return r;
 }
@@ -103,7 +104,7 @@ void write_csv_row(std::ostream& out, const Row& r) {
       << to_string(r.mode) << ',' << number(r.time_us, "%.3f") << ',' << number(r.tflops(), "%.2f") << ','
       << number(r.speedup_vendor, "%.4f") << ',' << number(r.speedup, "%.4f") << ',' << (r.correct ? 1 : 0) << ','
       << number(r.timing.min_us, "%.3f") << ',' << number(r.timing.max_us, "%.3f") << ',' << r.timing.samples << ','
-      << r.timing.batch << ',' << detail << '\n';
+      << r.timing.batch << ',' << detail << ',' << to_string(r.dtype) << '\n';
 }
 
 namespace {
@@ -179,8 +180,10 @@ ResumableCsv read_csv_for_resume(const std::string& path) {
 }
 
 void assign_best_vendor(std::vector<Row>& rows) {
-  std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, double> best;
-  auto key = [](const Row& r) { return std::make_tuple(r.shape.m, r.shape.n, r.shape.k, int(r.layout), int(r.mode)); };
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int, int>, double> best;
+  auto key = [](const Row& r) {
+    return std::make_tuple(r.shape.m, r.shape.n, r.shape.k, int(r.layout), int(r.dtype), int(r.mode));
+  };
   for (const Row& r : rows)
     if (r.correct && std::isfinite(r.time_us) && is_vendor_implementation(r.impl)) {
       auto [it, inserted] = best.emplace(key(r), r.time_us);
@@ -226,13 +229,13 @@ bool is_design_row(const Row& row) { return row.impl.find('/') != std::string::n
 
 std::vector<Row> best_of_designs(const std::vector<Row>& rows, const std::string& name) {
   std::vector<Row> out;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, size_t> best;  // problem and mode -> index in out
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int, int>, size_t> best;  // problem and mode -> index in out
   for (const Row& row : rows) {
     if (!is_design_row(row)) {
       out.push_back(row);
       continue;
     }
-    const auto key = std::make_tuple(row.shape.m, row.shape.n, row.shape.k, int(row.layout), int(row.mode));
+    const auto key = std::make_tuple(row.shape.m, row.shape.n, row.shape.k, int(row.layout), int(row.dtype), int(row.mode));
     Row candidate = row;
     candidate.impl = name;
     candidate.detail = row.correct ? row.impl : "no design passed the gate";
@@ -255,15 +258,16 @@ std::vector<SummaryGroup> summarize(const std::vector<Row>& rows) {
     std::vector<Row> ranked[2];
   };
   std::vector<Acc> accs;
-  std::map<std::tuple<int, int, std::string>, size_t> index;
+  std::map<std::tuple<int, int, int, std::string>, size_t> index;
   for (const auto& r : rows) {
-    auto key = std::make_tuple(int(r.mode), int(r.layout), r.impl);
+    auto key = std::make_tuple(int(r.mode), int(r.layout), int(r.dtype), r.impl);
     auto it = index.find(key);
     if (it == index.end()) {
       it = index.emplace(key, accs.size()).first;
       accs.push_back({});
       accs.back().group.mode = r.mode;
       accs.back().group.layout = r.layout;
+      accs.back().group.dtype = r.dtype;
       accs.back().group.impl = r.impl;
     }
     Acc& a = accs[it->second];
@@ -304,7 +308,7 @@ void print_table(std::ostream& out, const std::vector<SummaryGroup>& groups, boo
   out << (vendor ? "\nSpeedup vs the best vendor call of the same run (cublas_nn/tn, lt_heuristic, lt_auto), "
                    "arithmetic mean / geometric mean, shapes counted:\n"
                  : "\nSpeedup vs lt_auto (arithmetic mean / geometric mean, shapes counted):\n");
-  std::snprintf(buf, sizeof buf, "%-8s %-3s %-14s | %-22s | %-22s | %-22s | %-22s | %s\n", "mode", "lay", "impl",
+  std::snprintf(buf, sizeof buf, "%-8s %-3s %-4s %-14s | %-22s | %-22s | %-22s | %-22s | %s\n", "mode", "lay", "type", "impl",
                 "all", bucket_name(Bucket::kSmall), bucket_name(Bucket::kMedium), bucket_name(Bucket::kLarge),
                 "wrong");
   out << buf;
@@ -318,8 +322,9 @@ void print_table(std::ostream& out, const std::vector<SummaryGroup>& groups, boo
   };
   for (const auto& g : groups) {
     const SpeedupSummary& s = vendor ? g.vendor : g.lt_auto;
-    std::snprintf(buf, sizeof buf, "%-8s %-3s %-14s | %s | %s | %s | %s | %d\n", std::string(to_string(g.mode)).c_str(),
-                  std::string(to_string(g.layout)).c_str(), g.impl.c_str(), cell(s.all).c_str(),
+    std::snprintf(buf, sizeof buf, "%-8s %-3s %-4s %-14s | %s | %s | %s | %s | %d\n", std::string(to_string(g.mode)).c_str(),
+                  std::string(to_string(g.layout)).c_str(), std::string(to_string(g.dtype)).c_str(), g.impl.c_str(),
+                  cell(s.all).c_str(),
                   cell(s.by_bucket[0]).c_str(), cell(s.by_bucket[1]).c_str(), cell(s.by_bucket[2]).c_str(),
                   g.incorrect);
     out << buf;
@@ -335,7 +340,7 @@ void print_summary(std::ostream& out, const std::vector<SummaryGroup>& groups) {
   out << "\nWorst shapes (speedup vs the best vendor call):\n";
   for (const auto& g : groups) {
     if (g.vendor.worst.empty()) continue;
-    out << "  " << to_string(g.mode) << ' ' << to_string(g.layout) << ' ' << g.impl << ':';
+    out << "  " << to_string(g.mode) << ' ' << to_string(g.layout) << ' ' << to_string(g.dtype) << ' ' << g.impl << ':';
     for (const auto& r : g.vendor.worst) {
       std::snprintf(buf, sizeof buf, " %s=%.3f", r.shape.to_string().c_str(), r.speedup_vendor);
       out << buf;
@@ -361,6 +366,7 @@ nlohmann::json summary_json(const std::vector<SummaryGroup>& groups) {
   for (const auto& g : groups)
     summary.push_back({{"mode", to_string(g.mode)},
                        {"layout", to_string(g.layout)},
+                       {"dtype", to_string(g.dtype)},
                        {"impl", g.impl},
                        {"incorrect", g.incorrect},
                        {"speedup_vs_best_vendor", speedups(g.vendor, true)},
@@ -374,10 +380,10 @@ std::vector<FairnessRow> fairness(const std::vector<Row>& rows) {
   const bool with_rlgemm = std::any_of(rows.begin(), rows.end(), [](const Row& r) {
     return r.impl == "rlgemm" || is_design_row(r);
   });
-  std::map<int, std::map<std::tuple<int64_t, int64_t, int64_t, int>, std::pair<double, double>>> by_mode;
+  std::map<int, std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, std::pair<double, double>>> by_mode;
   for (const Row& r : rows) {
     if (!r.correct || !std::isfinite(r.time_us) || (r.impl != "lt_auto" && r.impl != kTwinImplementation)) continue;
-    auto& pair = by_mode[int(r.mode)].try_emplace(std::make_tuple(r.shape.m, r.shape.n, r.shape.k, int(r.layout)),
+    auto& pair = by_mode[int(r.mode)].try_emplace(std::make_tuple(r.shape.m, r.shape.n, r.shape.k, int(r.layout), int(r.dtype)),
                                                   NAN, NAN).first->second;
     (r.impl == "lt_auto" ? pair.first : pair.second) = r.time_us;
   }

@@ -16,6 +16,7 @@ namespace rlgemm::bench {
 struct Row {
   Shape shape;
   Layout layout = Layout::kTN;
+  DType dtype = DType::kF16;  // files written before the dtype column read as fp16
   std::string impl;
   Mode mode = Mode::kOffline;
   double time_us = 0;     // NaN when not timed (failed the gate)
@@ -26,15 +27,17 @@ struct Row {
   std::string detail;     // algorithm chosen, or why the gate failed (no commas)
 
   double tflops() const { return shape.flops() / (time_us * 1e-6) / 1e12; }
+  Problem problem() const { return Problem{shape, layout, dtype}; }
 };
 
 // M,N,K,layout,impl,mode,time_us,tflops,speedup_vs_best_vendor,speedup_vs_lt_auto,correct,time_min_us,
-// time_max_us,samples,batch,detail.
+// time_max_us,samples,batch,detail,dtype.
 extern const char* const kCsvHeader;
 void write_csv_row(std::ostream& out, const Row& row);
 // Reads rows written by write_csv_row (header required); throws Error naming the line on malformed input.
 // Columns are found by their header names, so files written before speedup_vs_best_vendor existed read too:
-// for those, the column is worked out from the file's own rows (assign_best_vendor).
+// for those, the column is worked out from the file's own rows (assign_best_vendor); files without a dtype
+// column hold fp16 rows.
 std::vector<Row> read_csv(const std::string& path);
 
 // For --resume: the rows of a results file that a run was killed while writing. A last line without its
@@ -48,7 +51,7 @@ struct ResumableCsv {
 };
 ResumableCsv read_csv_for_resume(const std::string& path);
 
-// The vendor calls of one run compared with every subject: for each (shape, layout, mode), the fastest
+// The vendor calls of one run compared with every subject: for each (shape, layout, dtype, mode), the fastest
 // correct row whose implementation is a vendor call (is_vendor_implementation: cublas_nn, cublas_tn,
 // lt_heuristic, lt_auto) gives every row of that problem and mode its speedup_vendor. Rows of other runs must
 // not be mixed in.
@@ -75,6 +78,7 @@ struct SpeedupSummary {
 struct SummaryGroup {
   Mode mode;
   Layout layout;
+  DType dtype;
   std::string impl;
   SpeedupSummary vendor;   // against the best vendor call of the same run (the headline)
   SpeedupSummary lt_auto;  // against lt_auto
@@ -83,12 +87,12 @@ struct SummaryGroup {
 
 // rlgemm design rows are named by the design's text form, which always contains '/'.
 bool is_design_row(const Row& row);
-// For each (shape, layout, mode), the rows of rlgemm designs reduced to the fastest correct one, named
+// For each (shape, layout, dtype, mode), the rows of rlgemm designs reduced to the fastest correct one, named
 // `name`, with the design in its detail column; other rows pass through. A problem where no design passed
 // keeps one row with correct = 0 saying so.
 std::vector<Row> best_of_designs(const std::vector<Row>& rows, const std::string& name = "rlgemm_best");
 
-// Groups correct rows with a speedup by (mode, layout, implementation), in first-seen order.
+// Groups correct rows with a speedup by (mode, layout, dtype, implementation), in first-seen order.
 std::vector<SummaryGroup> summarize(const std::vector<Row>& rows);
 
 // The fairness control (bench --control): per timing mode, how lt_twin (lt_auto's own algorithm under another

@@ -221,6 +221,7 @@ TorchMeasurement TorchWorker::measure(const Problem& p, const std::vector<Mode>&
       {"n", p.shape.n},
       {"k", p.shape.k},
       {"layout", std::string(to_string(p.layout))},
+      {"dtype", std::string(to_string(p.dtype))},
       {"seed", seed & ((uint64_t(1) << 48) - 1)},  // room for the worker's per-set offsets below 2^64
       {"timing",
        {{"batch_target_us", o.batch_target_us},
@@ -232,7 +233,8 @@ TorchMeasurement TorchWorker::measure(const Problem& p, const std::vector<Mode>&
   for (Mode m : modes) request["modes"].push_back(std::string(to_string(m)));
   send_line(request.dump());
 
-  const std::string where = " on " + p.shape.to_string() + " " + std::string(to_string(p.layout));
+  const std::string where = " on " + p.shape.to_string() + " " + std::string(to_string(p.layout)) + " " +
+                            std::string(to_string(p.dtype));
   const std::string line = read_line(timeout);
   TorchMeasurement out;
   try {

@@ -1,4 +1,4 @@
-// rlgemm bench: measures implementations side by side, through one correctness gate and one output format.
+// rlgemm bench: measures fp16 or bf16 GEMM implementations side by side, through one correctness gate and one output format.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -41,6 +41,7 @@ struct BenchArgs {
   std::vector<std::string> models;  // config.json files: their linear layers at the --batch token counts
   std::string batch;
   std::string layout = "both";
+  std::string dtype = "fp16";
   std::vector<std::string> impls;
   std::vector<std::string> designs;
   std::string designs_file;
@@ -61,7 +62,7 @@ struct BenchArgs {
   std::string rlgemm_table;
   std::string rlgemm_policy;
   std::string rlgemm_sass_db;
-  bool rlgemm_predicted = false;
+  bool rlgemm_floor_only = false;
   std::string command_line;
 };
 
@@ -126,9 +127,14 @@ int run(BenchArgs& a) {
   if (!a.models.empty())
     config.shapes = shapes_of_models(a.models, parse_token_counts(a.batch.empty() ? "1,8,32,128,512,2048" : a.batch));
   config.layouts = parse_layouts(a.layout);
+  config.dtypes = parse_dtypes(a.dtype);
   config.modes = parse_modes(split_list(a.modes));
 #ifdef RLGEMM_HAVE_MEASURE
   const std::vector<Design> designs = designs_of(a);
+  for (const Design& d : designs)
+    if (std::find(config.dtypes.begin(), config.dtypes.end(), d.dtype) == config.dtypes.end())
+      fail("design '" + to_string(d) + "' computes " + std::string(to_string(d.dtype)) + " and --dtype asks for " +
+           a.dtype + ": a design runs only problems of its own element type (add /bf16 to its text, or use --dtype both)");
 #endif
   auto names = split_list(a.impls);
   const bool torch_asked = std::find(names.begin(), names.end(), kTorchImplementation) != names.end();
@@ -138,7 +144,7 @@ int run(BenchArgs& a) {
   if (default_list) names = known;
 #ifdef RLGEMM_HAVE_DISPATCH
   known.push_back(dispatch::kDispatchImplementation);  // asked for by name only
-  known.push_back(dispatch::kPredictedDispatchImplementation);
+  known.push_back(dispatch::kFloorDispatchImplementation);
 #endif
   for (const auto& name : names) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
@@ -222,13 +228,13 @@ int run(BenchArgs& a) {
   open_device(a.device);  // a clear "no GPU" error before any library touches the device
   for (const auto& name : names) {
 #ifdef RLGEMM_HAVE_DISPATCH
-    if (name == dispatch::kDispatchImplementation || name == dispatch::kPredictedDispatchImplementation) {
+    if (name == dispatch::kDispatchImplementation || name == dispatch::kFloorDispatchImplementation) {
       HandleOptions options;
       options.database = a.rlgemm_db;
       options.tuned_table = a.rlgemm_table;
       options.policy = a.rlgemm_policy;
       options.optimized_cubins = a.rlgemm_sass_db;
-      options.predicted_kernels = a.rlgemm_predicted || name == dispatch::kPredictedDispatchImplementation;
+      options.predicted_kernels = !a.rlgemm_floor_only && name != dispatch::kFloorDispatchImplementation;
       config.implementations.push_back(dispatch::make_dispatch_implementation(options, name));
       continue;
     }
@@ -293,7 +299,8 @@ const CommandRegistration registration("bench", [](CLI::App& app) -> std::functi
   cmd->add_option("--model", args->models, "a Hugging Face config.json (repeatable): the model's linear-layer GEMMs (tn) at the --batch token counts")->check(CLI::ExistingFile);
   cmd->add_option("--batch", args->batch, "--model: token counts, comma-separated (default 1,8,32,128,512,2048)");
   cmd->add_option("--layout", args->layout, "nn (B is K x N), tn (B stored N x K) or both")->capture_default_str();
-  cmd->add_option("--impl", args->impls, "implementations, comma-separated: cublas_nn, cublas_tn, lt_heuristic, lt_auto, torch, rlgemm (the library's dispatch), rlgemm_predicted (the same with --rlgemm-predicted) (default: the cuBLAS ones and torch where PyTorch is installed); every row's speedup_vs_best_vendor is against the fastest of the cuBLAS ones in the run");
+  cmd->add_option("--dtype", args->dtype, "element type of A, B and C: fp16, bf16 or both (fp32 accumulation either way)")->capture_default_str();
+  cmd->add_option("--impl", args->impls, "implementations, comma-separated: cublas_nn, cublas_tn, lt_heuristic, lt_auto, torch, rlgemm (the library's dispatch), rlgemm_floor (the same with --rlgemm-floor-only) (default: the cuBLAS ones and torch where PyTorch is installed); every row's speedup_vs_best_vendor is against the fastest of the cuBLAS ones in the run");
 #ifdef RLGEMM_HAVE_MEASURE
   cmd->add_option("--design", args->designs, "an rlgemm kernel design to measure too, e.g. sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma (repeatable)");
   cmd->add_option("--designs", args->designs_file, "a file of designs, one per line ('#' comments)")->check(CLI::ExistingFile);
@@ -311,7 +318,7 @@ const CommandRegistration registration("bench", [](CLI::App& app) -> std::functi
   cmd->add_option("--rlgemm-table", args->rlgemm_table, "--impl rlgemm: a tuned-table CSV (data/tuned format) instead of the built-in one")->check(CLI::ExistingFile);
   cmd->add_option("--rlgemm-policy", args->rlgemm_policy, "--impl rlgemm: a policy file whose zero-shot designs serve the shapes that are not tuned")->check(CLI::ExistingFile);
   cmd->add_option("--rlgemm-sass-db", args->rlgemm_sass_db, "--impl rlgemm: a database whose SASS-rescheduled cubins (rlgemm sass-opt --db) the tuned kernels use (default: --rlgemm-db)")->check(CLI::ExistingFile);
-  cmd->add_flag("--rlgemm-predicted", args->rlgemm_predicted, "--impl rlgemm: let the speed predictor put kernels on shapes without a tuned row (HandleOptions::predicted_kernels)");
+  cmd->add_flag("--rlgemm-floor-only", args->rlgemm_floor_only, "--impl rlgemm: no predicted route: every shape without a tuned row on the cuBLASLt floor (HandleOptions::predicted_kernels = false)");
   cmd->add_flag("--resume", args->resume, "keep the problems --out already holds (a run that stopped) and measure the rest");
   cmd->add_option("--seed", args->seed, "the run's seed (inputs of every problem, order of the subjects in every round); a run's JSON records it, so --seed replays it (default: from the clock)");
   cmd->add_flag("--control", args->control, "fairness control: also measure lt_twin, lt_auto's own algorithm under another name (needs lt_auto in --impl)");

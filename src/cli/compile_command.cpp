@@ -31,7 +31,7 @@ void write_file(const std::filesystem::path& path, const char* data, size_t size
 
 int run_compile(const CompileArgs& args) {
   const Design design = parse_design(args.design);
-  Problem problem = layout_problem(parse_layout(args.layout));
+  Problem problem = layout_problem(parse_layout(args.layout), design.dtype);
   if (!args.shape.empty()) problem.shape = parse_shape(args.shape);
   if (design.static_shape && args.shape.empty())
     fail("design " + args.design + " is static (/static): give the shape it is specialized to with --shape M,N,K");
@@ -47,7 +47,7 @@ int run_compile(const CompileArgs& args) {
   write_file(cu, kernel.source.data(), kernel.source.size());
   write_file(cubin, compiled.cubin.data(), compiled.cubin.size());
 
-  const LaunchPlan plan = family_for(design).plan(design, problem.shape.m ? problem : layout_problem(problem.layout),
+  const LaunchPlan plan = family_for(design).plan(design, problem.shape.m ? problem : layout_problem(problem.layout, problem.dtype),
                                                   DeviceInfo{});
   const KernelResources& r = compiled.resources;
   std::printf("design        %s\n", to_string(design).c_str());

@@ -55,7 +55,7 @@ void update_tuned_table(const SummarizeArgs& a, const std::vector<bench::Row>& r
   auto table = dispatch::load_tuned_table(a.update_tuned_table);
   auto row_of = [&](const bench::Row& r) -> dispatch::TunedRow* {
     for (auto& row : table)
-      if (row.gpu == gpu && row.problem.shape == r.shape && row.problem.layout == r.layout) return &row;
+      if (row.gpu == gpu && row.problem == r.problem()) return &row;
     return nullptr;
   };
   // The fastest lt_auto time the table knows for its row, when it records one.
@@ -117,7 +117,7 @@ void write_tuned_table(const SummarizeArgs& a, const std::vector<bench::Row>& ro
   std::vector<dispatch::TunedRow> table;
   for (const auto& r : rows) {
     if (r.impl != "rlgemm_best" || !r.correct || r.mode != bench::Mode::kOffline) continue;
-    dispatch::TunedRow row{gpu, {r.shape, r.layout}, parse_design(r.detail), r.time_us, std::nullopt, std::nullopt, ""};
+    dispatch::TunedRow row{gpu, r.problem(), parse_design(r.detail), r.time_us, std::nullopt, std::nullopt, ""};
     if (std::isfinite(r.speedup)) row.speedup_vs_lt_auto = r.speedup;
     table.push_back(std::move(row));
   }

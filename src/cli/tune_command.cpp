@@ -53,6 +53,7 @@ std::string self_exe() {
 struct CommonArgs {
   std::string shapes;
   std::string layout = "tn";
+  std::string dtype = "fp16";
   std::string budget;
   std::string db = "rlgemm-tune.db";
   std::string backend;  // "": the GPU where there is one (backend_of)
@@ -67,6 +68,8 @@ struct CommonArgs {
 
 void add_common(CLI::App* cmd, CommonArgs& a) {
   cmd->add_option("--layout", a.layout, "tn, nn or both")->default_val("tn");
+  cmd->add_option("--dtype", a.dtype, "Element type of A, B and C: fp16, bf16 or both (the designs are tuned for it)")
+      ->default_val("fp16");
   cmd->add_option("--db", a.db, "Tuning database (SQLite; created if missing)")->default_val("rlgemm-tune.db");
   cmd->add_option("--backend", a.backend,
                   "Measuring backend: gpu (the default, where a GPU is present) or synthetic (the CPU cost model: "
@@ -126,15 +129,17 @@ search::MeasurerSetup measurer_setup(const CommonArgs& a) {
 
 search::MeasurerPtr measurer_for(const CommonArgs& a) { return search::make_measurer(measurer_setup(a)); }
 
-std::vector<Problem> problems_of(const std::vector<Shape>& shapes, const std::string& layouts) {
+std::vector<Problem> problems_of(const std::vector<Shape>& shapes, const CommonArgs& a) {
   std::vector<Problem> problems;
-  // Layout by layout: a compiled design serves every shape of its layout, so its compile is paid once.
-  for (Layout layout : parse_layouts(layouts))
-    for (const Shape& s : shapes) problems.push_back({s, layout});
+  // Layout by layout (and element type by type): a compiled design serves every shape of its layout and type,
+  // so its compile is paid once.
+  for (DType dtype : parse_dtypes(a.dtype))
+    for (Layout layout : parse_layouts(a.layout))
+      for (const Shape& s : shapes) problems.push_back({s, layout, dtype});
   return problems;
 }
 
-std::vector<Problem> problems_for(const CommonArgs& a) { return problems_of(shapes_from(a.shapes), a.layout); }
+std::vector<Problem> problems_for(const CommonArgs& a) { return problems_of(shapes_from(a.shapes), a); }
 
 struct TuneArgs {
   CommonArgs common;
@@ -169,7 +174,7 @@ std::vector<Job> jobs_of(const TuneArgs& args) {
     const ModelConfig model = load_model_config(path);
     std::vector<Shape> shapes;
     for (const ModelGemm& g : model_gemms(model, tokens)) shapes.push_back(g.shape);
-    jobs.push_back({model.name, problems_of(shapes, a.layout)});
+    jobs.push_back({model.name, problems_of(shapes, a)});
   }
   return jobs;
 }
@@ -295,8 +300,12 @@ void set_first_guesses(const TuneArgs& args, const GpuIdentity& gpu, search::Tun
     return;
   }
   options.seeds_for = [loaded, predictor, traits, k = args.guesses](const Problem& problem) {
+    // The predictors learned fp16 kernels: their guesses for the fp16 problem of the same shape start a
+    // problem of another element type too (the tuner runs them in the problem's type, then measures).
+    Problem as_fp16 = problem;
+    as_fp16.dtype = DType::kF16;
     std::vector<Design> designs;
-    for (const predict::Candidate& c : predictor->best_guesses(traits, problem, k)) designs.push_back(c.design);
+    for (const predict::Candidate& c : predictor->best_guesses(traits, as_fp16, k)) designs.push_back(c.design);
     return designs;
   };
   std::fprintf(stderr, "rlgemm tune: each shape starts from the predictor's %d best guesses (%s%s)\n", args.guesses,

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cuda_runtime.h>
+#include <library_types.h>
 
 #include <string>
 
 #include "rlgemm/error.h"
+#include "rlgemm/problem.h"
 
 namespace rlgemm {
 
@@ -55,6 +57,9 @@ bool cuda_device_available(std::string* why = nullptr);
 // Selects `ordinal` and reads its identity; throws Error(kNoDevice) with a clear message when there is no
 // usable device.
 DeviceInfo open_device(int ordinal = 0);
+
+// The CUDA library type (cuBLAS, cuBLASLt) of an element type: CUDA_R_16F or CUDA_R_16BF.
+inline cudaDataType cuda_data_type(DType dtype) { return dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F; }
 
 // Build identity recorded in every result file.
 const char* build_commit();

@@ -22,6 +22,22 @@ std::vector<Layout> parse_layouts(std::string_view text) {
   fail("unknown layout '" + std::string(text) + "': use nn, tn or both");
 }
 
+std::string_view to_string(DType dtype) { return dtype == DType::kBF16 ? "bf16" : "fp16"; }
+
+std::string supported_dtypes() { return "fp16, bf16"; }
+
+DType parse_dtype(std::string_view text) {
+  if (text == "fp16") return DType::kF16;
+  if (text == "bf16") return DType::kBF16;
+  fail("unsupported element type '" + std::string(text) + "': supported are " + supported_dtypes());
+}
+
+std::vector<DType> parse_dtypes(std::string_view text) {
+  if (text == "both") return {DType::kF16, DType::kBF16};
+  if (text == "fp16" || text == "bf16") return {parse_dtype(text)};
+  fail("unsupported element type '" + std::string(text) + "': supported are " + supported_dtypes() + " (or both)");
+}
+
 std::string Shape::to_string() const {
   return std::to_string(m) + "," + std::to_string(n) + "," + std::to_string(k);
 }

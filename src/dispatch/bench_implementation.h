@@ -9,9 +9,9 @@
 namespace rlgemm::dispatch {
 
 inline constexpr const char* kDispatchImplementation = "rlgemm";
-// The same library with the predicted route on (HandleOptions::predicted_kernels), so that one run measures
-// both routes beside the same vendor calls.
-inline constexpr const char* kPredictedDispatchImplementation = "rlgemm_predicted";
+// The same library with the predicted route off (HandleOptions::predicted_kernels = false: every shape without
+// a tuned row on the cuBLASLt floor), so that one run measures both beside the same vendor calls.
+inline constexpr const char* kFloorDispatchImplementation = "rlgemm_floor";
 
 // A handle made with `options` (default: the built-in tuned table of this GPU), named `name` in the results.
 bench::ImplementationPtr make_dispatch_implementation(const HandleOptions& options = {},

@@ -44,6 +44,13 @@ rlgemm::Layout layout_of(int layout) {
   rlgemm::fail("layout must be 0 (nn: B is K x N) or 1 (tn: B is stored N x K), got " + std::to_string(layout));
 }
 
+rlgemm::DType dtype_of(int dtype) {
+  if (dtype == RLGEMM_DTYPE_FP16) return rlgemm::DType::kF16;
+  if (dtype == RLGEMM_DTYPE_BF16) return rlgemm::DType::kBF16;
+  rlgemm::fail("dtype must be 0 (RLGEMM_DTYPE_FP16) or 1 (RLGEMM_DTYPE_BF16), got " + std::to_string(dtype) +
+               ": supported are " + rlgemm::supported_dtypes());
+}
+
 rlgemm::Handle& handle_of(rlgemm_handle_t handle) {
   if (!handle) rlgemm::fail("the rlgemm handle is NULL (create it with rlgemm_create)");
   return handle->handle;
@@ -79,7 +86,13 @@ int rlgemm_destroy(rlgemm_handle_t handle) {
 }
 
 int rlgemm_prepare(rlgemm_handle_t handle, int64_t M, int64_t N, int64_t K, int layout, void* stream) {
-  return guarded([&] { handle_of(handle).prepare(M, N, K, layout_of(layout), static_cast<cudaStream_t>(stream)); });
+  return rlgemm_prepare_ex(handle, M, N, K, layout, RLGEMM_DTYPE_FP16, stream);
+}
+
+int rlgemm_prepare_ex(rlgemm_handle_t handle, int64_t M, int64_t N, int64_t K, int layout, int dtype, void* stream) {
+  return guarded([&] {
+    handle_of(handle).prepare(M, N, K, layout_of(layout), static_cast<cudaStream_t>(stream), dtype_of(dtype));
+  });
 }
 
 int rlgemm_hgemm(rlgemm_handle_t handle, void* stream, int64_t M, int64_t N, int64_t K, const void* A,
@@ -99,11 +112,29 @@ int rlgemm_hgemm_workspace(rlgemm_handle_t handle, void* stream, int64_t M, int6
   });
 }
 
+int rlgemm_hgemm_ex(rlgemm_handle_t handle, void* stream, int64_t M, int64_t N, int64_t K, const void* A,
+                    const void* B, int layout, void* C, int dtype, void* workspace, size_t workspace_bytes) {
+  return guarded([&] {
+    rlgemm::Handle& h = handle_of(handle);
+    const auto s = static_cast<cudaStream_t>(stream);
+    if (!workspace && workspace_bytes == 0)
+      h.gemm(s, M, N, K, A, B, layout_of(layout), C, dtype_of(dtype));
+    else
+      h.gemm(s, M, N, K, A, B, layout_of(layout), C, dtype_of(dtype), workspace, workspace_bytes);
+  });
+}
+
 int rlgemm_workspace_size(rlgemm_handle_t handle, void* stream, int64_t M, int64_t N, int64_t K, int layout,
                           size_t* bytes) {
+  return rlgemm_workspace_size_ex(handle, stream, M, N, K, layout, RLGEMM_DTYPE_FP16, bytes);
+}
+
+int rlgemm_workspace_size_ex(rlgemm_handle_t handle, void* stream, int64_t M, int64_t N, int64_t K, int layout,
+                             int dtype, size_t* bytes) {
   return guarded([&] {
     if (!bytes) rlgemm::fail("rlgemm_workspace_size: the output pointer is NULL");
-    *bytes = handle_of(handle).workspace_bytes(M, N, K, layout_of(layout), static_cast<cudaStream_t>(stream));
+    *bytes = handle_of(handle).workspace_bytes(M, N, K, layout_of(layout), static_cast<cudaStream_t>(stream),
+                                               dtype_of(dtype));
   });
 }
 
@@ -117,9 +148,14 @@ int rlgemm_stats(rlgemm_handle_t handle, rlgemm_stats_t* stats) {
 
 int rlgemm_describe(rlgemm_handle_t handle, int64_t M, int64_t N, int64_t K, int layout, char* buffer,
                     size_t size) {
+  return rlgemm_describe_ex(handle, M, N, K, layout, RLGEMM_DTYPE_FP16, buffer, size);
+}
+
+int rlgemm_describe_ex(rlgemm_handle_t handle, int64_t M, int64_t N, int64_t K, int layout, int dtype, char* buffer,
+                       size_t size) {
   return guarded([&] {
     if (!buffer || size == 0) rlgemm::fail("rlgemm_describe: the buffer is NULL or empty");
-    const std::string route = handle_of(handle).describe(M, N, K, layout_of(layout));
+    const std::string route = handle_of(handle).describe(M, N, K, layout_of(layout), dtype_of(dtype));
     const size_t n = std::min(route.size(), size - 1);
     std::memcpy(buffer, route.data(), n);
     buffer[n] = '\0';

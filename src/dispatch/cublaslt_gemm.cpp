@@ -34,6 +34,7 @@ CublasLtGemm::CublasLtGemm(const CublasLtContext& context, const Problem& proble
   if (results[size_t(index)].state != CUBLAS_STATUS_SUCCESS)
     throw Error(ErrorKind::kRuntime, "cuBLASLt candidate " + std::to_string(index) + " for " +
                                          problem.shape.to_string() + " " + std::string(to_string(problem.layout)) +
+                                         " " + std::string(to_string(problem.dtype)) +
                                          " is not usable: " + cublasLtGetStatusString(results[size_t(index)].state));
   algo_ = results[size_t(index)].algo;
   workspace_bytes_ = results[size_t(index)].workspaceSize;
@@ -48,12 +49,16 @@ bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& p
   const auto candidates = lt.candidates(context.handle());
   DeviceScratch<half> a(size_t(problem.a_elems())), b(size_t(problem.b_elems())), c(size_t(problem.c_elems()));
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
-  bench::fill_random(a.ptr, size_t(problem.a_elems()), bench::Fill::kNormal, 1, stream);
-  bench::fill_random(b.ptr, size_t(problem.b_elems()), bench::Fill::kNormal, 2, stream);
+  bench::fill_random(a.ptr, size_t(problem.a_elems()), bench::Fill::kNormal, 1, stream, problem.dtype);
+  bench::fill_random(b.ptr, size_t(problem.b_elems()), bench::Fill::kNormal, 2, stream, problem.dtype);
   const bench::LtChoice choice = bench::choose_fastest(lt, context.handle(), candidates, a.ptr, b.ptr, c.ptr,
                                                        workspace.ptr, bench::kLtWorkspaceBytes, stream);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return choice;
+}
+
+CublasLtChoices::Key CublasLtChoices::key_of(const Problem& p) {
+  return {p.shape.m, p.shape.n, p.shape.k, int(p.layout), int(p.dtype)};
 }
 
 CublasLtChoices::CublasLtChoices(std::filesystem::path file, std::string gpu, size_t cublaslt_version)
@@ -72,13 +77,16 @@ CublasLtChoices::CublasLtChoices(std::filesystem::path file, std::string gpu, si
     std::vector<std::string> f;
     std::stringstream ss(line);
     for (std::string field; std::getline(ss, field, ',');) f.push_back(field);
-    if (f.size() != 8 || f[0] != gpu_) continue;
+    // fp16 lines have the header's 8 fields; other element types add theirs as a 9th (which rlgemm builds
+    // without element types skip, so that they can share the file).
+    if ((f.size() != 8 && f.size() != 9) || f[0] != gpu_) continue;
     try {
       if (std::stoull(f[1]) != version_) continue;
-      const Problem p{{std::stoll(f[2]), std::stoll(f[3]), std::stoll(f[4])}, parse_layout(f[5])};
+      const Problem p{{std::stoll(f[2]), std::stoll(f[3]), std::stoll(f[4])}, parse_layout(f[5]),
+                      f.size() == 9 ? parse_dtype(f[8]) : DType::kF16};
       const int candidate = std::stoi(f[6]), count = std::stoi(f[7]);
       if (candidate < 0 || candidate >= count) continue;
-      chosen_[{p.shape.m, p.shape.n, p.shape.k, int(p.layout)}] = candidate;
+      chosen_[key_of(p)] = candidate;
     } catch (const std::exception&) {
     }
   }
@@ -86,7 +94,7 @@ CublasLtChoices::CublasLtChoices(std::filesystem::path file, std::string gpu, si
 
 std::optional<int> CublasLtChoices::find(const Problem& p) const {
   std::lock_guard lock(mutex_);
-  const auto it = chosen_.find({p.shape.m, p.shape.n, p.shape.k, int(p.layout)});
+  const auto it = chosen_.find(key_of(p));
   if (it == chosen_.end()) return std::nullopt;
   return it->second;
 }
@@ -100,7 +108,7 @@ void CublasLtChoices::warn_once(const std::string& what) {
 
 void CublasLtChoices::record(const Problem& p, int candidate, int candidates) {
   std::lock_guard lock(mutex_);
-  chosen_[{p.shape.m, p.shape.n, p.shape.k, int(p.layout)}] = candidate;
+  chosen_[key_of(p)] = candidate;
   if (file_.empty()) return;
   std::error_code ec;
   if (file_.has_parent_path()) std::filesystem::create_directories(file_.parent_path(), ec);
@@ -113,7 +121,8 @@ void CublasLtChoices::record(const Problem& p, int candidate, int candidates) {
   struct stat st {};
   if (::fstat(fd, &st) == 0 && st.st_size == 0) text = std::string(kHeader) + "\n";
   text += gpu_ + "," + std::to_string(version_) + "," + p.shape.to_string() + "," + std::string(to_string(p.layout)) +
-          "," + std::to_string(candidate) + "," + std::to_string(candidates) + "\n";
+          "," + std::to_string(candidate) + "," + std::to_string(candidates) +
+          (p.dtype == DType::kF16 ? "" : "," + std::string(to_string(p.dtype))) + "\n";
   // One write of a short line with O_APPEND: processes appending at once never interleave within it.
   const ssize_t written = ::write(fd, text.data(), text.size());
   if (written != ssize_t(text.size())) warn_once(std::string("cannot write it (") + std::strerror(errno) + ")");

@@ -62,7 +62,8 @@ class CublasLtGemm {
 bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& problem, cudaStream_t stream);
 
 // The cuBLASLt choices made on this machine, so that each costs its timing once per machine: a CSV file
-// (gpu,cublaslt_version,M,N,K,layout,candidate,candidates) to which every new choice is appended by one write.
+// (gpu,cublaslt_version,M,N,K,layout,candidate,candidates, and a ninth field with the element type of a problem
+// other than fp16) to which every new choice is appended by one write.
 // Rows of other GPUs or another cuBLASLt are kept in the file and ignored (another cuBLASLt numbers its
 // candidates otherwise); lines a crash cut short are skipped. A file that cannot be read or written costs
 // nothing but a warning, once: the choices then last as long as the process. Thread-safe.
@@ -77,12 +78,14 @@ class CublasLtChoices {
   const std::filesystem::path& file() const { return file_; }
 
  private:
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, int>;  // M, N, K, layout, dtype
+  static Key key_of(const Problem& problem);
   void warn_once(const std::string& what);
   std::filesystem::path file_;
   std::string gpu_;
   size_t version_;
   mutable std::mutex mutex_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int>, int> chosen_;
+  std::map<Key, int> chosen_;
   bool warned_ = false;
 };
 

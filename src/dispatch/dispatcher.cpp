@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "rlgemm/error.h"
 
@@ -68,23 +69,27 @@ Dispatcher::Dispatcher(const std::vector<TunedRow>& rows, Target target, bool pr
       prefer_cublaslt_(prefer_cublaslt),
       proposer_(std::move(proposer)),
       predictor_(std::move(predictor)) {
-  std::map<std::pair<Layout, Shape>, const TunedRow*> seen;
+  std::map<std::tuple<DType, Layout, Shape>, const TunedRow*> seen;
   for (const TunedRow& row : rows) {
     if (row.gpu != target_.name) continue;
-    const auto [it, inserted] = seen.emplace(std::pair{row.problem.layout, row.problem.shape}, &row);
+    const auto [it, inserted] = seen.emplace(std::tuple{row.problem.dtype, row.problem.layout, row.problem.shape}, &row);
     if (!inserted)
       fail("two tuned rows for " + row.gpu + " " + row.problem.shape.to_string() + " " +
-           std::string(to_string(row.problem.layout)) + ": " + it->second->source + " and " + row.source);
+           std::string(to_string(row.problem.layout)) + " " + std::string(to_string(row.problem.dtype)) + ": " +
+           it->second->source + " and " + row.source);
   }
-  for (const auto& [key, row] : seen) rows_.push_back(*row);  // sorted by (layout, shape)
+  for (const auto& [key, row] : seen) rows_.push_back(*row);  // sorted by (dtype, layout, shape)
 }
 
 Choice Dispatcher::choose(const Problem& problem) const {
   validate(problem.shape);
-  const auto layout_first = std::lower_bound(rows_.begin(), rows_.end(), problem.layout,
-                                             [](const TunedRow& r, Layout l) { return r.problem.layout < l; });
-  const auto layout_last = std::upper_bound(rows_.begin(), rows_.end(), problem.layout,
-                                            [](Layout l, const TunedRow& r) { return l < r.problem.layout; });
+  // The rows of the problem's element type and layout (a design computes its own element type only).
+  const auto kind = [](const TunedRow& r) { return std::pair{r.problem.dtype, r.problem.layout}; };
+  const auto wanted = std::pair{problem.dtype, problem.layout};
+  const auto layout_first = std::lower_bound(rows_.begin(), rows_.end(), wanted,
+                                             [&](const TunedRow& r, const auto& w) { return kind(r) < w; });
+  const auto layout_last = std::upper_bound(rows_.begin(), rows_.end(), wanted,
+                                            [&](const auto& w, const TunedRow& r) { return w < kind(r); });
 
   // The exact shape: its measured-best design, or cuBLASLt where that measured faster.
   const auto exact = std::lower_bound(layout_first, layout_last, problem.shape,
@@ -104,8 +109,9 @@ Choice Dispatcher::choose(const Problem& problem) const {
   };
 
   if (proposer_) {
+    // A policy proposes tiles and schedules; the kernel computes the problem's element type.
     if (const std::optional<Design> proposed = proposer_(problem)) {
-      const Design d = generic(*proposed);
+      const Design d = generic(with_dtype(*proposed, problem.dtype));
       if (!why_not_runnable(d, problem, target_)) return Choice{Path::kPolicy, d, std::nullopt, std::nullopt};
     }
   }
@@ -136,7 +142,7 @@ Choice Dispatcher::choose(const Problem& problem) const {
   }
   if (nearest) return Choice{Path::kNearest, generic(nearest->design), nearest->problem.shape, std::nullopt};
 
-  return Choice{Path::kDefault, default_design(target_), std::nullopt, std::nullopt};
+  return Choice{Path::kDefault, with_dtype(default_design(target_), problem.dtype), std::nullopt, std::nullopt};
 }
 
 }  // namespace dispatch

@@ -69,7 +69,7 @@ inline constexpr double kCublasLtBelow = 0.97;
 class Dispatcher {
  public:
   // `rows` may hold other GPUs' rows: only those of target.name are used. Throws Error(kInvalidInput) when
-  // two rows name the same (GPU, shape, layout).
+  // two rows name the same (GPU, shape, layout, dtype). A problem is served by rows of its own element type.
   Dispatcher(const std::vector<TunedRow>& rows, Target target, bool prefer_cublaslt = true,
              Proposer proposer = nullptr, Proposer predictor = nullptr);
 
@@ -83,7 +83,7 @@ class Dispatcher {
   bool prefer_cublaslt_;
   Proposer proposer_;
   Proposer predictor_;
-  std::vector<TunedRow> rows_;  // this GPU's, sorted by (layout, shape)
+  std::vector<TunedRow> rows_;  // this GPU's, sorted by (dtype, layout, shape)
 };
 
 }  // namespace rlgemm::dispatch

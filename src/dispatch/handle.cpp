@@ -29,12 +29,13 @@ namespace {
 struct ShapeKey {
   int64_t m = 0, n = 0, k = 0;
   Layout layout = Layout::kTN;
+  DType dtype = DType::kF16;
   friend bool operator==(const ShapeKey&, const ShapeKey&) = default;
 };
 struct ShapeKeyHash {
   size_t operator()(const ShapeKey& key) const noexcept {
     uint64_t h = 1469598103934665603ull;
-    for (uint64_t v : {uint64_t(key.m), uint64_t(key.n), uint64_t(key.k), uint64_t(key.layout)})
+    for (uint64_t v : {uint64_t(key.m), uint64_t(key.n), uint64_t(key.k), uint64_t(key.layout), uint64_t(key.dtype)})
       h = (h ^ v) * 1099511628211ull;
     return size_t(h);
   }
@@ -99,15 +100,16 @@ thread_local ThreadCache thread_cache;
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 void check_operand(const void* p, const char* name) {
-  if (!p) fail(std::string("hgemm: ") + name + " is a null pointer (A, B and C must be device pointers)");
+  if (!p) fail(std::string("gemm: ") + name + " is a null pointer (A, B and C must be device pointers)");
   if (!aligned16(p))
-    fail(std::string("hgemm: ") + name + " is not 16-byte aligned: rlgemm kernels move 16-byte vectors and " +
+    fail(std::string("gemm: ") + name + " is not 16-byte aligned: rlgemm kernels move 16-byte vectors and " +
          "hand the operands to the Tensor Memory Accelerator, which needs 16-byte aligned addresses (allocate " +
          "with cudaMalloc, or offset by multiples of 8 elements)");
 }
 
 std::string shape_text(const Problem& problem) {
-  return problem.shape.to_string() + " " + std::string(to_string(problem.layout));
+  return problem.shape.to_string() + " " + std::string(to_string(problem.layout)) +
+         (problem.dtype == DType::kF16 ? "" : " " + std::string(to_string(problem.dtype)));
 }
 
 // Whether work queued on `stream` now goes into a CUDA graph being captured. A stream that cannot be asked
@@ -248,6 +250,8 @@ struct Handle::Impl {
   // clears the route rule (predict::take_kernel_route); what it predicted goes into the route's description.
   std::optional<Design> predict_design(const Problem& problem) {
     predicted_note.clear();
+    // The built-in predictors learned fp16 kernels only: another element type takes the floor.
+    if (problem.dtype != DType::kF16) return std::nullopt;
     const auto guesses = predictor->best_guesses(gpu_traits, problem, 1);
     if (guesses.empty() || !predict::take_kernel_route(guesses.front().gain)) return std::nullopt;
     char note[96];
@@ -279,7 +283,7 @@ struct Handle::Impl {
   // and planned now -- which cannot happen while `stream` is being captured into a CUDA graph (loading a
   // module there would break the capture), so a shape first seen there is refused with what to do instead.
   Route& route(const Problem& problem, cudaStream_t stream, bool capture_check = true) {
-    const ShapeKey key{problem.shape.m, problem.shape.n, problem.shape.k, problem.layout};
+    const ShapeKey key{problem.shape.m, problem.shape.n, problem.shape.k, problem.layout, problem.dtype};
     ThreadCache::RouteEntry& cached = thread_cache.routes[ShapeKeyHash()(key) % ThreadCache::kSlots];
     if (cached.serial == serial && cached.key == key) return *cached.route;
     Route* found = nullptr;
@@ -323,7 +327,7 @@ struct Handle::Impl {
       const Design& d = r->choice.design;
       std::string kernel_key = to_string(d);
       kernel_key += '|';
-      kernel_key += to_string(problem.layout);
+      kernel_key += to_string(problem.layout);  // the design's text names its element type
       if (d.static_shape) kernel_key += '|' + problem.shape.to_string();  // static kernels bake the shape in
       auto& kernel = kernels[kernel_key];
       if (!kernel) kernel = std::make_unique<GemmKernel>(d, problem, device, compile_options);
@@ -422,8 +426,8 @@ Handle::Handle(Handle&&) noexcept = default;
 Handle& Handle::operator=(Handle&&) noexcept = default;
 
 namespace {
-Problem make_problem(int64_t M, int64_t N, int64_t K, Layout layout) {
-  const Problem problem{Shape{M, N, K}, layout};
+Problem make_problem(int64_t M, int64_t N, int64_t K, Layout layout, DType dtype = DType::kF16) {
+  const Problem problem{Shape{M, N, K}, layout, dtype};
   validate(problem.shape);
   return problem;
 }
@@ -432,21 +436,21 @@ void require(const void* impl) {
 }
 }  // namespace
 
-void Handle::prepare(int64_t M, int64_t N, int64_t K, Layout layout, cudaStream_t stream) {
+void Handle::prepare(int64_t M, int64_t N, int64_t K, Layout layout, cudaStream_t stream, DType dtype) {
   require(impl_.get());
-  const Problem problem = make_problem(M, N, K, layout);
+  const Problem problem = make_problem(M, N, K, layout, dtype);
   impl_->check_device();
   Route& r = impl_->route(problem, stream);
   if (r.workspace_bytes > 0 && !capturing(stream)) impl_->pooled_workspace(stream, r);
 }
 
 namespace {
-// Both hgemm overloads: the rules checked, then the call (with the caller's workspace when `given`).
+// Every hgemm and gemm overload: the rules checked, then the call (with the caller's workspace when `given`).
 template <class Impl>
-void checked_call(Impl* impl, cudaStream_t stream, int64_t M, int64_t N, int64_t K, const half* A, const half* B,
-                  Layout layout, half* C, void* workspace, size_t workspace_bytes, bool given) {
+void checked_call(Impl* impl, cudaStream_t stream, int64_t M, int64_t N, int64_t K, const void* A, const void* B,
+                  Layout layout, void* C, DType dtype, void* workspace, size_t workspace_bytes, bool given) {
   require(impl);
-  const Problem problem = make_problem(M, N, K, layout);
+  const Problem problem = make_problem(M, N, K, layout, dtype);
   check_operand(A, "A");
   check_operand(B, "B");
   check_operand(C, "C");
@@ -457,18 +461,28 @@ void checked_call(Impl* impl, cudaStream_t stream, int64_t M, int64_t N, int64_t
 
 void Handle::hgemm(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const half* A, const half* B, Layout layout,
                    half* C) {
-  checked_call(impl_.get(), stream, M, N, K, A, B, layout, C, nullptr, 0, false);
+  checked_call(impl_.get(), stream, M, N, K, A, B, layout, C, DType::kF16, nullptr, 0, false);
 }
 
 void Handle::hgemm(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const half* A, const half* B, Layout layout,
                    half* C, void* workspace, size_t workspace_bytes) {
-  checked_call(impl_.get(), stream, M, N, K, A, B, layout, C, workspace, workspace_bytes, true);
+  checked_call(impl_.get(), stream, M, N, K, A, B, layout, C, DType::kF16, workspace, workspace_bytes, true);
 }
 
-size_t Handle::workspace_bytes(int64_t M, int64_t N, int64_t K, Layout layout, cudaStream_t stream) {
+void Handle::gemm(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const void* A, const void* B, Layout layout,
+                  void* C, DType dtype) {
+  checked_call(impl_.get(), stream, M, N, K, A, B, layout, C, dtype, nullptr, 0, false);
+}
+
+void Handle::gemm(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const void* A, const void* B, Layout layout,
+                  void* C, DType dtype, void* workspace, size_t workspace_bytes) {
+  checked_call(impl_.get(), stream, M, N, K, A, B, layout, C, dtype, workspace, workspace_bytes, true);
+}
+
+size_t Handle::workspace_bytes(int64_t M, int64_t N, int64_t K, Layout layout, cudaStream_t stream, DType dtype) {
   require(impl_.get());
   impl_->check_device();
-  return impl_->route(make_problem(M, N, K, layout), stream).workspace_bytes;
+  return impl_->route(make_problem(M, N, K, layout, dtype), stream).workspace_bytes;
 }
 
 Stats Handle::stats() const {
@@ -485,10 +499,10 @@ Stats Handle::stats() const {
   return s;
 }
 
-std::string Handle::describe(int64_t M, int64_t N, int64_t K, Layout layout) {
+std::string Handle::describe(int64_t M, int64_t N, int64_t K, Layout layout, DType dtype) {
   require(impl_.get());
   impl_->check_device();
-  return impl_->route(make_problem(M, N, K, layout), nullptr, false).description;
+  return impl_->route(make_problem(M, N, K, layout, dtype), nullptr, false).description;
 }
 
 const std::string& Handle::device_name() const {

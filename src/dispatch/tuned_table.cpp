@@ -62,7 +62,8 @@ int parse_index(const std::string& text, const char* column) {
 }
 
 std::string problem_key(const TunedRow& row) {
-  return row.gpu + "|" + row.problem.shape.to_string() + "|" + std::string(to_string(row.problem.layout));
+  return row.gpu + "|" + row.problem.shape.to_string() + "|" + std::string(to_string(row.problem.layout)) + "|" +
+         std::string(to_string(row.problem.dtype));
 }
 
 }  // namespace
@@ -84,7 +85,8 @@ std::vector<TunedRow> parse_tuned_table(std::istream& in, const std::string& sou
       std::string compact;
       for (char c : lowercase(text))
         if (c != ' ' && c != '\t') compact += c;
-      if (compact == lowercase(kTunedTableHeader)) column_count = 9;
+      if (compact == lowercase(kTunedTableHeader)) column_count = 10;
+      else if (compact == lowercase(kTunedTableHeaderWithoutDtype)) column_count = 9;
       else if (compact == lowercase(kTunedTableHeaderWithoutCandidate)) column_count = 8;
       else fail(where + ": a tuned table starts with the header '" + kTunedTableHeader + "', got '" + text + "'");
       header_seen = true;
@@ -104,12 +106,17 @@ std::vector<TunedRow> parse_tuned_table(std::istream& in, const std::string& sou
       if (row.design.family == Family::kTest) fail("test designs (" + columns[5] + ") cannot be dispatched");
       row.time_us = parse_positive(columns[6], "time_us");
       if (!columns[7].empty()) row.speedup_vs_lt_auto = parse_positive(columns[7], "speedup_vs_lt_auto");
-      if (column_count == 9 && !columns[8].empty()) row.cublaslt_candidate = parse_index(columns[8], "cublaslt_candidate");
+      if (column_count >= 9 && !columns[8].empty()) row.cublaslt_candidate = parse_index(columns[8], "cublaslt_candidate");
+      if (column_count == 10) row.problem.dtype = parse_dtype(columns[9]);
+      if (row.design.dtype != row.problem.dtype)
+        fail("design " + columns[5] + " computes " + std::string(to_string(row.design.dtype)) + ", the row's dtype is " +
+             std::string(to_string(row.problem.dtype)) + ": a design's element type must be its problem's");
       row.source = where;
       const auto [it, inserted] = seen.emplace(problem_key(row), where);
       if (!inserted)
         fail("duplicate row for " + row.gpu + " " + row.problem.shape.to_string() + " " +
-             std::string(to_string(row.problem.layout)) + " (first given at " + it->second + ")");
+             std::string(to_string(row.problem.layout)) + " " + std::string(to_string(row.problem.dtype)) +
+             " (first given at " + it->second + ")");
       rows.push_back(std::move(row));
     } catch (const Error& e) {
       throw Error(ErrorKind::kInvalidInput, where + ": " + e.what());
@@ -141,7 +148,7 @@ void save_tuned_table(const std::filesystem::path& path, const std::vector<Tuned
       }
       out << ',';
       if (row.cublaslt_candidate) out << *row.cublaslt_candidate;
-      out << '\n';
+      out << ',' << to_string(row.problem.dtype) << '\n';
     }
     if (!out) throw Error(ErrorKind::kRuntime, "cannot write " + tmp.string());
   }
@@ -186,7 +193,7 @@ std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, co
     row.time_us = best.median_us;
     row.speedup_vs_lt_auto = best.speedup;
     row.source = path.string() + " (" + best.problem.shape.to_string() + " " +
-                 std::string(to_string(best.problem.layout)) + ")";
+                 std::string(to_string(best.problem.layout)) + " " + std::string(to_string(best.problem.dtype)) + ")";
     rows.push_back(std::move(row));
   }
   return rows;

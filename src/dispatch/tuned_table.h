@@ -1,14 +1,17 @@
-// Tuned tables: the measured-best kernel design per (GPU, shape, layout), as the dispatcher reads them.
+// Tuned tables: the measured-best kernel design per (GPU, shape, layout, element type), as the dispatcher reads
+// them.
 //
 // A tuned table is a CSV file, data/tuned/<gpu-key>.csv in the repository (every file there is built into
 // the library), with the header
-//   gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate
+//   gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate,dtype
 // gpu is the device name as the CUDA runtime reports it ("NVIDIA H100 80GB HBM3"); design is the canonical
 // text form (include/rlgemm/design.h); time_us the design's measured time; speedup_vs_lt_auto the lt_auto
 // time divided by time_us, empty when no reference was measured; cublaslt_candidate, possibly empty, the
 // index of the cuBLASLt algorithm lt_auto measured fastest for the problem among the heuristic's candidates
 // (asked for by bench::LtProblem, in the harness and in the cuBLASLt route alike), which the cuBLASLt route
-// then launches. Tables without the last column (the header up to speedup_vs_lt_auto) are read too. Blank
+// then launches; dtype the element type of the problem (fp16 or bf16), which the design's must be. Tables
+// without the last column (rows of fp16) or the last two (the header up to speedup_vs_lt_auto) are read too.
+// Blank
 // lines and lines starting with '#' are skipped. The same rows can also come from a tuning database (the
 // store's best_designs view).
 #pragma once
@@ -36,12 +39,15 @@ struct TunedRow {
 };
 
 inline constexpr const char* kTunedTableHeader =
+    "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate,dtype";
+// The header of tables written before the element type was recorded (fp16 rows).
+inline constexpr const char* kTunedTableHeaderWithoutDtype =
     "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate";
 // The header of tables written before the cuBLASLt candidate was recorded.
 inline constexpr const char* kTunedTableHeaderWithoutCandidate = "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto";
 
 // Parses a tuned table. Throws Error(kInvalidInput) naming `source`, the line number and the broken rule
-// (header, column count, number, shape rules, layout, design syntax, duplicate row).
+// (header, column count, number, shape rules, layout, design syntax, element type, duplicate row).
 std::vector<TunedRow> parse_tuned_table(std::istream& in, const std::string& source);
 std::vector<TunedRow> load_tuned_table(const std::filesystem::path& path);
 
@@ -54,7 +60,7 @@ std::vector<TunedRow> embedded_tuned_rows();
 // The names of the built-in tables ("h100.csv", ...).
 std::vector<std::string> embedded_table_names();
 
-// The best correct design per (GPU, shape, layout) recorded in a tuning database in `mode`
+// The best correct design per (GPU, shape, layout, dtype) recorded in a tuning database in `mode`
 // ("offline" | "server"). Throws Error(kInvalidInput) when the file does not exist or is not a database.
 std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, const std::string& mode);
 

@@ -8,6 +8,10 @@ namespace rlgemm {
 const KernelFamily& sm80_family();
 const KernelFamily& test_family();
 
+// The lines a generated translation unit opens with to choose its element type before any kernel header:
+// "#define RLGEMM_BF16 1" for a bf16 design (src/kernels/common/types.cuh), nothing for fp16.
+std::string element_type_prelude(const Design& design);
+
 // The sm80 kernel's view of a problem: with swap_ab it computes C^T = B^T A^T, so its A is the problem's B.
 struct Sm80View {
   int64_t m = 0, n = 0, k = 0;

@@ -15,6 +15,10 @@ const KernelFamily& family_for(const Design& design) {
   fail("unknown kernel family");
 }
 
+std::string element_type_prelude(const Design& design) {
+  return design.dtype == DType::kBF16 ? "#define RLGEMM_BF16 1  // bf16 A, B and C\n" : "";
+}
+
 std::string kernel_name(const Design& design, const Problem& problem) {
   std::string name = "rlgemm_" + to_string(design) + "_" + std::string(to_string(problem.layout));
   if (design.static_shape && design.family != Family::kTest) name += "_" + problem.shape.to_string();
@@ -50,6 +54,9 @@ GeneratedKernel generate_kernel(const Design& design, const Problem& problem, co
   if (auto why = why_invalid(design, problem.layout))
     fail("design " + to_string(design) + " cannot be built for layout " + std::string(to_string(problem.layout)) +
          ": " + *why);
+  if (design.family != Family::kTest && design.dtype != problem.dtype)
+    fail("design " + to_string(design) + " cannot be built for a " + std::string(to_string(problem.dtype)) +
+         " problem: the design's element type (" + std::string(to_string(design.dtype)) + ") must be the problem's");
   const KernelFamily& family = family_for(design);
   GeneratedKernel kernel;
   kernel.name = kernel_name(design, problem);
@@ -63,10 +70,11 @@ GeneratedKernel generate_kernel(const Design& design, const Problem& problem, co
   return kernel;
 }
 
-Problem layout_problem(Layout layout) {
+Problem layout_problem(Layout layout, DType dtype) {
   Problem p;
   p.shape = Shape{128, 128, 8192};  // K deep enough for every split-K design (64 slices of 128)
   p.layout = layout;
+  p.dtype = dtype;
   return p;
 }
 

@@ -20,8 +20,8 @@ struct GeneratedKernel {
 // "rlgemm_" + the design's text form with every character outside [A-Za-z0-9] turned into '_' + layout.
 std::string kernel_name(const Design& design, const Problem& problem);
 
-// Checks the design (why_invalid) and generates its kernel; throws Error(kInvalidInput) with the reason
-// when the design cannot be built for this problem's layout. `arch` ("sm_80", "sm_86", "sm_90", "sm_90a",
+// Checks the design (why_invalid, and its element type against the problem's) and generates its kernel;
+// throws Error(kInvalidInput) with the reason when the design cannot be built for this problem. `arch` ("sm_80", "sm_86", "sm_90", "sm_90a",
 // ...) overrides the family's architecture: sm80 and test kernels compile for any sm_80 or later (a
 // cubin runs only on its own major architecture, so a Hopper GPU needs them built for sm_90); sm90
 // kernels only for sm_90a.
@@ -31,7 +31,7 @@ GeneratedKernel generate_kernel(const Design& design, const Problem& problem, co
 std::string arch_for_device(const Design& design, int cc_major, int cc_minor);
 
 // The problem a design compiles for when the shape is a run-time argument: a representative shape with
-// the given layout (static designs need the real shape).
-Problem layout_problem(Layout layout);
+// the given layout and element type (static designs need the real shape).
+Problem layout_problem(Layout layout, DType dtype = DType::kF16);
 
 }  // namespace rlgemm

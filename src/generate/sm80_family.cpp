@@ -71,7 +71,7 @@ class Sm80Family final : public KernelFamily {
     std::ostringstream s;
     s << "// " << to_string(d) << ", layout " << to_string(problem.layout);
     if (d.static_shape) s << ", shape " << problem.shape.to_string();
-    s << "\n#include \"sm80/gemm.cuh\"\n\n"
+    s << "\n" << element_type_prelude(d) << "#include \"sm80/gemm.cuh\"\n\n"
       << "using Config = rlgemm::sm80::Config<\n"
       << "    /*BM, BN, BK=*/" << d.bm << ", " << d.bn << ", " << d.bk << ",\n"
       << "    /*WM, WN=*/" << d.warp_m << ", " << d.warp_n << ",\n"

@@ -2,6 +2,7 @@
 // src/kernels/sm90/gemm.cuh; the launch plan of its persistent grid; and its parameter block, whose TMA
 // descriptors are encoded here through the driver API.
 #include "generate/sm90_family.h"
+#include "generate/families.h"
 
 #include <algorithm>
 #include <cstring>
@@ -90,6 +91,11 @@ WorkspaceLayout workspace_layout(const Design& d, const KernelView& v, int64_t g
   return w;
 }
 
+// The TMA element type of a design's operands (both 16 bits wide: the boxes and swizzles are the same).
+CUtensorMapDataType tensor_map_type(DType dtype) {
+  return dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+}
+
 void expect(bool ok, const std::string& what) {
   if (!ok) fail(what);
 }
@@ -109,7 +115,7 @@ class Sm90Family final : public KernelFamily {
                                                             : "rlgemm::sm90::kSplitNone";
     auto b = [](bool x) { return x ? "true" : "false"; };
     std::ostringstream s;
-    s << "#include \"sm90/gemm.cuh\"\n\n"
+    s << element_type_prelude(d) << "#include \"sm90/gemm.cuh\"\n\n"
       << "struct Sm90Config {\n"
       << "  static constexpr int kBM = " << d.bm << ", kBN = " << d.bn << ", kBK = " << d.bk
       << ", kStages = " << d.stages << ";\n"
@@ -177,12 +183,13 @@ class Sm90Family final : public KernelFamily {
     // A problem operand as the kernel's A' (rows = kernel M) or B' (rows = kernel N).
     const void* a_src = d.swap_ab ? ops.b : ops.a;
     const void* b_src = d.swap_ab ? ops.a : ops.b;
-    encode_operand(api, &p.a, a_src, v.a_mn_major, v.m, v.k, d.bm, d.bk, d.cluster_n);
-    encode_operand(api, &p.b, b_src, v.b_mn_major, v.n, v.k, d.bn, d.bk, d.cluster_m);
+    const CUtensorMapDataType type = tensor_map_type(d.dtype);
+    encode_operand(api, &p.a, type, a_src, v.a_mn_major, v.m, v.k, d.bm, d.bk, d.cluster_n);
+    encode_operand(api, &p.b, type, b_src, v.b_mn_major, v.n, v.k, d.bn, d.bk, d.cluster_m);
     if (d.epilogue == Epilogue::kTma) {
       // C in the problem's view (row-major M x N): dims {N, M}; box = 64 columns x one warpgroup's rows.
-      encode(api, &p.c, ops.c, problem.shape.n, problem.shape.m, problem.shape.n, 64, sm90::warpgroup_rows(shape),
-             CU_TENSOR_MAP_SWIZZLE_128B);
+      encode(api, &p.c, type, ops.c, problem.shape.n, problem.shape.m, problem.shape.n, 64,
+             sm90::warpgroup_rows(shape), CU_TENSOR_MAP_SWIZZLE_128B);
     }
     p.c_ptr = ops.c;
     p.m = static_cast<int>(v.m);
@@ -223,15 +230,16 @@ class Sm90Family final : public KernelFamily {
   }
 
  private:
-  // 2D fp16 tensor map over a row-major matrix of `rows` x `inner` elements with `ld` elements per row.
-  static void encode(const DriverApi& api, sm90::TensorMapBytes* map, const void* base, int64_t inner, int64_t rows,
-                     int64_t ld, int box_inner, int box_rows, CUtensorMapSwizzle swizzle) {
+  // 2D tensor map of 16-bit elements over a row-major matrix of `rows` x `inner` elements with `ld` elements
+  // per row.
+  static void encode(const DriverApi& api, sm90::TensorMapBytes* map, CUtensorMapDataType type, const void* base,
+                     int64_t inner, int64_t rows, int64_t ld, int box_inner, int box_rows, CUtensorMapSwizzle swizzle) {
     static_assert(sizeof(sm90::TensorMapBytes) == sizeof(CUtensorMap), "tensor map size");
     const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(rows)};
     const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
     const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_inner), static_cast<cuuint32_t>(box_rows)};
     const cuuint32_t element_strides[2] = {1, 1};
-    RLGEMM_CU_CHECK(api.cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(map), CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+    RLGEMM_CU_CHECK(api.cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(map), type,
                                                2, const_cast<void*>(base), dims, strides, box, element_strides,
                                                CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -240,14 +248,14 @@ class Sm90Family final : public KernelFamily {
 
   // A kernel operand with `rows` rows (M' or N') and depth k. K-major: stored rows x k, box {min(BK,64),
   // tile_rows / parts}. MN-major: stored k x rows, box {64, BK / parts}. `parts` CTAs of a cluster share it.
-  static void encode_operand(const DriverApi& api, sm90::TensorMapBytes* map, const void* base, bool mn_major,
-                             int64_t rows, int64_t k, int tile_rows, int bk, int parts) {
+  static void encode_operand(const DriverApi& api, sm90::TensorMapBytes* map, CUtensorMapDataType type,
+                             const void* base, bool mn_major, int64_t rows, int64_t k, int tile_rows, int bk, int parts) {
     if (!mn_major) {
       const int box_k = std::min(bk, 64);
-      encode(api, map, base, k, rows, k, box_k, tile_rows / parts,
+      encode(api, map, type, base, k, rows, k, box_k, tile_rows / parts,
              box_k * 2 == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
     } else {
-      encode(api, map, base, rows, k, rows, 64, bk / parts, CU_TENSOR_MAP_SWIZZLE_128B);
+      encode(api, map, type, base, rows, k, rows, 64, bk / parts, CU_TENSOR_MAP_SWIZZLE_128B);
     }
   }
 };

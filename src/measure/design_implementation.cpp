@@ -99,7 +99,7 @@ PrecompileReport precompile(const std::vector<Design>& designs, const std::vecto
     if (d.static_shape) continue;  // built per shape, in prepare()
     const DesignImplementation probe(d, device, options);
     for (Layout layout : layouts)
-      if (probe.supports(layout_problem(layout))) builds.push_back({d, layout_problem(layout), {}, {}});
+      if (probe.supports(layout_problem(layout, d.dtype))) builds.push_back({d, layout_problem(layout, d.dtype), {}, {}});
   }
   build_ahead(builds, device, options);
   PrecompileReport report;

@@ -138,7 +138,7 @@ std::vector<Measurement> GpuMeasurer::measure_batch(const std::vector<Design>& d
     const std::string key = compile_key(d, problem);
     if (reported_.count(key) || compiled_ahead_.count(key)) continue;
     if (!DesignImplementation(d, device_, compile_options_).supports(problem)) continue;
-    builds.push_back({d, d.static_shape ? problem : layout_problem(problem.layout), {}, {}});
+    builds.push_back({d, d.static_shape ? problem : layout_problem(problem.layout, problem.dtype), {}, {}});
   }
   if (builds.size() > 1) {
     build_ahead(builds, device_, compile_options_);  // failures: measure() reports them per candidate

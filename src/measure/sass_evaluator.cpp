@@ -73,8 +73,8 @@ GpuSassEvaluator::GpuSassEvaluator(const Design& design, const Problem& problem,
 
 void GpuSassEvaluator::load_timing_inputs() {
   // Tensor-core power, and so time, depends on the data: every timing runs on the same standard-normal inputs.
-  bench::fill_random(a_.data(), size_t(problem_.a_elems()), bench::Fill::kNormal, options_.seed, stream_);
-  bench::fill_random(b_.data(), size_t(problem_.b_elems()), bench::Fill::kNormal, options_.seed + 1, stream_);
+  bench::fill_random(a_.data(), size_t(problem_.a_elems()), bench::Fill::kNormal, options_.seed, stream_, problem_.dtype);
+  bench::fill_random(b_.data(), size_t(problem_.b_elems()), bench::Fill::kNormal, options_.seed + 1, stream_, problem_.dtype);
 }
 
 GpuSassEvaluator::~GpuSassEvaluator() {
@@ -176,8 +176,8 @@ CubinComparison GpuSassEvaluator::compare(const std::vector<uint8_t>& cubin, int
     const auto fill = d % 2 == 0 ? bench::Fill::kNormal : bench::Fill::kUniformPositive;
     const uint64_t seed = options_.seed * 0x9e3779b97f4a7c15ull + 2 * draw + 1000;
     try {
-      bench::fill_random(a_.data(), size_t(problem_.a_elems()), fill, seed, stream_);
-      bench::fill_random(b_.data(), size_t(problem_.b_elems()), fill, seed + 1, stream_);
+      bench::fill_random(a_.data(), size_t(problem_.a_elems()), fill, seed, stream_, problem_.dtype);
+      bench::fill_random(b_.data(), size_t(problem_.b_elems()), fill, seed + 1, stream_, problem_.dtype);
       bench::fill_nan(c_original_.data(), c_elems, stream_);
       bench::fill_nan(c_candidate_.data(), c_elems, stream_);
       if (workspace_bytes_ > 0) zero_workspaces();

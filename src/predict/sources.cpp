@@ -75,6 +75,7 @@ std::vector<Sample> samples_from_harness_csv(const std::string& path, const std:
   std::vector<Sample> out;
   for (const bench::Row& row : bench::read_csv(path)) {
     if (!row.correct || !(row.time_us > 0) || !std::isfinite(row.time_us)) continue;
+    if (row.dtype != DType::kF16) continue;  // the predictors learn fp16 kernels; their features name no type
     Sample s;
     s.gpu = *gpu;
     s.problem = {row.shape, row.layout};
@@ -118,6 +119,7 @@ std::vector<Sample> samples_from_store(const std::string& path) {
   std::vector<Sample> out;
   // Every problem with a correct measurement appears in best_designs, once per (GPU, problem, mode).
   for (const BestDesign& best : store.best_designs()) {
+    if (best.problem.dtype != DType::kF16) continue;  // fp16 kernels only, as above
     const GpuTraits& gpu = gpus.at(best.gpu_id);
     const std::string mode(to_string(best.mode));
     const std::optional<TimingStats> ref = store.reference(best.gpu_id, best.problem, best.mode);

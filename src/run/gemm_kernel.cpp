@@ -49,7 +49,7 @@ GemmKernel GemmKernel::with_cubin(const std::vector<uint8_t>& cubin, std::string
 void GemmKernel::load() {
   // Shared memory depends on the design alone (and the shape, for static designs).
   const LaunchPlan layout_plan =
-      family_->plan(design_, design_.static_shape ? compiled_for_ : layout_problem(compiled_for_.layout), device_);
+      family_->plan(design_, design_.static_shape ? compiled_for_ : layout_problem(compiled_for_.layout, compiled_for_.dtype), device_);
   smem_bytes_ = layout_plan.smem_bytes;
   function_ = ModuleCache::instance().function(compiled_.cache_key, compiled_.cubin, compiled_.name, smem_bytes_);
   if (design_.split == SplitK::kStreamK) {
@@ -68,6 +68,9 @@ void GemmKernel::check_problem(const Problem& problem) const {
   if (problem.layout != compiled_for_.layout)
     fail("kernel " + compiled_.name + " was built for layout " + std::string(to_string(compiled_for_.layout)) +
          ", not " + std::string(to_string(problem.layout)));
+  if (problem.dtype != compiled_for_.dtype)
+    fail("kernel " + compiled_.name + " computes " + std::string(to_string(compiled_for_.dtype)) + ", not " +
+         std::string(to_string(problem.dtype)) + ": a design's element type must be the problem's");
   if (design_.static_shape && !(problem.shape == compiled_for_.shape))
     fail("kernel " + compiled_.name + " is specialized to shape " + compiled_for_.shape.to_string() + ", not " +
          problem.shape.to_string());

@@ -81,8 +81,10 @@ ProblemTuning::ProblemTuning(Store& store, int64_t gpu_id, const GpuIdentity& gp
   cap_ = options.budget.evaluations > 0 ? size_t(options.budget.evaluations) : space.size();
   // Seeds first, as one batch: the common ones, then the problem's own guesses, those this problem can run
   // and the store does not hold yet.
-  auto consider = [&](const Design& d, const char* label) {
+  // Seed designs and guesses name tiles and schedules; they run in the problem's element type.
+  auto consider = [&](const Design& seed, const char* label) {
     if (pending_.size() >= cap_) return;
+    const Design d = with_dtype(seed, problem.dtype);
     if (why_invalid(d, problem.layout, smem_limit_or_hopper(gpu.smem_per_block_optin)) || why_unfit(d, problem))
       return;
     std::string text = to_string(d);
@@ -162,7 +164,7 @@ std::vector<Design> ProblemTuning::next_batch() {
     round_start_ = outcome_.evaluations.size();
     std::unordered_set<std::string> queued;
     for (const Point& p : proposals_) {
-      const Design d = space_.design(p);
+      const Design d = with_dtype(space_.design(p), outcome_.problem.dtype);
       std::string text = to_string(d);
       if (known_.count(text) || queued.count(text)) continue;
       if (outcome_.evaluations.size() + queued.size() >= cap_) continue;
@@ -209,7 +211,7 @@ void ProblemTuning::end_round() {
   std::vector<Point> observed;
   std::vector<double> rewards;
   for (const Point& p : proposals_) {
-    auto it = known_.find(to_string(space_.design(p)));
+    auto it = known_.find(to_string(with_dtype(space_.design(p), outcome_.problem.dtype)));
     if (it == known_.end()) continue;
     observed.push_back(p);
     rewards.push_back(outcome_.evaluations[it->second].reward);

@@ -67,13 +67,14 @@ TimingStats timing_from_json(const json& t) {
 
 json problem_json(const Problem& p, TimingMode mode) {
   return {{"m", p.shape.m}, {"n", p.shape.n}, {"k", p.shape.k}, {"layout", std::string(to_string(p.layout))},
-          {"mode", std::string(to_string(mode))}};
+          {"dtype", std::string(to_string(p.dtype))}, {"mode", std::string(to_string(mode))}};
 }
 
 Problem problem_from_json(const json& j) {
   Problem p;
   p.shape = {j.at("m").get<int64_t>(), j.at("n").get<int64_t>(), j.at("k").get<int64_t>()};
   p.layout = parse_layout(j.at("layout").get<std::string>());
+  p.dtype = parse_dtype(j.value("dtype", std::string("fp16")));
   return p;
 }
 

@@ -67,9 +67,10 @@ class Statement {
     check(sqlite3_bind_blob64(stmt_, i, v.data(), sqlite3_uint64(v.size()), SQLITE_TRANSIENT));
     return *this;
   }
+  // M, N, K, layout, dtype: five parameters from `first` on.
   Statement& bind_problem(int first, const Problem& p) {
     bind(first, p.shape.m).bind(first + 1, p.shape.n).bind(first + 2, p.shape.k);
-    return bind(first + 3, to_string(p.layout));
+    return bind(first + 3, to_string(p.layout)).bind(first + 4, to_string(p.dtype));
   }
   // True while a row is available.
   bool step() {
@@ -79,9 +80,10 @@ class Statement {
     sql_fail(db_, "step");
   }
   int64_t i64(int c) const { return sqlite3_column_int64(stmt_, c); }
-  // The problem in columns first..first+3 (M, N, K, layout), as bind_problem binds it.
+  // The problem in columns first..first+4 (M, N, K, layout, dtype), as bind_problem binds it.
   Problem problem(int first) const {
-    return Problem{{i64(first), i64(first + 1), i64(first + 2)}, parse_layout(text(first + 3))};
+    return Problem{{i64(first), i64(first + 1), i64(first + 2)}, parse_layout(text(first + 3)),
+                   parse_dtype(text(first + 4))};
   }
   double f64(int c) const { return sqlite3_column_double(stmt_, c); }
   bool is_null(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
@@ -208,38 +210,96 @@ CREATE TABLE optimized_cubins (
   PRIMARY KEY (gpu_id, m, n, k, layout, design));
 )sql";
 
+// Version 3 adds the element type of the problem (fp16 or bf16; rows of older files are fp16) to the
+// measurements, the rescheduled cubins and the reference times, and to the key of the last and of
+// best_designs. A measurement's key needs no change: a bf16 design's text ends in /bf16.
+constexpr const char* kDtypeColumn = "dtype TEXT NOT NULL DEFAULT 'fp16' CHECK (dtype IN ('fp16', 'bf16'))";
+constexpr const char* kReferenceTimesV3 = R"sql(
+CREATE TABLE reference_times_v3 (
+  gpu_id INTEGER NOT NULL REFERENCES gpus(id),
+  m INTEGER NOT NULL, n INTEGER NOT NULL, k INTEGER NOT NULL,
+  layout TEXT NOT NULL CHECK (layout IN ('nn', 'tn')),
+  dtype TEXT NOT NULL DEFAULT 'fp16' CHECK (dtype IN ('fp16', 'bf16')),
+  mode TEXT NOT NULL CHECK (mode IN ('offline', 'server')),
+  median_us REAL NOT NULL, min_us REAL NOT NULL, max_us REAL NOT NULL, samples INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  PRIMARY KEY (gpu_id, m, n, k, layout, dtype, mode));
+INSERT INTO reference_times_v3 (gpu_id, m, n, k, layout, dtype, mode, median_us, min_us, max_us, samples, created_at)
+  SELECT gpu_id, m, n, k, layout, 'fp16', mode, median_us, min_us, max_us, samples, created_at FROM reference_times;
+DROP TABLE reference_times;
+ALTER TABLE reference_times_v3 RENAME TO reference_times;
+)sql";
+constexpr const char* kBestDesignsV3 = R"sql(
+CREATE VIEW best_designs AS
+  SELECT b.gpu_id, g.name AS gpu_name, b.m, b.n, b.k, b.layout, b.dtype, b.mode, b.design, b.median_us,
+         r.median_us AS reference_us, r.median_us / b.median_us AS speedup, b.measurements
+  FROM (SELECT gpu_id, m, n, k, layout, dtype, mode, design, median_us,
+               ROW_NUMBER() OVER (PARTITION BY gpu_id, m, n, k, layout, dtype, mode
+                                  ORDER BY median_us ASC, id ASC) AS rank,
+               (SELECT COUNT(*) FROM measurements a
+                 WHERE a.gpu_id = x.gpu_id AND a.m = x.m AND a.n = x.n AND a.k = x.k
+                   AND a.layout = x.layout AND a.dtype = x.dtype AND a.mode = x.mode) AS measurements
+          FROM measurements x WHERE status = 'ok' AND correct = 1) b
+  JOIN gpus g ON g.id = b.gpu_id
+  LEFT JOIN reference_times r
+    ON r.gpu_id = b.gpu_id AND r.m = b.m AND r.n = b.n AND r.k = b.k AND r.layout = b.layout
+   AND r.dtype = b.dtype AND r.mode = b.mode
+  WHERE b.rank = 1;
+)sql";
+
+bool has_column(sqlite3* db, const std::string& table, const std::string& column) {
+  Statement s(db, ("SELECT COUNT(*) FROM pragma_table_info('" + table + "') WHERE name = ?").c_str());
+  s.bind(1, std::string_view(column));
+  s.step();
+  return s.i64(0) > 0;
+}
+
+// Version 2 (or a newer file taken back to it) -> 3: each step only where it is still missing.
+void migrate_to_v3(sqlite3* db) {
+  for (const char* table : {"measurements", "optimized_cubins"})
+    if (!has_column(db, table, "dtype"))
+      exec(db, (std::string("ALTER TABLE ") + table + " ADD COLUMN " + kDtypeColumn).c_str());
+  exec(db, "DROP VIEW IF EXISTS best_designs");
+  if (!has_column(db, "reference_times", "dtype")) exec(db, kReferenceTimesV3);
+  exec(db, kBestDesignsV3);
+}
+
 constexpr const char* kMeasurementColumns =
-    "gpu_id, m, n, k, layout, design, mode, status, error, source_hash, compile_seconds, median_us, min_us, "
+    "gpu_id, m, n, k, layout, dtype, design, mode, status, error, source_hash, compile_seconds, median_us, min_us, "
     "max_us, samples, reward, strategy, created_at";
 
 MeasurementRecord read_record(const Statement& s) {
   MeasurementRecord r;
   r.gpu_id = s.i64(0);
   r.problem = s.problem(1);
-  r.design = s.text(5);
-  r.mode = parse_timing_mode(s.text(6));
-  r.measurement.status = parse_measure_status(s.text(7));
-  r.measurement.error = s.text(8);
-  r.measurement.source_hash = s.text(9);
-  r.measurement.compile_seconds = s.f64(10);
-  r.measurement.timing = {s.f64(11), s.f64(12), s.f64(13), int(s.i64(14))};
-  r.reward = s.f64(15);
-  r.strategy = s.text(16);
-  r.created_at = s.text(17);
+  r.design = s.text(6);
+  r.mode = parse_timing_mode(s.text(7));
+  r.measurement.status = parse_measure_status(s.text(8));
+  r.measurement.error = s.text(9);
+  r.measurement.source_hash = s.text(10);
+  r.measurement.compile_seconds = s.f64(11);
+  r.measurement.timing = {s.f64(12), s.f64(13), s.f64(14), int(s.i64(15))};
+  r.reward = s.f64(16);
+  r.strategy = s.text(17);
+  r.created_at = s.text(18);
   return r;
 }
+
+constexpr const char* kBestColumns =
+    "SELECT gpu_id, gpu_name, m, n, k, layout, dtype, mode, design, median_us, reference_us, speedup, measurements "
+    "FROM best_designs ";
 
 BestDesign read_best(const Statement& s) {
   BestDesign b;
   b.gpu_id = s.i64(0);
   b.gpu_name = s.text(1);
   b.problem = s.problem(2);
-  b.mode = parse_timing_mode(s.text(6));
-  b.design = s.text(7);
-  b.median_us = s.f64(8);
-  if (!s.is_null(9)) b.reference_us = s.f64(9);
-  if (!s.is_null(10)) b.speedup = s.f64(10);
-  b.measurements = s.i64(11);
+  b.mode = parse_timing_mode(s.text(7));
+  b.design = s.text(8);
+  b.median_us = s.f64(9);
+  if (!s.is_null(10)) b.reference_us = s.f64(10);
+  if (!s.is_null(11)) b.speedup = s.f64(11);
+  b.measurements = s.i64(12);
   return b;
 }
 
@@ -282,26 +342,40 @@ void Store::migrate() {
     has_version_table = s.i64(0) == 1;
   }
   if (!has_version_table) {
-    Statement s(db_, "SELECT COUNT(*) FROM sqlite_master WHERE type IN ('table', 'view')");
-    s.step();
-    if (s.i64(0) != 0)
+    int64_t objects = 0;
+    {
+      // Finalized before the schema changes: a pending read blocks DROP TABLE ("database table is locked").
+      Statement s(db_, "SELECT COUNT(*) FROM sqlite_master WHERE type IN ('table', 'view')");
+      s.step();
+      objects = s.i64(0);
+    }
+    if (objects != 0)
       fail("tuning database " + path_.string() +
            " holds tables but no schema_version: it is not an rlgemm tuning database; use another --db file");
     exec(db_, kSchemaV1);
     exec(db_, kSchemaV2);
+    migrate_to_v3(db_);
     Statement v(db_, "INSERT INTO schema_version (version) VALUES (?)");
     v.bind(1, kSchemaVersion).step();
     tx.commit();
     return;
   }
-  Statement s(db_, "SELECT MAX(version) FROM schema_version");
-  s.step();
-  int64_t version = s.i64(0);
+  int64_t version = 0;
+  {
+    Statement s(db_, "SELECT MAX(version) FROM schema_version");
+    s.step();
+    version = s.i64(0);
+  }
   // Migrations from older versions, one step per version, inside this transaction.
   if (version == 1) {
     exec(db_, kSchemaV2);
     exec(db_, "UPDATE schema_version SET version = 2");
     version = 2;
+  }
+  if (version == 2) {
+    migrate_to_v3(db_);
+    exec(db_, "UPDATE schema_version SET version = 3");
+    version = 3;
   }
   if (version != kSchemaVersion)
     fail("tuning database " + path_.string() + " has schema version " + std::to_string(version) +
@@ -359,8 +433,8 @@ std::vector<std::pair<int64_t, GpuIdentity>> Store::gpus() {
 std::optional<TimingStats> Store::reference(int64_t gpu, const Problem& p, TimingMode mode) {
   Statement s(db_,
               "SELECT median_us, min_us, max_us, samples FROM reference_times "
-              "WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND mode = ?");
-  s.bind(1, gpu).bind_problem(2, p).bind(6, to_string(mode));
+              "WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND dtype = ? AND mode = ?");
+  s.bind(1, gpu).bind_problem(2, p).bind(7, to_string(mode));
   if (!s.step()) return std::nullopt;
   return TimingStats{s.f64(0), s.f64(1), s.f64(2), int(s.i64(3))};
 }
@@ -368,10 +442,10 @@ std::optional<TimingStats> Store::reference(int64_t gpu, const Problem& p, Timin
 void Store::put_reference(int64_t gpu, const Problem& p, TimingMode mode, const TimingStats& t) {
   WriteTransaction tx(db_);
   Statement s(db_,
-              "INSERT OR REPLACE INTO reference_times (gpu_id, m, n, k, layout, mode, median_us, min_us, max_us, "
-              "samples, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  s.bind(1, gpu).bind_problem(2, p).bind(6, to_string(mode));
-  s.bind(7, t.median_us).bind(8, t.min_us).bind(9, t.max_us).bind(10, t.samples).bind(11, utc_now());
+              "INSERT OR REPLACE INTO reference_times (gpu_id, m, n, k, layout, dtype, mode, median_us, min_us, "
+              "max_us, samples, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  s.bind(1, gpu).bind_problem(2, p).bind(7, to_string(mode));
+  s.bind(8, t.median_us).bind(9, t.min_us).bind(10, t.max_us).bind(11, t.samples).bind(12, utc_now());
   s.step();
   tx.commit();
 }
@@ -379,8 +453,8 @@ void Store::put_reference(int64_t gpu, const Problem& p, TimingMode mode, const 
 bool Store::measured(int64_t gpu, const Problem& p, const std::string& design, TimingMode mode) {
   Statement s(db_,
               "SELECT 1 FROM measurements WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND "
-              "design = ? AND mode = ?");
-  s.bind(1, gpu).bind_problem(2, p).bind(6, std::string_view(design)).bind(7, to_string(mode));
+              "dtype = ? AND design = ? AND mode = ?");
+  s.bind(1, gpu).bind_problem(2, p).bind(7, std::string_view(design)).bind(8, to_string(mode));
   return s.step();
 }
 
@@ -388,9 +462,9 @@ std::optional<MeasurementRecord> Store::find(int64_t gpu, const Problem& p, cons
                                              TimingMode mode) {
   const std::string sql = std::string("SELECT ") + kMeasurementColumns +
                           " FROM measurements WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND "
-                          "design = ? AND mode = ?";
+                          "dtype = ? AND design = ? AND mode = ?";
   Statement s(db_, sql.c_str());
-  s.bind(1, gpu).bind_problem(2, p).bind(6, std::string_view(design)).bind(7, to_string(mode));
+  s.bind(1, gpu).bind_problem(2, p).bind(7, std::string_view(design)).bind(8, to_string(mode));
   if (!s.step()) return std::nullopt;
   return read_record(s);
 }
@@ -400,16 +474,16 @@ bool Store::record(const MeasurementRecord& r) {
   const bool ok = m.status == MeasureStatus::kOk;
   WriteTransaction tx(db_);
   const std::string sql = std::string("INSERT OR IGNORE INTO measurements (") + kMeasurementColumns +
-                          ", correct) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+                          ", correct) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
   Statement s(db_, sql.c_str());
-  s.bind(1, r.gpu_id).bind_problem(2, r.problem).bind(6, std::string_view(r.design)).bind(7, to_string(r.mode));
-  s.bind(8, to_string(m.status)).bind(9, std::string_view(m.error)).bind(10, std::string_view(m.source_hash));
-  s.bind(11, m.compile_seconds);
+  s.bind(1, r.gpu_id).bind_problem(2, r.problem).bind(7, std::string_view(r.design)).bind(8, to_string(r.mode));
+  s.bind(9, to_string(m.status)).bind(10, std::string_view(m.error)).bind(11, std::string_view(m.source_hash));
+  s.bind(12, m.compile_seconds);
   if (ok) {
-    s.bind(12, m.timing.median_us).bind(13, m.timing.min_us).bind(14, m.timing.max_us);
+    s.bind(13, m.timing.median_us).bind(14, m.timing.min_us).bind(15, m.timing.max_us);
   }
-  s.bind(15, ok ? m.timing.samples : 0).bind(16, r.reward).bind(17, std::string_view(r.strategy));
-  s.bind(18, utc_now()).bind(19, int64_t(ok ? 1 : 0));
+  s.bind(16, ok ? m.timing.samples : 0).bind(17, r.reward).bind(18, std::string_view(r.strategy));
+  s.bind(19, utc_now()).bind(20, int64_t(ok ? 1 : 0));
   s.step();
   const bool inserted = sqlite3_changes(db_) == 1;
   tx.commit();
@@ -419,9 +493,9 @@ bool Store::record(const MeasurementRecord& r) {
 std::vector<MeasurementRecord> Store::measurements(int64_t gpu, const Problem& p, TimingMode mode) {
   const std::string sql = std::string("SELECT ") + kMeasurementColumns +
                           " FROM measurements WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND "
-                          "mode = ? ORDER BY id";
+                          "dtype = ? AND mode = ? ORDER BY id";
   Statement s(db_, sql.c_str());
-  s.bind(1, gpu).bind_problem(2, p).bind(6, to_string(mode));
+  s.bind(1, gpu).bind_problem(2, p).bind(7, to_string(mode));
   std::vector<MeasurementRecord> out;
   while (s.step()) out.push_back(read_record(s));
   return out;
@@ -436,26 +510,24 @@ int64_t Store::count_measurements() {
 int64_t Store::count_measurements(int64_t gpu, const Problem& p, TimingMode mode) {
   Statement s(db_,
               "SELECT COUNT(*) FROM measurements WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? "
-              "AND mode = ?");
-  s.bind(1, gpu).bind_problem(2, p).bind(6, to_string(mode));
+              "AND dtype = ? AND mode = ?");
+  s.bind(1, gpu).bind_problem(2, p).bind(7, to_string(mode));
   s.step();
   return s.i64(0);
 }
 
 std::optional<BestDesign> Store::best(int64_t gpu, const Problem& p, TimingMode mode) {
-  Statement s(db_,
-              "SELECT gpu_id, gpu_name, m, n, k, layout, mode, design, median_us, reference_us, speedup, "
-              "measurements FROM best_designs WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND "
-              "mode = ?");
-  s.bind(1, gpu).bind_problem(2, p).bind(6, to_string(mode));
+  const std::string sql = std::string(kBestColumns) +
+                          "WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND dtype = ? AND mode = ?";
+  Statement s(db_, sql.c_str());
+  s.bind(1, gpu).bind_problem(2, p).bind(7, to_string(mode));
   if (!s.step()) return std::nullopt;
   return read_best(s);
 }
 
 std::vector<BestDesign> Store::best_designs() {
-  Statement s(db_,
-              "SELECT gpu_id, gpu_name, m, n, k, layout, mode, design, median_us, reference_us, speedup, "
-              "measurements FROM best_designs ORDER BY gpu_id, m, n, k, layout, mode");
+  const std::string sql = std::string(kBestColumns) + "ORDER BY gpu_id, m, n, k, layout, dtype, mode";
+  Statement s(db_, sql.c_str());
   std::vector<BestDesign> out;
   while (s.step()) out.push_back(read_best(s));
   return out;
@@ -468,17 +540,17 @@ bool Store::put_optimized_cubin(const OptimizedCubin& r) {
          ", gain " + std::to_string(r.gain) + ")");
   WriteTransaction tx(db_);
   Statement s(db_,
-              "INSERT INTO optimized_cubins (gpu_id, m, n, k, layout, design, kernel, source_key, cubin, "
+              "INSERT INTO optimized_cubins (gpu_id, m, n, k, layout, dtype, design, kernel, source_key, cubin, "
               "time_before_us, time_after_us, gain, moves, created_at) "
-              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
               "ON CONFLICT (gpu_id, m, n, k, layout, design) DO UPDATE SET kernel = excluded.kernel, "
               "source_key = excluded.source_key, cubin = excluded.cubin, time_before_us = excluded.time_before_us, "
               "time_after_us = excluded.time_after_us, gain = excluded.gain, moves = excluded.moves, "
               "created_at = excluded.created_at WHERE excluded.gain > optimized_cubins.gain");
-  s.bind(1, r.gpu_id).bind_problem(2, r.problem).bind(6, std::string_view(r.design));
-  s.bind(7, std::string_view(r.kernel)).bind(8, std::string_view(r.source_key)).bind_blob(9, r.cubin);
-  s.bind(10, r.time_before_us).bind(11, r.time_after_us).bind(12, r.gain).bind(13, std::string_view(r.moves));
-  s.bind(14, utc_now());
+  s.bind(1, r.gpu_id).bind_problem(2, r.problem).bind(7, std::string_view(r.design));
+  s.bind(8, std::string_view(r.kernel)).bind(9, std::string_view(r.source_key)).bind_blob(10, r.cubin);
+  s.bind(11, r.time_before_us).bind(12, r.time_after_us).bind(13, r.gain).bind(14, std::string_view(r.moves));
+  s.bind(15, utc_now());
   s.step();
   const bool stored = sqlite3_changes(db_) == 1;
   tx.commit();
@@ -488,22 +560,22 @@ bool Store::put_optimized_cubin(const OptimizedCubin& r) {
 namespace {
 
 constexpr const char* kOptimizedColumns =
-    "SELECT o.gpu_id, o.m, o.n, o.k, o.layout, o.design, o.kernel, o.source_key, o.cubin, o.time_before_us, "
-    "o.time_after_us, o.gain, o.moves, o.created_at FROM optimized_cubins o ";
+    "SELECT o.gpu_id, o.m, o.n, o.k, o.layout, o.dtype, o.design, o.kernel, o.source_key, o.cubin, "
+    "o.time_before_us, o.time_after_us, o.gain, o.moves, o.created_at FROM optimized_cubins o ";
 
 OptimizedCubin read_optimized(const Statement& s) {
   OptimizedCubin r;
   r.gpu_id = s.i64(0);
   r.problem = s.problem(1);
-  r.design = s.text(5);
-  r.kernel = s.text(6);
-  r.source_key = s.text(7);
-  r.cubin = s.blob(8);
-  r.time_before_us = s.f64(9);
-  r.time_after_us = s.f64(10);
-  r.gain = s.f64(11);
-  r.moves = s.text(12);
-  r.created_at = s.text(13);
+  r.design = s.text(6);
+  r.kernel = s.text(7);
+  r.source_key = s.text(8);
+  r.cubin = s.blob(9);
+  r.time_before_us = s.f64(10);
+  r.time_after_us = s.f64(11);
+  r.gain = s.f64(12);
+  r.moves = s.text(13);
+  r.created_at = s.text(14);
   return r;
 }
 
@@ -511,16 +583,17 @@ OptimizedCubin read_optimized(const Statement& s) {
 
 std::optional<OptimizedCubin> Store::optimized_cubin(int64_t gpu, const Problem& p, const std::string& design) {
   const std::string sql = std::string(kOptimizedColumns) +
-                          "WHERE o.gpu_id = ? AND o.m = ? AND o.n = ? AND o.k = ? AND o.layout = ? AND o.design = ?";
+                          "WHERE o.gpu_id = ? AND o.m = ? AND o.n = ? AND o.k = ? AND o.layout = ? AND o.dtype = ? AND "
+                          "o.design = ?";
   Statement s(db_, sql.c_str());
-  s.bind(1, gpu).bind_problem(2, p).bind(6, std::string_view(design));
+  s.bind(1, gpu).bind_problem(2, p).bind(7, std::string_view(design));
   if (!s.step()) return std::nullopt;
   return read_optimized(s);
 }
 
 std::vector<OptimizedCubin> Store::optimized_cubins(const std::string& gpu_name) {
   const std::string sql = std::string(kOptimizedColumns) +
-                          "JOIN gpus g ON g.id = o.gpu_id WHERE g.name = ? ORDER BY o.m, o.n, o.k, o.layout, o.design";
+                          "JOIN gpus g ON g.id = o.gpu_id WHERE g.name = ? ORDER BY o.m, o.n, o.k, o.layout, o.dtype, o.design";
   Statement s(db_, sql.c_str());
   s.bind(1, std::string_view(gpu_name));
   std::vector<OptimizedCubin> out;

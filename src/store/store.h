@@ -8,12 +8,13 @@
 // Schema (version kSchemaVersion, recorded in schema_version):
 //   gpus(id, name, sm_count, cc_major, cc_minor, sm_clock_khz, mem_clock_khz, driver_version, smem_optin)
 //   measurements(id, gpu_id, m, n, k, layout, design, mode, status, error, source_hash, compile_seconds,
-//                correct, median_us, min_us, max_us, samples, reward, strategy, created_at)
-//   reference_times(gpu_id, m, n, k, layout, mode, median_us, min_us, max_us, samples, created_at)
-//   view best_designs: per (gpu, M, N, K, layout, mode) the fastest correct design, with its speedup over
-//                      the reference when one is recorded.
+//                correct, median_us, min_us, max_us, samples, reward, strategy, created_at, dtype)
+//   reference_times(gpu_id, m, n, k, layout, dtype, mode, median_us, min_us, max_us, samples, created_at)
+//   view best_designs: per (gpu, M, N, K, layout, dtype, mode) the fastest correct design, with its speedup
+//                      over the reference when one is recorded.
+//   (dtype, fp16 or bf16, since version 3: the rows of older files are fp16)
 //   optimized_cubins(gpu_id, m, n, k, layout, design, kernel, source_key, cubin, time_before_us, time_after_us,
-//                    gain, moves, created_at)                                         (since version 2)
+//                    gain, moves, created_at, dtype)                                  (since version 2)
 //     a design's cubin with its SASS rescheduled by `rlgemm sass-opt`, verified bitwise identical in output
 //     and re-measured faster than the compiled one on this GPU and problem. source_key is the compile-cache
 //     key of the cubin it was derived from: a user loads it only while compiling the design still gives
@@ -73,7 +74,7 @@ struct BestDesign {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens or creates the database. Throws Error(kInvalidInput) when the file holds a schema this build does
   // not know (newer, or not an rlgemm database), Error(kRuntime) on I/O failures.

@@ -50,6 +50,7 @@ TEST(BenchCli, BadInputIsRejectedClearly) {
   expect_error("bench", 2, "no shapes");
   expect_error("bench --shape 64,64,64 --shard 3/2", 2, "--shard takes I/N");
   expect_error("bench --shape 64,64,64 --bogus", 2, "bogus");
+  expect_error("bench --shape 64,64,64 --dtype fp8", 2, "unsupported element type 'fp8': supported are fp16, bf16");
 }
 
 // The yardstick's own options, and the paths of a run, are checked before any GPU work (exit 2 naming the
@@ -219,7 +220,7 @@ TEST(SummarizeCli, UpdateTunedTableTakesOnlyFasterTunedRows) {
   EXPECT_NE(text.find(std::string("GPU X,128,64,64,tn,") + a + ",10.000,1.2000"), std::string::npos) << text;
   EXPECT_NE(text.find(std::string("GPU X,256,64,64,tn,") + a + ",10.000,0.7500,4"), std::string::npos) << text;
   EXPECT_NE(text.find(std::string("GPU X,512,64,64,tn,") + b + ",9.000,1.0000,3"), std::string::npos) << text;
-  EXPECT_NE(text.find(std::string("GPU Y,64,64,64,tn,") + a + ",10.000,0.5000,\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(std::string("GPU Y,64,64,64,tn,") + a + ",10.000,0.5000,,fp16\n"), std::string::npos) << text;
   EXPECT_NE(r.output.find("candidate recorded for 1 problems"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("2 of 3 tuned rows"), std::string::npos) << r.output;
 

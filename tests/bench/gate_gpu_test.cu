@@ -1,5 +1,7 @@
 // The correctness gate on the GPU: it passes honest fp32-accumulating kernels and cuBLAS, and catches an
-// fp16 accumulator, an unwritten element, and a write outside C.
+// fp16 accumulator, an unwritten element, and a write outside C; in bf16, it passes honest kernels and cuBLAS
+// and catches a bf16 accumulator.
+#include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -210,6 +212,70 @@ TEST(GateGpu, AWritePastTheWorkspaceFails) {
   const CheckResult r = gate(stray, {{128, 128, 128}, Layout::kTN});
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.why.find("outside the faulty workspace"), std::string::npos) << r.why;
+}
+
+// bf16 A, B and C (the buffers hold 16-bit elements of the problem's type); the accumulator is fp32, or bf16
+// (rounded after every product: the flaw the gate must catch).
+template <bool kBf16Accumulator>
+__global__ void naive_bf16_gemm(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int m, int n,
+                                int k, int nn) {
+  const int i = blockIdx.y * blockDim.y + threadIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= m || j >= n) return;
+  float acc = 0.0f;
+  for (int t = 0; t < k; ++t) {
+    const float ab = __bfloat162float(a[i * k + t]) * __bfloat162float(nn ? b[t * n + j] : b[j * k + t]);
+    acc += ab;
+    if (kBf16Accumulator) acc = __bfloat162float(__float2bfloat16_rn(acc));
+  }
+  c[i * n + j] = __float2bfloat16_rn(acc);
+}
+
+class NaiveBf16 final : public Implementation {
+ public:
+  explicit NaiveBf16(bool bf16_accumulator) : bf16_accumulator_(bf16_accumulator) {}
+  std::string name() const override { return "naive_bf16"; }
+  void run(const Problem& p, const Operands& x, cudaStream_t stream) override {
+    dim3 block(16, 16), grid(unsigned((p.shape.n + 15) / 16), unsigned((p.shape.m + 15) / 16));
+    const auto* a = reinterpret_cast<const __nv_bfloat16*>(x.a);
+    const auto* b = reinterpret_cast<const __nv_bfloat16*>(x.b);
+    auto* c = reinterpret_cast<__nv_bfloat16*>(x.c);
+    const int m = int(p.shape.m), n = int(p.shape.n), k = int(p.shape.k), nn = p.layout == Layout::kNN;
+    if (bf16_accumulator_) naive_bf16_gemm<true><<<grid, block, 0, stream>>>(a, b, c, m, n, k, nn);
+    else naive_bf16_gemm<false><<<grid, block, 0, stream>>>(a, b, c, m, n, k, nn);
+  }
+
+ private:
+  bool bf16_accumulator_;
+};
+
+TEST(GateGpu, Bf16HonestKernelAndCublasPassOnRaggedShapes) {
+  RLGEMM_REQUIRE_GPU();
+  NaiveBf16 honest(false);
+  for (Layout layout : {Layout::kNN, Layout::kTN})
+    for (Shape s : {Shape{1, 72, 24}, Shape{7, 200, 136}, Shape{100, 72, 1000}, Shape{1000, 200, 2056}}) {
+      const Problem p{s, layout, DType::kBF16};
+      auto r = gate(honest, p);
+      EXPECT_TRUE(r.ok) << s.to_string() << ": " << r.why;
+      for (const auto& name : cublas_implementation_names()) {
+        auto impl = make_cublas_implementation(name);
+        if (!impl->supports(p)) continue;
+        r = gate(*impl, p);
+        EXPECT_TRUE(r.ok) << name << " bf16 " << s.to_string() << ": " << r.why;
+      }
+    }
+}
+
+// The bf16 tolerance (2^-7 relative) is eight times the fp16 one, yet a bf16 accumulator cannot hide in it:
+// the running sum drops a product's low bits at every step (with uniform-positive inputs, whole products
+// once the sum is 2^8 times larger).
+TEST(GateGpu, Bf16AccumulatorIsCaught) {
+  RLGEMM_REQUIRE_GPU();
+  NaiveBf16 flawed(true);
+  for (int k : {1024, 4096}) {
+    const auto r = gate(flawed, {{64, 72, k}, Layout::kTN, DType::kBF16});
+    EXPECT_FALSE(r.ok) << "K=" << k;
+    EXPECT_NE(r.why.find("over the tolerance"), std::string::npos) << r.why;
+  }
 }
 
 // The same seed draws the same inputs, so a failure can be replayed; another seed draws others.

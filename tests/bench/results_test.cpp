@@ -62,6 +62,34 @@ TEST(Results, RowsRoundTripThroughCsv) {
   EXPECT_NEAR(rows[0].speedup_vendor, 1.0, 1e-9);
 }
 
+// The dtype column: written last, read by its header name; files without it hold fp16 rows. The best vendor
+// of a problem is of its own element type.
+TEST(Results, DtypeColumnRoundTripsAndKeysTheBestVendor) {
+  const auto path = std::filesystem::temp_directory_path() / "rlgemm_results_dtype.csv";
+  {
+    std::ofstream out(path);
+    out << kCsvHeader << '\n';
+    std::vector<Row> rows{make_row({64, 64, 64}, "lt_auto", 10.0, 1.0), make_row({64, 64, 64}, "lt_auto", 20.0, 1.0),
+                          make_row({64, 64, 64}, "rlgemm", 16.0, 1.25)};
+    rows[1].dtype = rows[2].dtype = DType::kBF16;
+    assign_best_vendor(rows);
+    EXPECT_NEAR(rows[2].speedup_vendor, 1.25, 1e-12);  // against the bf16 lt_auto, not the faster fp16 one
+    for (const Row& r : rows) write_csv_row(out, r);
+  }
+  const auto rows = read_csv(path.string());
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].dtype, DType::kF16);
+  EXPECT_EQ(rows[1].dtype, DType::kBF16);
+  EXPECT_EQ(rows[2].problem(), (Problem{{64, 64, 64}, Layout::kTN, DType::kBF16}));
+  const auto groups = summarize(rows);
+  ASSERT_EQ(groups.size(), 3u);  // lt_auto fp16, lt_auto bf16, rlgemm bf16
+  EXPECT_EQ(groups[1].dtype, DType::kBF16);
+  std::ofstream(path) << "M,N,K,layout,impl,mode,time_us,tflops,speedup_vs_best_vendor,speedup_vs_lt_auto,correct,"
+                         "time_min_us,time_max_us,samples,batch,detail,dtype\n"
+                         "64,64,64,tn,lt_auto,offline,10.000,0.05,1.0,1.0000,1,9.0,12.0,7,69,,fp8\n";
+  EXPECT_THROW(read_csv(path.string()), Error);
+}
+
 // Files written before the best-vendor column read by their header, and get the column from their own rows.
 TEST(Results, OlderFilesReadAndGainTheBestVendorColumn) {
   const auto path = std::filesystem::temp_directory_path() / "rlgemm_results_old.csv";

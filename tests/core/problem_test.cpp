@@ -51,5 +51,25 @@ TEST(Problem, LayoutsAndLeadingDimensions) {
   EXPECT_DOUBLE_EQ(nn.shape.flops(), 2.0 * 100 * 72 * 24);
 }
 
+TEST(Problem, ElementTypes) {
+  EXPECT_EQ(parse_dtype("fp16"), DType::kF16);
+  EXPECT_EQ(parse_dtype("bf16"), DType::kBF16);
+  EXPECT_EQ(to_string(DType::kBF16), "bf16");
+  EXPECT_EQ(to_string(DType::kF16), "fp16");
+  EXPECT_EQ(parse_dtypes("both"), (std::vector<DType>{DType::kF16, DType::kBF16}));
+  EXPECT_EQ(parse_dtypes("bf16"), std::vector<DType>{DType::kBF16});
+  EXPECT_EQ(Problem{}.dtype, DType::kF16);  // fp16 unless a problem names another type
+  for (const char* bad : {"fp8", "fp32", "both", ""}) {
+    try {
+      parse_dtype(bad);
+      ADD_FAILURE() << bad << " parsed";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+      EXPECT_NE(std::string(e.what()).find("supported are fp16, bf16"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse_dtypes("fp8"), Error);
+}
+
 }  // namespace
 }  // namespace rlgemm

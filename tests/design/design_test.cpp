@@ -71,6 +71,56 @@ TEST(DesignText, SweepsRoundTrip) {
     }
 }
 
+TEST(DesignText, ElementTypeIsATrailingSuffixAndFp16TextsAreUnchanged) {
+  const std::string fp16 = "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma";
+  EXPECT_EQ(parse_design(fp16).dtype, DType::kF16);
+  EXPECT_EQ(to_string(parse_design(fp16)), fp16);
+  for (const char* text : {"sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma/bf16",
+                           "sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/streamk/epi_reg/swap/static/bf16",
+                           "sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg/bf16",
+                           "sm80/16x64x64/w16x32/s4/swz/raster_m.g1/splitk4.parallel/epi_reg/swap/bf16"}) {
+    const Design d = parse_design(text);
+    EXPECT_EQ(d.dtype, DType::kBF16) << text;
+    EXPECT_EQ(to_string(d), text);
+    Design f = d;
+    f.dtype = DType::kF16;
+    EXPECT_NE(f, d);
+    EXPECT_EQ(to_string(f) + "/bf16", text);  // the same design otherwise
+  }
+  for (auto sweep : {valid_sm80_sweep(), valid_sm90_sweep()})
+    for (Design d : sweep) {
+      d.dtype = DType::kBF16;
+      EXPECT_EQ(parse_design(to_string(d)), d) << to_string(d);
+    }
+  auto error_of = [](const std::string& text) {
+    try {
+      parse_design(text);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // fp16 is never written (one text per design); the type comes last.
+  EXPECT_NE(error_of(fp16 + "/fp16").find("fp16 is the default"), std::string::npos);
+  EXPECT_NE(error_of(fp16 + "/bf16/swap").find("element type /bf16"), std::string::npos);
+  EXPECT_NE(error_of(fp16 + "/fp8").find("unexpected 'fp8'"), std::string::npos);
+}
+
+TEST(Design, ElementTypeMustBeTheProblems) {
+  const Design bf16 = parse_design("sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg/bf16");
+  const Design fp16 = parse_design("sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg");
+  Problem p{{256, 256, 256}, Layout::kTN};
+  const auto why = why_unfit(bf16, p);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("element type (bf16) must be the problem's (fp16)"), std::string::npos) << *why;
+  EXPECT_FALSE(why_unfit(fp16, p));
+  p.dtype = DType::kBF16;
+  EXPECT_FALSE(why_unfit(bf16, p));
+  EXPECT_TRUE(why_unfit(fp16, p));
+  EXPECT_TRUE(why_unfit(parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg"), p));
+  EXPECT_FALSE(why_invalid(bf16, Layout::kTN));  // the type changes no other rule
+}
+
 TEST(DesignText, DocumentedExamples) {
   for (const char* text : {"sm90.ws.pingpong/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma",
                            "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma",

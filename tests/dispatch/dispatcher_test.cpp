@@ -32,8 +32,8 @@ std::vector<TunedRow> parse(const std::string& text, const std::string& source =
 std::string header() { return std::string(kTunedTableHeader) + "\n"; }
 
 std::string row(const std::string& gpu, const std::string& mnk, const std::string& layout, const std::string& design,
-                const std::string& speedup = "1.1", const std::string& candidate = "") {
-  return gpu + "," + mnk + "," + layout + "," + design + ",12.5," + speedup + "," + candidate + "\n";
+                const std::string& speedup = "1.1", const std::string& candidate = "", const std::string& dtype = "fp16") {
+  return gpu + "," + mnk + "," + layout + "," + design + ",12.5," + speedup + "," + candidate + "," + dtype + "\n";
 }
 
 std::string error_of(const std::string& text) {
@@ -68,7 +68,7 @@ TEST(TunedTable, ErrorsNameTheFileTheLineAndTheRule) {
   std::string e = error_of("M,N,K\n" + ok);
   EXPECT_TRUE(has(e, "t.csv:1:") && has(e, "header")) << e;
   e = error_of(header() + ok + kH100 + ",64,64,64,tn," + kSm80 + ",12.5\n");
-  EXPECT_TRUE(has(e, "t.csv:3:") && has(e, "expected 9 columns")) << e;
+  EXPECT_TRUE(has(e, "t.csv:3:") && has(e, "expected 10 columns")) << e;
   e = error_of(header() + row(kH100, "64,64,64", "tn", kSm80, "0.9", "-1"));
   EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "cublaslt_candidate")) << e;
   e = error_of(header() + row(kH100, "64,64,64", "tn", kSm80, "0.9", "2.5"));
@@ -79,7 +79,7 @@ TEST(TunedTable, ErrorsNameTheFileTheLineAndTheRule) {
   EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "nn")) << e;
   e = error_of(header() + row(kH100, "64,64,64", "tn", "sm80/64x64/w32x32"));
   EXPECT_TRUE(has(e, "t.csv:2:")) << e;
-  e = error_of(header() + kH100 + ",64,64,64,tn," + kSm80 + ",fast,1.0,\n");
+  e = error_of(header() + kH100 + ",64,64,64,tn," + kSm80 + ",fast,1.0,,fp16\n");
   EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "time_us")) << e;
   e = error_of(header() + row(kH100, "64,64,64", "tn", kSm80, "-1"));
   EXPECT_TRUE(has(e, "t.csv:2:") && has(e, "speedup_vs_lt_auto")) << e;
@@ -109,6 +109,66 @@ TEST(TunedTable, ReadsTheCublasLtCandidateAndTablesWrittenWithoutIt) {
   ASSERT_EQ(old.size(), 1u);
   EXPECT_FALSE(old[0].cublaslt_candidate.has_value());
   EXPECT_DOUBLE_EQ(*old[0].speedup_vs_lt_auto, 0.9);
+}
+
+TEST(TunedTable, TheDtypeColumnKeysRowsAndOlderTablesAreFp16) {
+  const auto rows = parse(header() + row(kH100, "64,64,64", "tn", kSm80) +
+                          row(kH100, "64,64,64", "tn", kSm80 + "/bf16", "1.3", "2", "bf16"));
+  ASSERT_EQ(rows.size(), 2u);  // the same shape and layout in two element types: two problems
+  EXPECT_EQ(rows[0].problem.dtype, DType::kF16);
+  EXPECT_EQ(rows[1].problem.dtype, DType::kBF16);
+  EXPECT_EQ(rows[1].design.dtype, DType::kBF16);
+  const auto old = parse(std::string(kTunedTableHeaderWithoutDtype) + "\n" + kH100 + ",64,64,64,tn," + kSm80 +
+                         ",12.5,0.9,3\n");
+  ASSERT_EQ(old.size(), 1u);
+  EXPECT_EQ(old[0].problem.dtype, DType::kF16);
+  EXPECT_EQ(old[0].cublaslt_candidate, 3);
+  // A design of the other type, an unknown type, a duplicate of one type: refused with the rule.
+  EXPECT_NE(error_of(header() + row(kH100, "64,64,64", "tn", kSm80, "1.1", "", "bf16"))
+                .find("a design's element type must be its problem's"),
+            std::string::npos);
+  EXPECT_NE(error_of(header() + row(kH100, "64,64,64", "tn", kSm80, "1.1", "", "fp8")).find("supported are fp16, bf16"),
+            std::string::npos);
+  EXPECT_NE(error_of(header() + row(kH100, "64,64,64", "tn", kSm80 + "/bf16", "1.1", "", "bf16") +
+                     row(kH100, "64,64,64", "tn", kSm80 + "/bf16", "1.2", "", "bf16"))
+                .find("duplicate row for " + kH100 + " 64,64,64 tn bf16"),
+            std::string::npos);
+  // Saved and read back with the column.
+  const auto file = std::filesystem::temp_directory_path() / ("rlgemm-dtype-table-" + std::to_string(::getpid()) + ".csv");
+  save_tuned_table(file, rows);
+  const auto back = load_tuned_table(file);
+  std::filesystem::remove(file);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[1].problem, rows[1].problem);
+  EXPECT_EQ(back[1].design, rows[1].design);
+}
+
+TEST(Dispatcher, ABf16ProblemTakesBf16RowsOnly) {
+  const auto rows = parse(header() + row(kH100, "512,512,512", "tn", kSm90Big, "1.2") +
+                          row(kH100, "1024,1024,1024", "tn", kSm80 + "/bf16", "1.3", "", "bf16"));
+  const Dispatcher floor(rows, h100());
+  Problem p{{512, 512, 512}, Layout::kTN, DType::kBF16};
+  Choice c = floor.choose(p);  // the fp16 row of this shape does not serve bf16: the floor, in bf16
+  EXPECT_EQ(c.path, Path::kCublasLt);
+  EXPECT_TRUE(c.floor);
+  p.shape = {1024, 1024, 1024};
+  c = floor.choose(p);
+  EXPECT_EQ(c.path, Path::kTuned);
+  EXPECT_EQ(to_string(c.design), kSm80 + "/bf16");
+  EXPECT_EQ(floor.choose({{512, 512, 512}, Layout::kTN}).path, Path::kTuned);
+  // Kernels only: the nearest bf16 row, or the default design, in bf16.
+  const Dispatcher kernels(rows, h100(), false);
+  c = kernels.choose({{500, 520, 512}, Layout::kTN, DType::kBF16});
+  EXPECT_EQ(c.path, Path::kNearest);
+  EXPECT_EQ(c.design.dtype, DType::kBF16);
+  c = kernels.choose({{500, 520, 512}, Layout::kNN, DType::kBF16});
+  EXPECT_EQ(c.path, Path::kDefault);
+  EXPECT_EQ(c.design.dtype, DType::kBF16);
+  // A policy proposes tiles; the route runs them in the problem's type.
+  const Dispatcher policy(rows, h100(), true, [](const Problem&) { return std::optional<Design>(parse_design(kSm80)); });
+  c = policy.choose({{100, 520, 512}, Layout::kTN, DType::kBF16});
+  EXPECT_EQ(c.path, Path::kPolicy);
+  EXPECT_EQ(to_string(c.design), kSm80 + "/bf16");
 }
 
 TEST(TunedTable, MissingFileIsAnInputError) {
@@ -163,9 +223,25 @@ TEST(TunedTable, TuningDatabaseGivesTheBestDesignPerShapeAndMode) {
     record(kSm90Big, 10.0, TimingMode::kOffline);
     record(kSm90Small, 5.0, TimingMode::kServer);
     store.put_reference(gpu, p, TimingMode::kOffline, TimingStats{8.0, 8.0, 8.0, 5});
+    // The same shape in bf16: a problem of its own, with its own reference.
+    MeasurementRecord r;
+    r.gpu_id = gpu;
+    r.problem = Problem{p.shape, p.layout, DType::kBF16};
+    r.design = kSm80 + "/bf16";
+    r.mode = TimingMode::kOffline;
+    r.measurement.status = MeasureStatus::kOk;
+    r.measurement.timing = TimingStats{4.0, 4.0, 4.0, 5};
+    store.record(r);
+    store.put_reference(gpu, r.problem, TimingMode::kOffline, TimingStats{6.0, 6.0, 6.0, 5});
   }
-  const auto offline = load_tuning_database(file, "offline");
-  ASSERT_EQ(offline.size(), 1u);
+  auto offline = load_tuning_database(file, "offline");
+  ASSERT_EQ(offline.size(), 2u);
+  std::stable_sort(offline.begin(), offline.end(),
+                   [](const TunedRow& a, const TunedRow& b) { return a.problem.dtype < b.problem.dtype; });
+  EXPECT_EQ(offline[1].problem.dtype, DType::kBF16);
+  EXPECT_EQ(to_string(offline[1].design), kSm80 + "/bf16");
+  EXPECT_DOUBLE_EQ(*offline[1].speedup_vs_lt_auto, 1.5);  // against the bf16 reference
+  EXPECT_EQ(offline[0].problem.dtype, DType::kF16);
   EXPECT_EQ(offline[0].gpu, kH100);
   EXPECT_EQ(to_string(offline[0].design), kSm90Big);
   EXPECT_DOUBLE_EQ(offline[0].time_us, 10.0);

@@ -133,6 +133,82 @@ class HandleGpu : public ::testing::Test {
   bool hopper_ = false;
 };
 
+// bf16 A, B and C through the handle: a tuned bf16 row (its design's text ends in /bf16), the borrowed and
+// default routes in bf16, and the cuBLASLt floor with CUDA_R_16BF; against an fp64 reference with the bf16
+// rounding (2^-8 relative) allowed. An fp16 row of the same shape serves fp16 calls only.
+TEST_F(HandleGpu, Bf16CallsTakeBf16RoutesAndMatchTheReference) {
+  auto bits = [](float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  };
+  auto value = [](uint16_t b) {
+    const uint32_t u = uint32_t(b) << 16;
+    float x;
+    std::memcpy(&x, &u, 4);
+    return x;
+  };
+  const auto file = dir_ / "tuned-bf16.csv";
+  {
+    std::ofstream out(file);
+    out << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate,dtype\n";
+    out << device_.name << ",64,256,4096,tn," << split_design() << "/bf16,10,1.5,,bf16\n";
+    out << device_.name << ",64,256,4096,tn," << big_design() << ",10,1.5,,fp16\n";
+  }
+  for (bool prefer_cublaslt : {false, true}) {
+    HandleOptions options;
+    options.tuned_table = file.string();
+    options.prefer_cublaslt = prefer_cublaslt;
+    Handle handle(options);
+    EXPECT_NE(handle.describe(64, 256, 4096, Layout::kTN, DType::kBF16).find(split_design() + "/bf16"),
+              std::string::npos);
+    EXPECT_NE(handle.describe(64, 256, 4096, Layout::kTN).find(big_design()), std::string::npos);
+    EXPECT_EQ(handle.describe(64, 256, 4096, Layout::kTN).find("bf16"), std::string::npos);
+    for (Layout layout : {Layout::kNN, Layout::kTN})
+      for (Shape s : {Shape{64, 256, 4096}, Shape{1, 72, 24}, Shape{7, 200, 136}, Shape{1000, 72, 3000}}) {
+        const int64_t M = s.m, N = s.n, K = s.k;
+        std::mt19937_64 rng(M * 31 + N + int(layout));
+        std::normal_distribution<float> normal;
+        std::vector<uint16_t> a(M * K), b(K * N), c(M * N);
+        for (auto& x : a) x = bits(normal(rng));
+        for (auto& x : b) x = bits(normal(rng));
+        std::vector<double> ref(M * N, 0.0);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t k = 0; k < K; ++k)
+            for (int64_t n = 0; n < N; ++n)
+              ref[m * N + n] += double(value(a[m * K + k])) *
+                                value(layout == Layout::kNN ? b[k * N + n] : b[n * K + k]);
+        DeviceMemory da(a.size() * 2), db(b.size() * 2), dc(c.size() * 2);
+        RLGEMM_CUDA_CHECK(cudaMemcpy(da.ptr, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+        RLGEMM_CUDA_CHECK(cudaMemcpy(db.ptr, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+        RLGEMM_CUDA_CHECK(cudaMemset(dc.ptr, 0xff, c.size() * 2));  // NaN
+        handle.gemm(nullptr, M, N, K, da.ptr, db.ptr, layout, dc.ptr, DType::kBF16);
+        RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+        RLGEMM_CUDA_CHECK(cudaMemcpy(c.data(), dc.ptr, c.size() * 2, cudaMemcpyDeviceToHost));
+        const double atol = std::ldexp(1.0, -9) * std::sqrt(double(K)) * 4;
+        int64_t bad = 0;
+        for (int64_t i = 0; i < M * N; ++i) {
+          const double got = value(c[i]);
+          bad += !(std::isfinite(got) && std::abs(got - ref[i]) <= atol + std::ldexp(1.0, -6) * std::abs(ref[i]));
+        }
+        EXPECT_EQ(bad, 0) << s.to_string() << " " << to_string(layout) << " bf16, prefer_cublaslt "
+                          << prefer_cublaslt << ": " << handle.describe(M, N, K, layout, DType::kBF16);
+      }
+    // The C API's dtype: RLGEMM_DTYPE_BF16 works, another value names the supported ones.
+    rlgemm_handle_t h = nullptr;
+    ASSERT_EQ(rlgemm_create_ex(&h, nullptr, file.c_str(), nullptr, prefer_cublaslt, nullptr), RLGEMM_OK);
+    DeviceMemory x(64 * 64 * 2), y(64 * 64 * 2), z(64 * 64 * 2);
+    EXPECT_EQ(rlgemm_hgemm_ex(h, nullptr, 64, 64, 64, x.ptr, y.ptr, RLGEMM_LAYOUT_TN, z.ptr, RLGEMM_DTYPE_BF16,
+                              nullptr, 0),
+              RLGEMM_OK)
+        << rlgemm_last_error();
+    EXPECT_EQ(rlgemm_hgemm_ex(h, nullptr, 64, 64, 64, x.ptr, y.ptr, RLGEMM_LAYOUT_TN, z.ptr, 7, nullptr, 0),
+              RLGEMM_ERROR_INVALID_INPUT);
+    EXPECT_NE(std::string(rlgemm_last_error()).find("supported are fp16, bf16"), std::string::npos);
+    EXPECT_EQ(rlgemm_destroy(h), RLGEMM_OK);
+  }
+}
+
 TEST_F(HandleGpu, EveryRouteMatchesTheReferenceInBothLayouts) {
   std::vector<std::string> rows;
   for (const char* layout : {"nn", "tn"}) {

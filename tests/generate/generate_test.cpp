@@ -48,6 +48,34 @@ TEST(Generate, EmbeddedHeadersHoldTheDeviceCode) {
     EXPECT_TRUE(names.count(needed)) << needed;
 }
 
+TEST(Generate, Bf16DesignsChooseTheirElementTypeBeforeAnyHeader) {
+  for (const char* text : {"sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg",
+                           "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_tma"}) {
+    const Design fp16 = parse_design(text);
+    const Design bf16 = parse_design(std::string(text) + "/bf16");
+    Problem p = problem(100, 200, 136);
+    const GeneratedKernel f = generate_kernel(fp16, p, fp16.family == Family::kSm90 ? "sm_90a" : "sm_80");
+    EXPECT_EQ(f.source.find("RLGEMM_BF16"), std::string::npos) << f.source;
+    p.dtype = DType::kBF16;
+    const GeneratedKernel b = generate_kernel(bf16, p, f.arch);
+    const auto define = b.source.find("#define RLGEMM_BF16 1");
+    ASSERT_NE(define, std::string::npos) << b.source;
+    EXPECT_LT(define, b.source.find("#include")) << b.source;
+    EXPECT_NE(b.name, f.name);  // the cubin cache and the module cache tell them apart
+    EXPECT_TRUE(b.name.ends_with("_bf16_tn")) << b.name;
+    // A design of the other type is refused, naming the rule.
+    const std::string why = error_of([&] { generate_kernel(fp16, p, f.arch); });
+    EXPECT_NE(why.find("element type (fp16) must be the problem's"), std::string::npos) << why;
+    EXPECT_EQ(layout_problem(Layout::kNN, DType::kBF16).dtype, DType::kBF16);
+  }
+  // The instructions the macro selects: the MMAs' input types and the epilogue's rounding to nearest even.
+  std::string types;
+  for (const auto& h : embedded_headers())
+    if (std::string(h.name) == "common/types.cuh") types = h.text;
+  for (const char* needed : {"\"bf16.bf16\"", "cvt.rn.bf16x2.f32", "cvt.rn.bf16.f32", "\"f16.f16\"", "cvt.rn.f16x2.f32"})
+    EXPECT_NE(types.find(needed), std::string::npos) << needed;
+}
+
 TEST(Generate, Sm80SourceInstantiatesTheTemplate) {
   const Design d = parse_design("sm80/64x128x32/w32x64/s4/pad/raster_n.g4/splitk3.serial/epi_smem/swap");
   const GeneratedKernel k = generate_kernel(d, problem(100, 200, 136, Layout::kNN));

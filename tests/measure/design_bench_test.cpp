@@ -32,6 +32,10 @@ TEST(BenchDesignsCli, BadDesignsAreRejectedBeforeTheGpu) {
   r = run_rlgemm("bench --shape 64,64,64 --designs " + file.string());
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find(":4:"), std::string::npos) << "names the line\n" << r.output;
+  // A design of another element type than the run's is refused with the rule.
+  r = run_rlgemm("bench --shape 64,64,64 --dtype bf16 --design sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("a design runs only problems of its own element type"), std::string::npos) << r.output;
 }
 
 TEST(BenchDesignsCli, HelpNamesTheDesignOptions) {

@@ -211,11 +211,87 @@ def test_swap_linears_trains_like_torch():
         torch.testing.assert_close(p.grad, q.grad, rtol=3e-2, atol=3e-3, msg=name)
 
 
-def test_bfloat16_is_refused_clearly():
+def assert_close_bf16(got, a, b_kn):
+    # Against fp64: bf16 output rounding (half an ulp is 2^-8 relative, twice that allowed) plus fp32
+    # accumulation order (2^-16 of the sum of magnitudes), the gate's rule for bf16.
+    ref = a.double() @ b_kn.double()
+    mag = a.double().abs() @ b_kn.double().abs()
+    assert got.dtype == torch.bfloat16
+    assert torch.isfinite(got).all()
+    err = (got.double() - ref).abs()
+    tol = 2.0 ** -7 * ref.abs() + 2.0 ** -16 * mag + 1e-30
+    assert (err <= tol).all(), f"max error/tolerance {(err / tol).max().item():.4g}"
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_bf16_mm_and_linear_match_fp64(m, n, k):
+    a = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
+    b = torch.randn(k, n, device=DEV, dtype=torch.bfloat16)
+    assert_close_bf16(torch.ops.rlgemm.mm(a, b), a, b)
+    w = torch.randn(n, k, device=DEV, dtype=torch.bfloat16)
+    assert_close_bf16(torch.ops.rlgemm.linear(a, w), a, w.t())
+    # Positive inputs: sums grow with K, which a bf16 accumulator could not follow.
+    ap, wp = a.abs(), w.abs()
+    assert_close_bf16(torch.ops.rlgemm.linear(ap, wp), ap, wp.t())
+    assert "bf16" in rlgemm.describe(m, n, k, "tn", dtype=torch.bfloat16) or "cublaslt" in \
+        rlgemm.describe(m, n, k, "tn", dtype=torch.bfloat16)
+
+
+def test_mixed_dtypes_are_refused_clearly():
     x = torch.randn(8, 64, device=DEV, dtype=torch.bfloat16)
-    w = torch.randn(16, 64, device=DEV, dtype=torch.bfloat16)
-    with pytest.raises(TypeError, match="bfloat16, and rlgemm has only float16 kernels"):
+    w = torch.randn(16, 64, device=DEV, dtype=torch.half)
+    with pytest.raises(TypeError, match="x is torch.bfloat16 and weight is torch.float16"):
         torch.ops.rlgemm.linear(x, w)
+
+
+class TinyLlama(torch.nn.Module):
+    """A Llama-shaped decoder (RMSNorm, q/k/v/o, SwiGLU gate/up/down, lm_head), small enough for a test."""
+
+    def __init__(self, vocab=512, dim=256, heads=4, hidden=688, layers=2):
+        super().__init__()
+        self.heads = heads
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.blocks = torch.nn.ModuleList()
+        for _ in range(layers):
+            b = torch.nn.Module()
+            b.norm1, b.norm2 = torch.nn.RMSNorm(dim), torch.nn.RMSNorm(dim)
+            b.q, b.k, b.v, b.o = (torch.nn.Linear(dim, dim, bias=False) for _ in range(4))
+            b.gate, b.up = torch.nn.Linear(dim, hidden, bias=False), torch.nn.Linear(dim, hidden, bias=False)
+            b.down = torch.nn.Linear(hidden, dim, bias=False)
+            self.blocks.append(b)
+        self.norm = torch.nn.RMSNorm(dim)
+        self.lm_head = torch.nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        bsz, seq, dim = x.shape
+        for b in self.blocks:
+            h = b.norm1(x)
+            q, k, v = (t(h).view(bsz, seq, self.heads, -1).transpose(1, 2) for t in (b.q, b.k, b.v))
+            a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + b.o(a.transpose(1, 2).reshape(bsz, seq, dim))
+            h = b.norm2(x)
+            x = x + b.down(torch.nn.functional.silu(b.gate(h)) * b.up(h))
+        return self.lm_head(self.norm(x))
+
+
+def test_bf16_llama_style_model_through_swap_linears():
+    torch.manual_seed(0)
+    model = TinyLlama().to(DEV).to(torch.bfloat16).eval()
+    tokens = torch.randint(0, 512, (2, 37), device=DEV)
+    with torch.no_grad():
+        want = model.float()(tokens).double()  # the same weights, fp32 throughout
+        model.to(torch.bfloat16)
+        ref_bf16 = model(tokens)
+        swapped, left = rlgemm.swap_linears(model)
+        assert len(swapped) == 2 * 7 + 1 and not left
+        got = model(tokens)
+    assert got.dtype == torch.bfloat16 and torch.isfinite(got).all()
+    # rlgemm's bf16 logits are as close to the fp32 model's as torch's own bf16 logits are.
+    err_rlgemm = (got.double() - want).abs().mean().item()
+    err_torch = (ref_bf16.double() - want).abs().mean().item()
+    assert err_rlgemm <= 1.5 * err_torch + 1e-3, (err_rlgemm, err_torch)
+    assert (got.argmax(-1) == ref_bf16.argmax(-1)).float().mean().item() > 0.9
 
 
 def test_swap_linears_keeps_the_model_output():

@@ -29,6 +29,9 @@ def test_the_cpp_operators_are_registered():
 
 def test_meta_shapes():
     assert torch.ops.rlgemm.linear(meta(2, 9, 64), meta(40, 64)).shape == (2, 9, 40)
+    bf16 = torch.ops.rlgemm.linear(meta(2, 9, 64, dtype=torch.bfloat16), meta(40, 64, dtype=torch.bfloat16))
+    assert bf16.shape == (2, 9, 40) and bf16.dtype == torch.bfloat16
+    assert torch.ops.rlgemm.mm(meta(9, 64, dtype=torch.bfloat16), meta(64, 40, dtype=torch.bfloat16)).dtype == torch.bfloat16
     assert torch.ops.rlgemm.linear(meta(2, 9, 64), meta(40, 64), meta(40)).shape == (2, 9, 40)
     assert torch.ops.rlgemm.linear(meta(64), meta(40, 64)).shape == (40,)
     assert torch.ops.rlgemm.mm(meta(9, 64), meta(64, 40)).shape == (9, 40)
@@ -37,8 +40,16 @@ def test_meta_shapes():
 
 @pytest.mark.parametrize("call,kind,pattern", [
     (lambda: torch.ops.rlgemm.mm(torch.randn(4, 8), torch.randn(8, 8)), TypeError, r"a must be float16 .* got torch\.float32"),
-    (lambda: torch.ops.rlgemm.linear(torch.randn(4, 8).bfloat16(), torch.randn(8, 8).bfloat16()), TypeError,
-     r"x is torch\.bfloat16, and rlgemm has only float16 kernels"),
+    (lambda: torch.ops.rlgemm.linear(torch.randn(4, 8).bfloat16(), torch.randn(8, 8).bfloat16()), ValueError,
+     r"x must be on a CUDA device, got cpu"),
+    (lambda: torch.ops.rlgemm.linear(meta(4, 8, dtype=torch.bfloat16), meta(16, 8)), TypeError,
+     r"x is torch\.bfloat16 and weight is torch\.float16: the operands must have one dtype"),
+    (lambda: torch.ops.rlgemm.mm(meta(4, 8), meta(8, 8, dtype=torch.bfloat16)), TypeError,
+     r"a is torch\.float16 and b is torch\.bfloat16: the operands must have one dtype"),
+    (lambda: torch.ops.rlgemm.linear(meta(4, 8, dtype=torch.bfloat16), meta(16, 8, dtype=torch.bfloat16), meta(16)),
+     TypeError, r"x is torch\.bfloat16 and bias is torch\.float16"),
+    (lambda: torch.ops.rlgemm.mm(meta(4, 8, dtype=torch.float8_e4m3fn), meta(8, 8)), TypeError,
+     r"a must be float16 or bfloat16 .* got torch\.[Ff]loat8_e4m3fn"),
     (lambda: torch.ops.rlgemm.mm(torch.randn(4, 8).half(), torch.randn(8, 8).half()), ValueError,
      r"a must be on a CUDA device, got cpu; move it with a\.cuda\(\)"),
     (lambda: torch.ops.rlgemm.mm(meta(4, 8), meta(16, 8)), ValueError, r"a's columns must equal b's rows"),
@@ -101,10 +112,16 @@ def test_torch_compile_aot_autograd_traces_the_backward():
 
 
 def test_swap_linears_explains_what_it_leaves():
-    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Linear(32, 10)).to(torch.bfloat16)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Linear(32, 10))
     swapped, left = rlgemm.swap_linears(model)
     assert swapped == []
-    assert "bfloat16" in left["0"]
+    assert "float32" in left["0"]
+    bf16 = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Linear(32, 16)).to(torch.bfloat16)
+    swapped, left = rlgemm.swap_linears(bf16)
+    assert swapped == [] and "CUDA" in left["0"]  # bf16 is served; a CPU weight is not
+    mixed = torch.nn.Linear(64, 32).to(torch.bfloat16)
+    mixed.bias.data = mixed.bias.data.half()
+    assert "one dtype" in rlgemm.nn.why_not_swappable(mixed)
 
 
 def test_the_build_stamp_tracks_torch_and_source(tmp_path, monkeypatch):

@@ -29,6 +29,18 @@ class TuneShapes(unittest.TestCase):
                 self.assertIn("/", r["design"])
             self.assertTrue(os.path.exists(os.path.join(tmp, "t.db")))
 
+    def test_bf16_shapes_are_tuned_with_bf16_designs(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = rlgemm.tune_shapes([(64, 128, 256)], budget=2, db=os.path.join(tmp, "t.db"), backend="synthetic",
+                                      extra_args=["--in-process"], dtype="bf16")
+            self.assertEqual(len(rows), 1)
+            self.assertTrue(rows[0]["design"].endswith("/bf16"), rows[0]["design"])
+            with self.assertRaises(subprocess.CalledProcessError) as caught:
+                rlgemm.tune_shapes([(64, 128, 256)], budget=1, db=os.path.join(tmp, "t.db"), backend="synthetic",
+                                   dtype="fp8")
+            self.assertEqual(caught.exception.returncode, 2)
+            self.assertIn("supported are fp16, bf16", caught.exception.stderr)
+
     def test_a_rule_breaking_shape_fails_with_the_tuners_message(self):
         with tempfile.TemporaryDirectory() as tmp:
             with self.assertRaises(subprocess.CalledProcessError) as caught:

@@ -1,6 +1,6 @@
-// GPU tests (skipped without a GPU): sm80 designs against a double-precision host reference, on shapes
-// that are not tile multiples, in both layouts, with split-K; and the fault-injection designs doing
-// what they say.
+// GPU tests (skipped without a GPU): sm80 and sm90 designs against a double-precision host reference, on
+// shapes that are not tile multiples, in both layouts, with split-K, in fp16 and bf16; and the fault-injection
+// designs doing what they say.
 //
 // Each check: fresh random normal fp16 inputs, C poisoned with NaN (an element the kernel fails to write
 // stays NaN) and followed by a guard zone (a write past the end changes it), the workspace zeroed once and
@@ -36,7 +36,22 @@ float float_of(uint16_t b) {
   return float(h);
 }
 
-constexpr uint16_t kNaN = 0x7fff;
+// bf16: the upper 16 bits of an fp32, rounded to nearest even (finite values).
+uint16_t bf16_bits_of(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float bf16_float_of(uint16_t b) {
+  const uint32_t u = uint32_t(b) << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+uint16_t element_bits(float x, DType dtype) { return dtype == DType::kBF16 ? bf16_bits_of(x) : bits_of(Half(x)); }
+float element_value(uint16_t b, DType dtype) { return dtype == DType::kBF16 ? bf16_float_of(b) : float_of(b); }
+
+constexpr uint16_t kNaN = 0x7fff;  // a NaN in fp16 and bf16 alike
 constexpr uint16_t kGuard = 0x1234;
 constexpr size_t kGuardElems = 4096;
 
@@ -46,9 +61,9 @@ struct HostProblem {
   std::vector<double> ref;     // M x N
 };
 
-HostProblem make_problem(Shape shape, Layout layout, uint64_t seed) {
+HostProblem make_problem(Shape shape, Layout layout, uint64_t seed, DType dtype = DType::kF16) {
   HostProblem hp;
-  hp.problem = Problem{shape, layout};
+  hp.problem = Problem{shape, layout, dtype};
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int64_t M = shape.m, N = shape.n, K = shape.k;
@@ -56,13 +71,13 @@ HostProblem make_problem(Shape shape, Layout layout, uint64_t seed) {
   hp.b.resize(K * N);
   std::vector<float> af(M * K), bf(K * N);  // bf as K x N
   for (int64_t i = 0; i < M * K; ++i) {
-    hp.a[i] = bits_of(Half(normal(rng)));
-    af[i] = float_of(hp.a[i]);
+    hp.a[i] = element_bits(normal(rng), dtype);
+    af[i] = element_value(hp.a[i], dtype);
   }
   for (int64_t k = 0; k < K; ++k)
     for (int64_t n = 0; n < N; ++n) {
-      const uint16_t v = bits_of(Half(normal(rng)));
-      bf[k * N + n] = float_of(v);
+      const uint16_t v = element_bits(normal(rng), dtype);
+      bf[k * N + n] = element_value(v, dtype);
       if (layout == Layout::kNN)
         hp.b[k * N + n] = v;
       else
@@ -105,7 +120,7 @@ class GpuGemm : public ::testing::Test {
   void precompile(const std::vector<std::string>& designs, const std::vector<Problem>& problems) {
     std::vector<GeneratedKernel> kernels;
     for (const auto& text : designs) {
-      const Design d = parse_design(text);
+      const Design d = with_dtype(parse_design(text), problems.front().dtype);
       for (const Problem& p : problems) {
         if (!d.static_shape && !(p.shape == problems.front().shape)) continue;
         kernels.push_back(generate_kernel(d, p, arch_for_device(d, device_.cc_major, device_.cc_minor)));
@@ -128,6 +143,8 @@ class GpuGemm : public ::testing::Test {
     std::vector<uint16_t> init(M * N + kGuardElems, kNaN), out(M * N + kGuardElems), first_out;
     std::fill(init.begin() + M * N, init.end(), kGuard);
     const double atol = std::ldexp(1.0, -9) * std::sqrt(double(K)) * std::max(1, serial_splits);
+    // Rounding to the element type: 2^-11 relative for fp16 and 2^-8 for bf16, with a factor 4 of margin.
+    const double rtol = std::ldexp(1.0, p.dtype == DType::kBF16 ? -6 : -9);
     for (int launch = 0; launch < 2; ++launch) {
       RLGEMM_CUDA_CHECK(cudaMemcpy(c.ptr, init.data(), init.size() * 2, cudaMemcpyHostToDevice));
       kernel.launch(nullptr, p, GemmOperands{a.ptr, b.ptr, c.ptr, ws.ptr, ws_bytes});
@@ -137,8 +154,8 @@ class GpuGemm : public ::testing::Test {
       int64_t bad = 0;
       std::string first;
       for (int64_t i = 0; i < M * N; ++i) {
-        const double got = float_of(out[i]), want = hp.ref[i];
-        const bool ok = std::isfinite(got) && std::abs(got - want) <= atol + std::ldexp(1.0, -9) * std::abs(want);
+        const double got = element_value(out[i], p.dtype), want = hp.ref[i];
+        const bool ok = std::isfinite(got) && std::abs(got - want) <= atol + rtol * std::abs(want);
         if (!ok && bad++ < 3)
           first += "\n    C[" + std::to_string(i / N) + "][" + std::to_string(i % N) + "] = " +
                    (std::isnan(got) ? std::string("NaN (never written)") : std::to_string(got)) + ", want " +
@@ -194,8 +211,9 @@ std::vector<Shape> awkward_shapes() {
   return shapes;
 }
 
-// Every design on every awkward shape it fits (why_unfit), in both layouts.
-void check_designs_on_awkward_shapes(GpuGemm& t, const std::vector<std::string>& designs);
+// Every design on every awkward shape it fits (why_unfit), in both layouts, in `dtype`.
+void check_designs_on_awkward_shapes(GpuGemm& t, const std::vector<std::string>& designs,
+                                     DType dtype = DType::kF16);
 
 TEST_F(GpuGemm, Sm80DesignsMatchTheReferenceOnAwkwardShapes) { check_designs_on_awkward_shapes(*this, kDesigns); }
 
@@ -243,28 +261,55 @@ TEST_F(GpuGemm, Sm90StreamKMatchesTheReferenceInEveryPartitionCase) {
     }
 }
 
-void check_designs_on_awkward_shapes(GpuGemm& t, const std::vector<std::string>& designs) {
-  t.precompile(designs, {Problem{{128, 128, 128}, Layout::kTN}});
-  t.precompile(designs, {Problem{{128, 128, 128}, Layout::kNN}});
+void check_designs_on_awkward_shapes(GpuGemm& t, const std::vector<std::string>& designs, DType dtype) {
+  t.precompile(designs, {Problem{{128, 128, 128}, Layout::kTN, dtype}});
+  t.precompile(designs, {Problem{{128, 128, 128}, Layout::kNN, dtype}});
   const auto shapes = awkward_shapes();
   int failures = 0, checks = 0;
   for (Layout layout : {Layout::kTN, Layout::kNN}) {
     for (size_t s = 0; s < shapes.size(); ++s) {
-      const HostProblem hp = make_problem(shapes[s], layout, 1000 * s + int(layout));
+      const HostProblem hp = make_problem(shapes[s], layout, 1000 * s + int(layout), dtype);
       for (const auto& text : designs) {
-        const Design d = parse_design(text);
+        const Design d = with_dtype(parse_design(text), dtype);
         if (why_unfit(d, hp.problem)) continue;
         const GemmKernel kernel(d, hp.problem, t.device_, t.options_);
         const std::string why = t.check(kernel, hp, d.split == SplitK::kSerial ? d.splits : 1);
         ++checks;
         if (!why.empty()) {
           ++failures;
-          ADD_FAILURE() << text << " layout " << to_string(layout) << " shape " << shapes[s].to_string() << ": " << why;
+          ADD_FAILURE() << to_string(d) << " layout " << to_string(layout) << " shape " << shapes[s].to_string() << ": "
+                        << why;
         }
       }
     }
   }
   std::printf("  %d design x shape x layout checks, %d failed\n", checks, failures);
+}
+
+// bf16 through both families: the same tiles with bf16 MMAs, bf16 TMA descriptors and epilogues that round
+// to bf16; every epilogue, swap, split-K (serial, parallel) and stream-K.
+TEST_F(GpuGemm, Bf16DesignsOfBothFamiliesMatchTheReferenceOnAwkwardShapes) {
+  std::vector<std::string> designs = {
+      "sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg",
+      "sm80/64x64x32/w32x32/s4/pad/raster_n.g8/splitk4.parallel/epi_smem",
+      "sm80/32x64x32/w16x32/s3/swz/raster_m.g8/splitk2.serial/epi_smem/swap",
+  };
+  if (device_.cc_major == 9)
+    designs.insert(designs.end(), {
+        "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma",
+        "sm90.ws.pingpong/64x128x32/s6/c1x1/raster_m.g1/splitk1/epi_reg/swap",
+        "sm90.ws.coop/128x128x64/s4/c2x1/raster_m.g8/splitk3.parallel/epi_tma",
+        "sm90.ws.pingpong/64x64x128/s6/c1x1/raster_n.g8/splitk2.serial/epi_reg/swap",
+        "sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/streamk/epi_reg",
+    });
+  check_designs_on_awkward_shapes(*this, designs, DType::kBF16);
+}
+
+TEST_F(GpuGemm, Bf16KernelRefusesAnFp16Problem) {
+  const HostProblem hp = make_problem({100, 200, 136}, Layout::kTN, 9);
+  EXPECT_THROW(GemmKernel(parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg/bf16"), hp.problem,
+                          device_, options_),
+               Error);
 }
 
 TEST_F(GpuGemm, StaticDesignsMatchTheReference) {

@@ -127,6 +127,36 @@ TEST(Tuner, PerProblemGuessesFollowTheSeeds) {
   }
 }
 
+// A bf16 problem: the seeds, the guesses and the strategy's designs all run as bf16 designs (the search
+// explores tiles; the element type is the problem's), recorded under the bf16 problem only.
+TEST(Tuner, Bf16ProblemsAreTunedWithBf16Designs) {
+  TempDir dir;
+  Store store(dir / "b.db");
+  SyntheticMeasurer measurer(BackendOptions{});
+  StrategyPtr strategy = make_random_strategy(5);
+  Tuner tuner(store, measurer, *strategy, small_spec());
+  TuneOptions tune;
+  const Problem bf16{{1024, 1024, 1024}, Layout::kTN, DType::kBF16};
+  tune.problems = {bf16};
+  tune.budget.evaluations = 6;
+  tune.seed_designs = {parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg")};
+  tune.seeds_for = [](const Problem&) {
+    return std::vector<Design>{parse_design("sm90.ws.pingpong/64x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg")};
+  };
+  const auto outcomes = tuner.run(tune);
+  ASSERT_EQ(outcomes.size(), 1u);
+  ASSERT_EQ(outcomes[0].evaluations.size(), 6u);
+  EXPECT_EQ(outcomes[0].evaluations[0].design, "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg/bf16");
+  for (const auto& e : outcomes[0].evaluations) EXPECT_TRUE(e.design.ends_with("/bf16")) << e.design;
+  const int64_t gpu = store.gpu_id(measurer.gpu());
+  EXPECT_EQ(store.count_measurements(gpu, bf16, TimingMode::kOffline), 6);
+  EXPECT_EQ(store.count_measurements(gpu, {bf16.shape, bf16.layout}, TimingMode::kOffline), 0);
+  const auto best = store.best_designs();
+  ASSERT_EQ(best.size(), 1u);
+  EXPECT_EQ(best[0].problem.dtype, DType::kBF16);
+  EXPECT_TRUE(best[0].speedup);  // against the bf16 reference
+}
+
 TEST(Tuner, RecordsEveryMeasurementAndTheBest) {
   TempDir dir;
   std::FILE* progress = std::tmpfile();

@@ -54,6 +54,76 @@ TEST_F(StoreTest, CreatesTheSchemaWithItsVersionInWalMode) {
   EXPECT_EQ(again.gpu_id(h100()), gpu);
 }
 
+// The element type is part of a problem: the same shape in fp16 and bf16 keeps two references, two best
+// designs and two sets of measurements.
+TEST_F(StoreTest, Fp16AndBf16OfOneShapeAreTwoProblems) {
+  Store store(file());
+  const int64_t gpu = store.gpu_id(h100());
+  const Problem fp16{{256, 512, 1024}, Layout::kTN};
+  const Problem bf16{{256, 512, 1024}, Layout::kTN, DType::kBF16};
+  const std::string design = "sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg";
+  store.put_reference(gpu, fp16, TimingMode::kOffline, {10, 10, 10, 5});
+  store.put_reference(gpu, bf16, TimingMode::kOffline, {12, 12, 12, 5});
+  EXPECT_TRUE(store.record(ok_record(gpu, fp16, design, 8, 10)));
+  EXPECT_TRUE(store.record(ok_record(gpu, bf16, design + "/bf16", 6, 12)));
+  EXPECT_DOUBLE_EQ(store.reference(gpu, fp16, TimingMode::kOffline)->median_us, 10);
+  EXPECT_DOUBLE_EQ(store.reference(gpu, bf16, TimingMode::kOffline)->median_us, 12);
+  EXPECT_EQ(store.count_measurements(gpu, fp16, TimingMode::kOffline), 1);
+  EXPECT_EQ(store.count_measurements(gpu, bf16, TimingMode::kOffline), 1);
+  EXPECT_FALSE(store.measured(gpu, fp16, design + "/bf16", TimingMode::kOffline));
+  EXPECT_TRUE(store.measured(gpu, bf16, design + "/bf16", TimingMode::kOffline));
+  const auto best = store.best(gpu, bf16, TimingMode::kOffline);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->problem, bf16);
+  EXPECT_EQ(best->design, design + "/bf16");
+  EXPECT_DOUBLE_EQ(*best->speedup, 2.0);
+  EXPECT_EQ(store.measurements(gpu, bf16, TimingMode::kOffline).at(0).problem.dtype, DType::kBF16);
+  EXPECT_EQ(store.best_designs().size(), 2u);
+}
+
+// A version-2 file (no element types) opens as version 3 with its rows as fp16.
+TEST_F(StoreTest, MigratesAVersion2FileToElementTypes) {
+  const Problem p{{64, 128, 256}, Layout::kNN};
+  const std::string design = "sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg";
+  int64_t gpu = 0;
+  {
+    Store store(file());
+    gpu = store.gpu_id(h100());
+    store.put_reference(gpu, p, TimingMode::kOffline, {10, 10, 10, 5});
+    store.record(ok_record(gpu, p, design, 5, 10));
+  }
+  // Version 2's tables: no dtype column anywhere, the reference keyed without it.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file().c_str(), &db), SQLITE_OK);
+  const char* to_v2 =
+      "DROP VIEW best_designs;"
+      "ALTER TABLE measurements DROP COLUMN dtype;"
+      "ALTER TABLE optimized_cubins DROP COLUMN dtype;"
+      "CREATE TABLE r2 (gpu_id INTEGER NOT NULL, m INTEGER NOT NULL, n INTEGER NOT NULL, k INTEGER NOT NULL,"
+      "  layout TEXT NOT NULL, mode TEXT NOT NULL, median_us REAL NOT NULL, min_us REAL NOT NULL,"
+      "  max_us REAL NOT NULL, samples INTEGER NOT NULL, created_at TEXT NOT NULL,"
+      "  PRIMARY KEY (gpu_id, m, n, k, layout, mode));"
+      "INSERT INTO r2 SELECT gpu_id, m, n, k, layout, mode, median_us, min_us, max_us, samples, created_at"
+      "  FROM reference_times;"
+      "DROP TABLE reference_times; ALTER TABLE r2 RENAME TO reference_times;"
+      "UPDATE schema_version SET version = 2;";
+  char* message = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, to_v2, nullptr, nullptr, &message), SQLITE_OK) << (message ? message : "");
+  sqlite3_close(db);
+
+  Store store(file());
+  EXPECT_EQ(store.schema_version(), 3);
+  EXPECT_EQ(store.integrity_check(), "ok");
+  const auto best = store.best(gpu, p, TimingMode::kOffline);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->problem.dtype, DType::kF16);
+  EXPECT_DOUBLE_EQ(*best->speedup, 2.0);
+  const Problem bf16{p.shape, p.layout, DType::kBF16};
+  EXPECT_FALSE(store.reference(gpu, bf16, TimingMode::kOffline));
+  store.put_reference(gpu, bf16, TimingMode::kOffline, {7, 7, 7, 5});
+  EXPECT_DOUBLE_EQ(store.reference(gpu, p, TimingMode::kOffline)->median_us, 10);
+}
+
 TEST_F(StoreTest, RejectsANewerSchemaAndForeignDatabases) {
   { Store store(file()); }
   sqlite3* db = nullptr;

@@ -46,9 +46,8 @@ namespace {
 
 struct Api {
   decltype(&rlgemm_create_ex) create_ex = nullptr;
-  decltype(&rlgemm_hgemm) hgemm = nullptr;
-  decltype(&rlgemm_hgemm_workspace) hgemm_workspace = nullptr;
-  decltype(&rlgemm_workspace_size) workspace_size = nullptr;
+  decltype(&rlgemm_hgemm_ex) hgemm_ex = nullptr;
+  decltype(&rlgemm_workspace_size_ex) workspace_size_ex = nullptr;
   decltype(&rlgemm_last_error) last_error = nullptr;
 };
 
@@ -83,9 +82,8 @@ const Api& api_locked() {
               "). Build it (cmake --build build --target rlgemm_shared) and set RLGEMM_LIBRARY=/path/to/librlgemm.so");
   auto* api = new Api;  // for the life of the process, like the library
   resolve(lib, "rlgemm_create_ex", api->create_ex, path);
-  resolve(lib, "rlgemm_hgemm", api->hgemm, path);
-  resolve(lib, "rlgemm_hgemm_workspace", api->hgemm_workspace, path);
-  resolve(lib, "rlgemm_workspace_size", api->workspace_size, path);
+  resolve(lib, "rlgemm_hgemm_ex", api->hgemm_ex, path);
+  resolve(lib, "rlgemm_workspace_size_ex", api->workspace_size_ex, path);
   resolve(lib, "rlgemm_last_error", api->last_error, path);
   api_loaded.store(api, std::memory_order_release);
   return *api;
@@ -163,12 +161,9 @@ std::string tuple(c10::SymIntArrayRef sizes) {
 
 void check_tensor(const at::Tensor& t, const char* name, const char* op, int dims) {
   TORCH_CHECK_VALUE(t.defined(), "rlgemm.", op, ": ", name, " is an undefined tensor");
-  if (t.scalar_type() == at::kBFloat16)
-    TORCH_CHECK_TYPE(false, "rlgemm.", op, ": ", name, " is torch.bfloat16, and rlgemm has only float16 kernels (no "
-                     "bfloat16 ones yet): convert with ", name, ".half(), or leave this layer on torch");
-  TORCH_CHECK_TYPE(t.scalar_type() == at::kHalf, "rlgemm.", op, ": ", name,
-                   " must be float16 (rlgemm computes fp16 GEMMs), got ", dtype_name(t.scalar_type()),
-                   "; convert with ", name, ".half()");
+  TORCH_CHECK_TYPE(t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16, "rlgemm.", op, ": ", name,
+                   " must be float16 or bfloat16 (rlgemm computes fp16 and bf16 GEMMs), got ",
+                   dtype_name(t.scalar_type()), "; convert with ", name, ".half() or ", name, ".bfloat16()");
   TORCH_CHECK_VALUE(t.is_cuda() || t.is_meta(), "rlgemm.", op, ": ", name, " must be on a CUDA device, got ",
                     t.device().str(), "; move it with ", name, ".cuda()");
   if (dims > 0)
@@ -199,9 +194,19 @@ void check_aligned(const at::Tensor& t, const char* name, const char* op) {
                     hex, ", a view at an odd offset); pass ", name, ".clone()");
 }
 
+// One element type for every operand: a kernel reads and writes one type, and rlgemm converts nothing.
+void check_same_dtype(const at::Tensor& t, const char* name, const at::Tensor& first, const char* first_name,
+                      const char* op) {
+  TORCH_CHECK_TYPE(t.scalar_type() == first.scalar_type(), "rlgemm.", op, ": ", first_name, " is ",
+                   dtype_name(first.scalar_type()), " and ", name, " is ", dtype_name(t.scalar_type()),
+                   ": the operands must have one dtype (rlgemm computes float16 or bfloat16 GEMMs, not mixed ones); "
+                   "convert with ", name, ".to(", first_name, ".dtype)");
+}
+
 void check_mm(const at::Tensor& a, const at::Tensor& b) {
   check_tensor(a, "a", "mm", 2);
   check_tensor(b, "b", "mm", 2);
+  check_same_dtype(b, "b", a, "a", "mm");
   TORCH_CHECK_VALUE(a.sym_size(1) == b.sym_size(0), "rlgemm.mm: a is ", tuple(a.sym_sizes()), " and b is ",
                     tuple(b.sym_sizes()), ": a's columns must equal b's rows (b is K x N; for a weight stored N x K "
                     "use rlgemm.linear)");
@@ -215,6 +220,7 @@ void check_mm(const at::Tensor& a, const at::Tensor& b) {
 void check_linear(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
   check_tensor(x, "x", "linear", 0);
   check_tensor(weight, "weight", "linear", 2);
+  check_same_dtype(weight, "weight", x, "x", "linear");
   TORCH_CHECK_VALUE(x.dim() >= 1, "rlgemm.linear: x must have at least one dimension (..., K)");
   TORCH_CHECK_VALUE(x.sym_size(-1) == weight.sym_size(1), "rlgemm.linear: x is ", tuple(x.sym_sizes()),
                     " and weight is ", tuple(weight.sym_sizes()), ": x's last dimension must equal weight's columns "
@@ -224,6 +230,7 @@ void check_linear(const at::Tensor& x, const at::Tensor& weight, const std::opti
   check_extents("linear", weight.sym_size(0), weight.sym_size(1));
   if (bias.has_value() && bias->defined()) {
     check_tensor(*bias, "bias", "linear", 1);
+    check_same_dtype(*bias, "bias", x, "x", "linear");
     TORCH_CHECK_VALUE(bias->sym_size(0) == weight.sym_size(0), "rlgemm.linear: bias is ", tuple(bias->sym_sizes()),
                       " and weight is ", tuple(weight.sym_sizes()), ": bias must hold one value per output feature (N)");
     TORCH_CHECK_VALUE(bias->device() == weight.device(), "rlgemm.linear: bias is on ", bias->device().str(),
@@ -249,18 +256,20 @@ void gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int layout,
   const Api& lib = api();
   const rlgemm_handle_t h = handle_for(a.get_device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(a.get_device()).stream();
+  const int dtype = a.scalar_type() == at::kBFloat16 ? RLGEMM_DTYPE_BF16 : RLGEMM_DTYPE_FP16;
   int status;
   if (c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None) {
-    status = lib.hgemm(h, stream, m, n, k, a.data_ptr(), b.data_ptr(), layout, out.data_ptr());
+    status = lib.hgemm_ex(h, stream, m, n, k, a.data_ptr(), b.data_ptr(), layout, out.data_ptr(), dtype, nullptr, 0);
   } else {
     // Inside a capture: the workspace from the caching allocator, which gives the graph its own.
     size_t bytes = 0;
-    status = lib.workspace_size(h, stream, m, n, k, layout, &bytes);
+    status = lib.workspace_size_ex(h, stream, m, n, k, layout, dtype, &bytes);
     if (status != RLGEMM_OK) raise(lib, status);
     at::Tensor workspace;
     if (bytes > 0) workspace = at::empty({static_cast<int64_t>(bytes)}, a.options().dtype(at::kByte));
-    status = lib.hgemm_workspace(h, stream, m, n, k, a.data_ptr(), b.data_ptr(), layout, out.data_ptr(),
-                                 bytes > 0 ? workspace.data_ptr() : nullptr, bytes);
+    // A route without a workspace gets the pooled path (none is allocated): only a real one is handed over.
+    status = lib.hgemm_ex(h, stream, m, n, k, a.data_ptr(), b.data_ptr(), layout, out.data_ptr(), dtype,
+                          bytes > 0 ? workspace.data_ptr() : nullptr, bytes);
   }
   if (status != RLGEMM_OK) raise(lib, status);
 }

@@ -12,12 +12,13 @@ __device__ __forceinline__ uint32_t smem_addr(const void* pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
 }
 
-// D = A * B + D with A 16x16 (row), B 16x8 (col), fp16 inputs, fp32 accumulators.
+// D = A * B + D with A 16x16 (row), B 16x8 (col), fp16 or bf16 inputs (the translation unit's element
+// type, common/types.cuh), fp32 accumulators.
 // Per thread (lane = 4 * group + quad): a[0..3] = A rows {group, group+8} x k {2q, 2q+1} and k+8;
 // b[0..1] = B k {2q, 2q+1} and k+8, column group; d[0..3] = D rows {group, group+8} x cols {2q, 2q+1}.
-__device__ __forceinline__ void mma_m16n8k16_f32_f16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+__device__ __forceinline__ void mma_m16n8k16_f32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "mma.sync.aligned.m16n8k16.row.col.f32." RLGEMM_MMA_INPUTS ".f32 "
       "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));

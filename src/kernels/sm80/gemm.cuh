@@ -69,7 +69,7 @@ struct OperandTile {
   static constexpr int kRowStep = THREADS / kChunksPerRow;
   static constexpr int kPerThread = ceil_div(kRows, kRowStep);
 
-  const f16* src;    // this thread's first chunk in k-tile 0 of the slice
+  const element_bits* src;    // this thread's first chunk in k-tile 0 of the slice
   int64_t k_step;    // elements from one k-tile to the next
   int row_stride;    // elements from one of this thread's rows to the next (kRowStep rows)
   int row0;          // this thread's first row in the tile
@@ -77,10 +77,10 @@ struct OperandTile {
   int mn_left;       // rows (K-major) or columns (MN-major) of the operand from the tile's start to its end
   uint32_t smem0;    // byte offset of this thread's first chunk within a stage
 
-  __device__ __forceinline__ void init(const f16* operand, int ld, int mn0, int mn_extent, int k_begin) {
+  __device__ __forceinline__ void init(const element_bits* operand, int ld, int mn0, int mn_extent, int k_begin) {
     row0 = int(threadIdx.x) / kChunksPerRow;
     chunk = int(threadIdx.x) % kChunksPerRow;
-    const f16* base = operand + (KMAJOR ? int64_t(mn0) * ld + k_begin : int64_t(k_begin) * ld + mn0);
+    const element_bits* base = operand + (KMAJOR ? int64_t(mn0) * ld + k_begin : int64_t(k_begin) * ld + mn0);
     src = base + int64_t(row0) * ld + chunk * 8;
     k_step = KMAJOR ? int64_t(BK) : int64_t(BK) * ld;
     row_stride = kRowStep * ld;
@@ -92,7 +92,7 @@ struct OperandTile {
   // columns of K from this k-tile's start to the end of K. Chunks beyond it, or beyond mn_left, are
   // zero-filled without reading global memory.
   __device__ __forceinline__ void load(uint32_t stage, int kt, int k_left) const {
-    const f16* tile_src = src + kt * k_step;
+    const element_bits* tile_src = src + kt * k_step;
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int row = row0 + i * kRowStep;
@@ -164,7 +164,7 @@ struct Kernel {
 #pragma unroll
     for (int i = 0; i < Cfg::kMmaM; ++i)
 #pragma unroll
-      for (int j = 0; j < Cfg::kMmaN; ++j) ptx::mma_m16n8k16_f32_f16(acc[i][j], a[i], b[j]);
+      for (int j = 0; j < Cfg::kMmaN; ++j) ptx::mma_m16n8k16_f32(acc[i][j], a[i], b[j]);
   }
 
   // acc += A[m0.., k-tiles kt_begin..kt_end) * B[.., n0..]
@@ -241,10 +241,10 @@ struct Kernel {
       const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
       if constexpr (!Cfg::kDTransposed) {
         // N is a multiple of 8 here, so gn + 1 < N too
-        *reinterpret_cast<uint32_t*>(p.d + int64_t(gm) * p.ldd + gn) = pack_f16x2(v0, v1);
+        *reinterpret_cast<uint32_t*>(p.d + int64_t(gm) * p.ldd + gn) = pack_elements(v0, v1);
       } else {
-        p.d[int64_t(gn) * p.ldd + gm] = to_f16(v0);
-        if (gn + 1 < N) p.d[int64_t(gn + 1) * p.ldd + gm] = to_f16(v1);
+        p.d[int64_t(gn) * p.ldd + gm] = to_element(v0);
+        if (gn + 1 < N) p.d[int64_t(gn + 1) * p.ldd + gm] = to_element(v1);
       }
     });
   }
@@ -256,15 +256,15 @@ struct Kernel {
     constexpr int kRows = Cfg::kDTransposed ? Cfg::BN : Cfg::BM;  // rows of D's memory inside the tile
     constexpr int kCols = Cfg::kDTransposed ? Cfg::BM : Cfg::BN;
     constexpr int kStride = kCols + 8;  // elements; the extra chunk spreads rows over the banks
-    f16* staging = reinterpret_cast<f16*>(smem);
+    element_bits* staging = reinterpret_cast<element_bits*>(smem);
     __syncthreads();  // every warp is done reading the pipeline's stages
     for_each_pair(warp_m0, warp_n0, lane, [&](int i, int j, int h, int row, int col) {
       const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
       if constexpr (!Cfg::kDTransposed) {
-        *reinterpret_cast<uint32_t*>(staging + row * kStride + col) = pack_f16x2(v0, v1);
+        *reinterpret_cast<uint32_t*>(staging + row * kStride + col) = pack_elements(v0, v1);
       } else {
-        staging[col * kStride + row] = to_f16(v0);
-        staging[(col + 1) * kStride + row] = to_f16(v1);
+        staging[col * kStride + row] = to_element(v0);
+        staging[(col + 1) * kStride + row] = to_element(v1);
       }
     });
     __syncthreads();

@@ -54,7 +54,6 @@ template <class Cfg>
 struct Gemm {
   typedef ptx::u32 u32;
   typedef ptx::u64 u64;
-  typedef unsigned short half_bits;
 
   static constexpr int kBM = Cfg::kBM, kBN = Cfg::kBN, kBK = Cfg::kBK, kStages = Cfg::kStages;
   static constexpr Shape kShape = {kBM, kBN, kBK, kStages, Cfg::kPingpong, Cfg::kEpilogueTma};
@@ -241,8 +240,6 @@ struct Gemm {
 
   // ---- consumer: epilogue helpers ---------------------------------------------------------------------
 
-  static __device__ __forceinline__ u32 pack_half2(float lo, float hi) { return ptx::pack_half2(lo, hi); }
-
   // Element (row, col) of D in the kernel's view, as an offset into C.
   static __device__ __forceinline__ long long c_offset(int row, int col, int ldc) {
     if constexpr (Cfg::kSwapAB) return static_cast<long long>(col) * ldc + row;
@@ -252,7 +249,7 @@ struct Gemm {
 
   // Writes this thread's fragment to C, bounds-checked; pairs of columns go out as one 4-byte store when C
   // is not transposed.
-  static __device__ __forceinline__ void store_c(const float (&acc)[kMmaM][kAcc], half_bits* c, int row_base,
+  static __device__ __forceinline__ void store_c(const float (&acc)[kMmaM][kAcc], element_bits* c, int row_base,
                                                  int col_base, int m, int n, int ldc, int lane) {
 #pragma unroll
     for (int mi = 0; mi < kMmaM; ++mi) {
@@ -266,10 +263,10 @@ struct Gemm {
           if constexpr (!Cfg::kSwapAB) {
             // n is a multiple of 8 and col even, so col < n implies col + 1 < n.
             if (row < m && col < n)
-              *reinterpret_cast<u32*>(c + c_offset(row, col, ldc)) = pack_half2(v0, v1);
+              *reinterpret_cast<u32*>(c + c_offset(row, col, ldc)) = pack_elements(v0, v1);
           } else {
-            if (row < m && col < n) c[c_offset(row, col, ldc)] = ptx::float_to_half(v0);
-            if (row < m && col + 1 < n) c[c_offset(row, col + 1, ldc)] = ptx::float_to_half(v1);
+            if (row < m && col < n) c[c_offset(row, col, ldc)] = to_element(v0);
+            if (row < m && col + 1 < n) c[c_offset(row, col + 1, ldc)] = to_element(v1);
           }
         }
       }
@@ -302,10 +299,10 @@ struct Gemm {
           const int c = q * 8 + pair * 2;  // first of the two 8-column blocks
           const int chunk = pair * 2 + (j >> 1);
           const u32 addr = buf + row * 128 + ((chunk ^ (row % 8)) * 16);
-          ptx::stmatrix_x4(addr, pack_half2(acc[mi][4 * c], acc[mi][4 * c + 1]),
-                           pack_half2(acc[mi][4 * c + 2], acc[mi][4 * c + 3]),
-                           pack_half2(acc[mi][4 * c + 4], acc[mi][4 * c + 5]),
-                           pack_half2(acc[mi][4 * c + 6], acc[mi][4 * c + 7]));
+          ptx::stmatrix_x4(addr, pack_elements(acc[mi][4 * c], acc[mi][4 * c + 1]),
+                           pack_elements(acc[mi][4 * c + 2], acc[mi][4 * c + 3]),
+                           pack_elements(acc[mi][4 * c + 4], acc[mi][4 * c + 5]),
+                           pack_elements(acc[mi][4 * c + 6], acc[mi][4 * c + 7]));
         }
       }
       ptx::fence_proxy_async_smem();
@@ -404,7 +401,7 @@ struct Gemm {
       const int warp = wg_thread / 32, lane = wg_thread % 32;
       const int row_in_tile = Cfg::kPingpong ? 0 : consumer * kWgRows;
       const u32 epi_bar = 1 + consumer;  // named barrier of this warpgroup
-      half_bits* const c = static_cast<half_bits*>(p.c_ptr);
+      element_bits* const c = static_cast<element_bits*>(p.c_ptr);
       float acc[kMmaM][kAcc];
 
       int stage = 0;

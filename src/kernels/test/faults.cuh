@@ -25,7 +25,7 @@ __device__ __forceinline__ void wrong(const Params& p) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= int64_t(p.m) * p.n) return;
   const int row = int(i / p.n), col = int(i % p.n);
-  p.d[int64_t(row) * p.ldd + col] = f16(0x3c00);
+  p.d[int64_t(row) * p.ldd + col] = element_bits(0x3c00);
 }
 
 }  // namespace rlgemm::test
