@@ -47,7 +47,7 @@ OptimizedCubin record(int64_t gpu, const Problem& p, double before, double after
 
 TEST_F(OptimizedCubinsTest, StoresAndReadsBackEveryField) {
   Store store(file());
-  EXPECT_EQ(store.schema_version(), 2);
+  EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
   const int64_t gpu = store.gpu_id(h100());
   const Problem p{{4096, 4096, 4096}, Layout::kTN};
   EXPECT_FALSE(store.optimized_cubin(gpu, p, kDesign));
@@ -147,7 +147,7 @@ TEST_F(OptimizedCubinsTest, MigratesAVersionOneFileKeepingItsRows) {
   sqlite3_close(db);
 
   Store store(file());
-  EXPECT_EQ(store.schema_version(), 2);
+  EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
   EXPECT_EQ(store.count_measurements(), 1);
   EXPECT_EQ(store.gpu_id(h100()), gpu);
   EXPECT_TRUE(store.put_optimized_cubin(record(gpu, p, 50.0, 45.0, 7)));

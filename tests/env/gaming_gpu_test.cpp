@@ -1,0 +1,73 @@
+// On a GPU: every submission of tests/env/kernels through the whole service (compile, worker, capture, gate,
+// timing beside the vendor calls, recheck on new inputs) gets the verdict and the reason its first line names;
+// rlgemm's own designs are accepted; a submission may be evaluated again. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "env/service.h"
+#include "env_test_util.h"
+#include "support/gpu.h"
+
+namespace rlgemm::env {
+namespace {
+
+using nlohmann::json;
+
+class EnvGpu : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // A hung kernel is reported by the worker's own watchdog well before the service's timeout.
+    ::setenv("RLGEMM_WATCHDOG_S", "10", 1);
+  }
+  std::unique_ptr<Service> make_service(const std::string& name) {
+    const auto db = std::filesystem::temp_directory_path() / ("rlgemm-env-gpu-" + name + "-" + std::to_string(::getpid()) + ".db");
+    std::filesystem::remove(db);
+    ServiceOptions options;
+    options.db = db;
+    options.start_workers = gpu_workers("1", testing::rlgemm_binary(), 60);
+    return std::make_unique<Service>(options);
+  }
+};
+
+TEST_F(EnvGpu, EveryKernelCaseGetsItsVerdict) {
+  RLGEMM_REQUIRE_GPU();
+  auto service = make_service("cases");
+  for (const auto& c : testing::kernel_cases()) {
+    const json answer = service->evaluate({{"source", c.source}, {"shape", "256,384,512"}});
+    const json& record = answer.at("record");
+    EXPECT_EQ(record["verdict"], c.expect) << c.name << ": " << record.dump(2);
+    if (c.expect == "rejected") {
+      EXPECT_EQ(record["rejection"]["reason"], c.reason) << c.name << ": " << record.dump(2);
+    } else {
+      EXPECT_TRUE(record["correct"].get<bool>()) << c.name;
+      EXPECT_GT(record["time_us"].get<double>(), 0) << c.name;
+      EXPECT_GT(record["speedup_vs_best_vendor"].get<double>(), 0) << c.name;
+      EXPECT_LT(record["max_error"].get<double>(), 1.0) << c.name;
+      EXPECT_FALSE(record["best_vendor"].get<std::string>().empty()) << c.name;
+    }
+  }
+}
+
+TEST_F(EnvGpu, RlgemmDesignsAreAcceptedAndMayBeEvaluatedAgain) {
+  RLGEMM_REQUIRE_GPU();
+  auto service = make_service("designs");
+  for (const char* design : {"sm80/128x128x32/w64x64/s4/swz/raster_m.g8/splitk1/epi_reg",
+                             "sm80/64x64x64/w32x32/s4/swz/raster_m.g8/splitk2.serial/epi_reg"}) {
+    for (int again = 0; again < 2; ++again) {
+      const json record = service->evaluate({{"design", design}, {"shape", "1024,1024,1024"}}).at("record");
+      EXPECT_EQ(record["verdict"], "accepted") << design << ": " << record.dump(2);
+      EXPECT_TRUE(record["correct"].get<bool>());
+    }
+  }
+  // The same source twice: a second evaluation finds no state left from the first.
+  const auto honest = testing::kernel_case("honest_wmma");
+  for (int again = 0; again < 2; ++again) {
+    const json record = service->evaluate({{"source", honest.source}, {"shape", "512,512,512"}, {"layout", "nn"}}).at("record");
+    EXPECT_EQ(record["verdict"], "accepted") << record.dump(2);
+  }
+  EXPECT_EQ(service->recent(100).size(), 6u);
+}
+
+}  // namespace
+}  // namespace rlgemm::env
