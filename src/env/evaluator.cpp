@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -48,7 +49,9 @@ class SubmissionImplementation : public bench::Implementation {
   }
   ~SubmissionImplementation() override {
     for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
-    // The module stays loaded: unloading code that the runtime registered is not worth the risk in a worker.
+    // Unloading ends the submission: its host statics and its __device__ variables are gone, so that the next
+    // evaluation (of this same source too) starts from nothing it left.
+    if (cudaDeviceSynchronize() == cudaSuccess) ::dlclose(handle_);
   }
 
   std::string name() const override { return "submission"; }
@@ -68,7 +71,7 @@ class SubmissionImplementation : public bench::Implementation {
   }
 
   void run(const Problem& problem, const bench::Operands& x, cudaStream_t stream) override {
-    const Key key{x.a, x.b, x.c, problem.shape.m, problem.shape.n, problem.shape.k, int(problem.layout)};
+    const Key key{x.a, x.b, x.c, workspace_.data(), problem.shape.m, problem.shape.n, problem.shape.k, int(problem.layout)};
     auto it = graphs_.find(key);
     if (it == graphs_.end()) {
       it = graphs_.emplace(key, capture(problem, x, stream)).first;
@@ -85,7 +88,8 @@ class SubmissionImplementation : public bench::Implementation {
   }
 
  private:
-  using Key = std::tuple<const void*, const void*, const void*, int64_t, int64_t, int64_t, int>;
+  // A graph holds the addresses it was captured with: the operands' and the workspace's.
+  using Key = std::tuple<const void*, const void*, const void*, const void*, int64_t, int64_t, int64_t, int>;
 
   cudaGraphExec_t capture(const Problem& problem, const bench::Operands& x, cudaStream_t stream) {
     RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -107,13 +111,21 @@ class SubmissionImplementation : public bench::Implementation {
       if (graph) cudaGraphDestroy(graph);
       throw Rejected{{reason, detail}};
     };
-    const cudaError_t failure = end != cudaSuccess ? end : sticky;
-    if (failure == cudaErrorStreamCaptureImplicit)
+    // The launch's own error (a launch function returns cudaGetLastError(), which clears it), the one left set,
+    // and the capture's: the first that names a cause decides.
+    const cudaError_t errors[] = {cudaError_t(status), sticky, end};
+    auto seen = [&](cudaError_t e) { return std::find(std::begin(errors), std::end(errors), e) != std::end(errors); };
+    if (seen(cudaErrorStreamCaptureImplicit))
       reject("legacy_stream", "the launch put work on the legacy (default) stream, not on the stream it was given");
-    if (failure == cudaErrorStreamCaptureUnsupported || failure == cudaErrorStreamCaptureInvalidated)
-      reject("host_sync", std::string("the launch made a call that cannot be part of a stream's work (") +
-                              cudaGetErrorString(failure) + "): a synchronization or an allocation");
-    if (failure != cudaSuccess) reject("launch_error", std::string("the launch failed: ") + cudaGetErrorString(failure));
+    if (seen(cudaErrorStreamCaptureUnsupported))
+      reject("host_sync", "the launch made a call that cannot be part of a stream's work (a synchronization or an "
+                          "allocation)");
+    if (seen(cudaErrorStreamCaptureInvalidated) || seen(cudaErrorStreamCaptureUnjoined) ||
+        seen(cudaErrorStreamCaptureIsolation))
+      reject("other_stream", "the launch tied the given stream's work to work outside it (capture: " +
+                                 std::string(cudaGetErrorString(end != cudaSuccess ? end : sticky)) + ")");
+    if (end != cudaSuccess || sticky != cudaSuccess)
+      reject("launch_error", std::string("the launch failed: ") + cudaGetErrorString(end != cudaSuccess ? end : sticky));
     if (status != 0) reject("launch_error", "rlgemm_launch returned " + std::to_string(status));
     size_t nodes = 0;
     RLGEMM_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));

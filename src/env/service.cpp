@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <thread>
 
 #include "compile/sha256.h"
 #include "rlgemm/design.h"
@@ -113,8 +112,9 @@ json Service::evaluate(const json& body) {
       record["rejection"] = rejection_json(*build.rejection);
       return finish(request, std::move(record), std::nullopt);
     }
-    shared_object = scratch_ / (record["submission_sha256"].get<std::string>() + "-" +
-                                std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())) + ".so");
+    // A name of its own for every evaluation: the worker's dynamic loader must never take it for one it saw.
+    shared_object = scratch_ / (record["submission_sha256"].get<std::string>().substr(0, 16) + "-" +
+                                std::to_string(next_file_++) + ".so");
     {
       std::ofstream out(shared_object, std::ios::binary);
       out.write(build.shared_object.data(), std::streamsize(build.shared_object.size()));

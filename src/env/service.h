@@ -8,6 +8,7 @@
 // {"error": "...", "reason": "...", "record": {...}} with the record of the rejection (compile log included).
 #pragma once
 
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -66,6 +67,7 @@ class Service {
   std::optional<GpuIdentity> gpu_;
   std::optional<int64_t> gpu_id_;
   std::filesystem::path scratch_;  // shared objects handed to the workers
+  std::atomic<uint64_t> next_file_{0};
 };
 
 }  // namespace rlgemm::env

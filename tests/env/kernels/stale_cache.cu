@@ -1,36 +1,42 @@
 // expect: rejected stale_output
-// Computes C the first time it sees an A and keeps a copy; later calls with the same A copy the kept C back,
-// whatever A and B now hold.
-__device__ const void* seen_a[4];
-__device__ half kept[4][1 << 20];
+// Caches outputs on the device: the first call with a given A computes C and keeps a copy; a later call with the
+// same A copies the kept C back, whatever A and B now hold.
+constexpr int kSlots = 4;
+constexpr int64_t kKept = 1 << 20;
+__device__ const void* seen_a[kSlots];
+__device__ int copy_slot;  // the slot to copy from, or -(slot + 1) to compute into
+__device__ half kept[kSlots][kKept];
 
-extern "C" __global__ void gemm_or_copy(const half* a, const half* b, half* c, int64_t m, int64_t n, int64_t k, int tn,
-                                        int slot, int copy) {
+extern "C" __global__ void look_up(const void* a) {
+  int free_slot = -1;
+  for (int s = 0; s < kSlots; ++s) {
+    if (seen_a[s] == a) { copy_slot = s; return; }
+    if (!seen_a[s] && free_slot < 0) free_slot = s;
+  }
+  if (free_slot < 0) free_slot = 0;
+  seen_a[free_slot] = a;
+  copy_slot = -(free_slot + 1);
+}
+
+extern "C" __global__ void gemm_or_copy(const half* a, const half* b, half* c, int64_t m, int64_t n, int64_t k, int tn) {
   const int64_t i = int64_t(blockIdx.y) * blockDim.y + threadIdx.y, j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= m || j >= n) return;
-  const bool cache = m * n <= (1 << 20);
-  if (copy && cache) {
+  const bool fits = m * n <= kKept;
+  const int slot = copy_slot;
+  if (slot >= 0 && fits) {
     c[i * n + j] = kept[slot][i * n + j];
     return;
   }
   float acc = 0.f;
   for (int64_t p = 0; p < k; ++p) acc += __half2float(a[i * k + p]) * __half2float(tn ? b[j * k + p] : b[p * n + j]);
   c[i * n + j] = __float2half(acc);
-  if (cache) kept[slot][i * n + j] = c[i * n + j];
+  if (fits && slot < 0) kept[-slot - 1][i * n + j] = c[i * n + j];
 }
 
-// The launch function itself remembers which A it has computed (host memory), picking the copy path after that.
-static const void* computed[4];
 extern "C" int rlgemm_launch(const rlgemm_problem* p, const void* a, const void* b, void* c, void*, size_t,
                              cudaStream_t stream) {
-  int slot = 0, copy = 0;
-  for (; slot < 4; ++slot) {
-    if (computed[slot] == a) { copy = 1; break; }
-    if (!computed[slot]) { computed[slot] = a; break; }
-  }
-  if (slot == 4) slot = 0;
+  look_up<<<1, 1, 0, stream>>>(a);
   const dim3 block(16, 16), grid(unsigned((p->n + 15) / 16), unsigned((p->m + 15) / 16));
-  gemm_or_copy<<<grid, block, 0, stream>>>((const half*)a, (const half*)b, (half*)c, p->m, p->n, p->k, p->layout == 0,
-                                           slot, copy);
+  gemm_or_copy<<<grid, block, 0, stream>>>((const half*)a, (const half*)b, (half*)c, p->m, p->n, p->k, p->layout == 0);
   return int(cudaGetLastError());
 }
