@@ -286,11 +286,7 @@ void install_env_backend() {
   search::register_backend("env", [](const search::BackendOptions& o) -> search::MeasurerPtr {
     return std::make_unique<EnvBackend>(o);
   });
-  search::register_backend_device_counter("env", [] {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    return n;
-  });
+  search::register_backend_device_counter("env", measure::gpu_count);
 }
 
 }  // namespace rlgemm::env
