@@ -10,6 +10,7 @@
 
 #include "bench/correctness.h"
 #include "bench/device_data.h"
+#include "bench/fill.h"
 #include "bench/implementation.h"
 #include "bench/timing.h"
 #include "env/contract.h"
@@ -32,6 +33,11 @@ RlgemmProblem contract_problem(const Problem& p) {
   return {p.shape.m, p.shape.n, p.shape.k, p.layout == Layout::kTN ? 0 : 1};
 }
 
+// A call on freshly written inputs may take this much longer than a back-to-back call before the kernel counts
+// as timing-dependent (env/evaluator.h, step 3).
+constexpr double kFreshInputFactor = 2.0;
+constexpr double kFreshInputMarginUs = 30.0;
+
 // Thrown where the submission, not the harness, is at fault.
 struct Rejected {
   Rejection rejection;
@@ -40,7 +46,8 @@ struct Rejected {
 // A source submission's shared object as an implementation of the harness.
 class SubmissionImplementation : public bench::Implementation {
  public:
-  explicit SubmissionImplementation(const std::string& path) {
+  // `name` must be new to the gate: it remembers by name which implementations passed its long-K probe.
+  SubmissionImplementation(const std::string& path, std::string name) : name_(std::move(name)) {
     handle_ = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle_) throw Rejected{{"launch_error", std::string("the shared object does not load: ") + ::dlerror()}};
     launch_ = reinterpret_cast<LaunchFn>(::dlsym(handle_, kLaunchSymbol));
@@ -54,7 +61,7 @@ class SubmissionImplementation : public bench::Implementation {
     if (cudaDeviceSynchronize() == cudaSuccess) ::dlclose(handle_);
   }
 
-  std::string name() const override { return "submission"; }
+  std::string name() const override { return name_; }
   bool runtime_shape() const override { return true; }
 
   void prepare(const Problem& problem, const bench::Operands&, cudaStream_t stream) override {
@@ -146,6 +153,7 @@ class SubmissionImplementation : public bench::Implementation {
     return exec;
   }
 
+  std::string name_;
   void* handle_ = nullptr;
   LaunchFn launch_ = nullptr;
   WorkspaceFn workspace_fn_ = nullptr;
@@ -186,7 +194,8 @@ class EnvBackend : public measure::GpuMeasurer {
         if (!design->supports(problem)) throw Rejected{{"invalid_design", design->unsupported_reason(problem)}};
         impl = std::move(design);
       } else {
-        impl = std::make_unique<SubmissionImplementation>(request.at("shared_object").get<std::string>());
+        impl = std::make_unique<SubmissionImplementation>(request.at("shared_object").get<std::string>(),
+                                                          "submission " + std::to_string(++submissions_));
       }
       run_checks(*impl, problem, record);
     } catch (const Rejected& r) {
@@ -223,6 +232,28 @@ class EnvBackend : public measure::GpuMeasurer {
     options.seed = seed_;
     const auto times = bench::time_side_by_side(bench::Mode::kOffline, subjects, [](cudaStream_t) {}, stream_, options);
     sync_or_exit("timed");
+
+    // The same calls with A and B rewritten with new values before each (untimed; one call between device
+    // synchronizations, host clock): a kernel that serves a kept result for inputs it has already seen pays the
+    // whole product here, far more than in the back-to-back timing above. The fastest of these calls is
+    // compared, so that one slow call of an honest kernel does not count; the margin covers the host clock's
+    // launch and synchronization overhead.
+    bench::TimingOptions fresh_options;
+    fresh_options.samples = 7;
+    fresh_options.seed = seed_;
+    uint64_t fresh_seed = seed_ * 0x9e3779b97f4a7c15ull;
+    const auto refresh = [&](cudaStream_t s) {
+      bench::fill_random(const_cast<half*>(x.a), size_t(problem.a_elems()), bench::Fill::kNormal, ++fresh_seed, s);
+      bench::fill_random(const_cast<half*>(x.b), size_t(problem.b_elems()), bench::Fill::kNormal, ++fresh_seed, s);
+    };
+    const bench::Timing fresh =
+        bench::time_side_by_side(bench::Mode::kCudal2, {subjects[0]}, refresh, stream_, fresh_options)[0];
+    sync_or_exit("timed on fresh inputs");
+    record["fresh_input_us"] = fresh.min_us;
+    if (fresh.min_us > kFreshInputFactor * times[0].time_us + kFreshInputMarginUs)
+      throw Rejected{{"timing_dependent", "the fastest call on freshly written inputs took " + std::to_string(fresh.min_us) +
+                                              " us, the back-to-back calls " + std::to_string(times[0].time_us) +
+                                              " us each: the kernel is fast only on inputs it has seen"}};
 
     // New values in the same buffers: an output kept from an earlier call no longer matches.
     gate_.load(problem, seed_ += 16, stream_);
@@ -277,6 +308,7 @@ class EnvBackend : public measure::GpuMeasurer {
   cudaStream_t stream_ = nullptr;
   bench::Gate gate_;
   uint64_t seed_;
+  uint64_t submissions_ = 0;
   std::map<std::string, std::vector<bench::ImplementationPtr>> vendors_;
 };
 

@@ -11,7 +11,9 @@
 //      the workspace, standard-normal and uniform-positive inputs (fp16 or bf16 accumulation fails the
 //      latter), the long-K probe, every element against an fp64 reference.
 //   3. timed side by side with the vendor calls (cuBLAS, cuBLASLt heuristic and every-candidate lt_auto) by
-//      the harness's offline method, the time `rlgemm bench` reports.
+//      the harness's offline method, the time `rlgemm bench` reports; then timed again with A and B rewritten
+//      with new values before every call: a kernel much slower there (2x, plus 30 us for the host clock) is fast
+//      only on inputs it has seen, and rejected as timing-dependent.
 //   4. new inputs written into the same buffers, C poisoned, the call repeated back to back and checked again:
 //      an output cached from an earlier call, or a kernel that changes its behaviour after many calls, fails.
 // A fault poisons the CUDA context: the worker ends (exit code 70) and the service records the rejection.

@@ -8,6 +8,11 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <thread>
+
 #include "support/cli.h"
 
 namespace rlgemm::testing {
@@ -44,5 +49,40 @@ inline KernelCase kernel_case(const std::string& name) {
     if (c.name == name) return c;
   throw std::runtime_error("no kernel case " + name);
 }
+
+// The stub: answers POST /v1/chat/completions with the next recorded answer, keeping the requests it got.
+class StubEndpoint {
+ public:
+  explicit StubEndpoint(std::vector<std::string> answers, int status = 200) : answers_(std::move(answers)) {
+    server_.Post("/v1/chat/completions", [this, status](const httplib::Request& req, httplib::Response& res) {
+      requests.push_back(nlohmann::json::parse(req.body));
+      authorization.push_back(req.get_header_value("Authorization"));
+      if (status != 200) {
+        res.status = status;
+        res.set_content("{\"error\": \"overloaded\"}", "application/nlohmann::json");
+        return;
+      }
+      const std::string content = answers_[next_++ % answers_.size()];
+      res.set_content(nlohmann::json{{"id", "x"}, {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", content}}}}}}}.dump(),
+                      "application/nlohmann::json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~StubEndpoint() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::vector<nlohmann::json> requests;
+  std::vector<std::string> authorization;
+
+ private:
+  std::vector<std::string> answers_;
+  size_t next_ = 0;
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
 
 }  // namespace rlgemm::testing

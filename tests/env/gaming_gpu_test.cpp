@@ -7,6 +7,7 @@
 
 #include "env/service.h"
 #include "env_test_util.h"
+#include "store/store.h"
 #include "support/gpu.h"
 
 namespace rlgemm::env {
@@ -67,6 +68,40 @@ TEST_F(EnvGpu, RlgemmDesignsAreAcceptedAndMayBeEvaluatedAgain) {
     EXPECT_EQ(record["verdict"], "accepted") << record.dump(2);
   }
   EXPECT_EQ(service->recent(100).size(), 6u);
+}
+
+}  // namespace
+}  // namespace rlgemm::env
+
+namespace rlgemm::env {
+namespace {
+
+// `rlgemm propose --llm` against a stub endpoint with recorded answers: each is evaluated, an accepted design is
+// kept as a measurement, the best is named.
+TEST(EnvGpuPropose, EvaluatesEveryAnswerAndKeepsTheBestInTheDatabase) {
+  RLGEMM_REQUIRE_GPU();
+  testing::StubEndpoint stub({"Try sm80/128x128x32/w64x64/s4/swz/raster_m.g8/splitk1/epi_reg here.",
+                              "```cuda\n" + testing::kernel_case("honest_tiled").source + "```",
+                              "I would rather not.",
+                              "```cuda\n" + testing::kernel_case("host_sync").source + "```"});
+  const auto db = std::filesystem::temp_directory_path() / ("rlgemm-env-propose-" + std::to_string(::getpid()) + ".db");
+  std::filesystem::remove(db);
+  const auto run = testing::run_rlgemm("propose --llm " + stub.url() + " --model recorded --shape 512,512,512 --rounds 4 --db " +
+                                       db.string());
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_NE(run.output.find("round 1: sm80/128x128x32"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("round 3: the answer holds no design"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("rejected (host_sync)"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("best: "), std::string::npos) << run.output;
+  ASSERT_EQ(stub.requests.size(), 4u);
+  EXPECT_NE(stub.requests[0]["messages"][1]["content"].get<std::string>().find("512,512,512"), std::string::npos);
+  Store store(db);
+  EXPECT_EQ(store.evaluations(10).size(), 3u);
+  const auto best = store.best_designs();
+  ASSERT_EQ(best.size(), 1u);
+  EXPECT_EQ(best[0].design, "sm80/128x128x32/w64x64/s4/swz/raster_m.g8/splitk1/epi_reg");
+  // The second request's prompt names the design measured in the first.
+  EXPECT_NE(stub.requests[1]["messages"][1]["content"].get<std::string>().find("sm80/128x128x32"), std::string::npos);
 }
 
 }  // namespace

@@ -8,47 +8,14 @@
 #include "env/llm.h"
 #include "rlgemm/design.h"
 #include "rlgemm/error.h"
+#include "env_test_util.h"
 #include "support/cli.h"
 
 namespace rlgemm::env {
 namespace {
 
 using nlohmann::json;
-
-// The stub: answers POST /v1/chat/completions with the next recorded answer, keeping the requests it got.
-class StubEndpoint {
- public:
-  explicit StubEndpoint(std::vector<std::string> answers, int status = 200) : answers_(std::move(answers)) {
-    server_.Post("/v1/chat/completions", [this, status](const httplib::Request& req, httplib::Response& res) {
-      requests.push_back(json::parse(req.body));
-      authorization.push_back(req.get_header_value("Authorization"));
-      if (status != 200) {
-        res.status = status;
-        res.set_content("{\"error\": \"overloaded\"}", "application/json");
-        return;
-      }
-      const std::string content = answers_[next_++ % answers_.size()];
-      res.set_content(json{{"id", "x"}, {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", content}}}}}}}.dump(),
-                      "application/json");
-    });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-  }
-  ~StubEndpoint() {
-    server_.stop();
-    thread_.join();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  std::vector<json> requests;
-  std::vector<std::string> authorization;
-
- private:
-  std::vector<std::string> answers_;
-  size_t next_ = 0;
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
-};
+using testing::StubEndpoint;
 
 const char* kDesignAnswer = "For this shape I would use\n\n`sm80/128x128x32/w64x64/s4/swz/raster_m.g8/splitk1/epi_reg`\n\nbecause...";
 const char* kSourceAnswer =
