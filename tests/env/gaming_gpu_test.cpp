@@ -39,7 +39,9 @@ TEST_F(EnvGpu, EveryKernelCaseGetsItsVerdict) {
     const json& record = answer.at("record");
     EXPECT_EQ(record["verdict"], c.expect) << c.name << ": " << record.dump(2);
     if (c.expect == "rejected") {
-      EXPECT_EQ(record["rejection"]["reason"], c.reason) << c.name << ": " << record.dump(2);
+      // "a|b": either reason is right (the CUDA runtime may refuse the launch, or let it run outside the graph).
+      const std::string reason = record["rejection"].is_object() ? record["rejection"].value("reason", "") : "";
+      EXPECT_NE(("|" + c.reason + "|").find("|" + reason + "|"), std::string::npos) << c.name << ": " << record.dump(2);
     } else {
       EXPECT_TRUE(record["correct"].get<bool>()) << c.name;
       EXPECT_GT(record["time_us"].get<double>(), 0) << c.name;

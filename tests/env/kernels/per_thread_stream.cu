@@ -1,4 +1,4 @@
-// expect: rejected no_work
+// expect: rejected no_work|legacy_stream
 // Launches on the per-thread default stream, which the timing on the given stream does not wait for.
 
 extern "C" __global__ void gemm(const half* a, const half* b, half* c, int64_t m, int64_t n, int64_t k, int tn) {
