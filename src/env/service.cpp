@@ -105,6 +105,12 @@ json Service::evaluate(const json& body) {
                {"layout", std::string(to_string(request.problem.layout))}};
   std::filesystem::path shared_object;
   if (source) {
+    // The text's own checks first: a submission they reject needs no compiler and no GPU to learn the arch.
+    if (auto why = check_source(request.text)) {
+      record["compile"] = {{"ok", false}, {"log", ""}, {"seconds", 0.0}};
+      record["rejection"] = rejection_json(*why);
+      return finish(request, std::move(record), std::nullopt);
+    }
     const Build build = build_source(request.text, arch(), options_.build);
     const bool compiled = !build.shared_object.empty();
     record["compile"] = {{"ok", compiled}, {"log", build.log}, {"seconds", build.seconds}};

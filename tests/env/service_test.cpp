@@ -119,6 +119,17 @@ TEST(EnvService, BadInputGetsJsonErrorsAndNoGpuTime) {
   EXPECT_EQ(starts, 0) << "bad input must not start a GPU worker";
 }
 
+TEST(EnvService, TextChecksNeedNoWorkerEvenToLearnTheArchitecture) {
+  const auto db = temp_db("no-arch");
+  int starts = 0;
+  ServiceOptions options = cpu_only(db, &starts);
+  options.arch = "";  // taken from the GPU, once a worker has started
+  Service service(options);
+  const json answer = service.evaluate({{"source", "extern \"C\" __global__ void k() {}\n"}, {"shape", "64,64,64"}});
+  EXPECT_EQ(answer["reason"], "no_launch_function");
+  EXPECT_EQ(starts, 0);
+}
+
 TEST(EnvService, GamingVisibleInTheImportsIsAVerdictNotAnError) {
   const auto db = temp_db("static-gaming");
   int starts = 0;
