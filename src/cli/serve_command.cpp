@@ -1,5 +1,7 @@
 // `rlgemm serve [--host H] [--port P] [--db FILE] [--gpus all]`: the evaluation service (env/service.h) over
 // HTTP (env/http.h), for trainers of kernel-writing models: POST a kernel, get its checked and timed record.
+#include <pthread.h>
+
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -22,8 +24,6 @@ struct ServeArgs {
   int threads = 16;
 };
 
-env::HttpServer* g_server = nullptr;
-
 CommandRegistration registration("serve", [](CLI::App& app) -> std::function<int()> {
   auto* cmd = app.add_subcommand("serve", "Serve kernel evaluations over HTTP: a checked, timed reward for a submitted kernel");
   auto a = std::make_shared<ServeArgs>();
@@ -43,17 +43,26 @@ CommandRegistration registration("serve", [](CLI::App& app) -> std::function<int
     options.arch = a->arch;
     options.start_workers = env::gpu_workers(a->gpus, self_exe(), a->timeout_s);
     env::Service service(options);
-    service.gpu();
     env::HttpServer server(service, {a->host, a->port, env::kMaxSourceBytes + 64 * 1024, a->threads});
     const int port = server.bind();
     std::printf("rlgemm serve: listening on http://%s:%d (POST /v1/evaluate), records in %s\n", a->host.c_str(), port,
                 a->db.c_str());
     std::fflush(stdout);
-    g_server = &server;
-    std::signal(SIGINT, [](int) { if (g_server) g_server->stop(); });
-    std::signal(SIGTERM, [](int) { if (g_server) g_server->stop(); });
+    // SIGINT and SIGTERM end the service cleanly: a thread waits for them (the others, and the processes
+    // started from them, keep them blocked) and stops the server, whose run() then returns.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    std::thread waiter([&] {
+      int signal = 0;
+      sigwait(&stop_signals, &signal);
+      server.stop();
+    });
     server.run();
-    g_server = nullptr;
+    pthread_kill(waiter.native_handle(), SIGTERM);  // run() may also end by itself (the socket failed)
+    waiter.join();
     return 0;
   };
 });
