@@ -217,7 +217,14 @@ class EnvBackend : public measure::GpuMeasurer {
  private:
   void run_checks(bench::Implementation& impl, const Problem& problem, nlohmann::json& record) {
     gate_.load(problem, seed_ += 16, stream_);
-    impl.prepare(problem, gate_.operands(), stream_);
+    try {
+      impl.prepare(problem, gate_.operands(), stream_);
+    } catch (const Error& e) {
+      // The workspace it asks for does not fit beside the problem: the submission's failure, not the service's.
+      if (e.kind() != ErrorKind::kOutOfMemory) throw;
+      (void)cudaGetLastError();
+      throw Rejected{{"allocation", std::string("its workspace does not fit in device memory: ") + e.what()}};
+    }
     const bench::CheckResult check = gate_.check(impl, stream_);
     sync_or_exit("checked");
     record["max_error"] = check.worst_ratio;
