@@ -67,8 +67,15 @@ int propose_llm(const ProposeArgs& a) {
                                std::to_string(gpu.cc_major * 10 + gpu.cc_minor) + ")";
   std::optional<nlohmann::json> best;
   for (int round = 0; round < a.rounds; ++round) {
-    const std::string answer = env::chat_completion(chat, env::propose_system_prompt(),
-                                                    env::propose_user_prompt(problem, gpu_name, prompt_designs(store, gpu_id, problem, 8)));
+    std::string answer;
+    try {
+      answer = env::chat_completion(chat, env::propose_system_prompt(),
+                                    env::propose_user_prompt(problem, gpu_name, prompt_designs(store, gpu_id, problem, 8)));
+    } catch (const Error& e) {
+      // One failed request (the endpoint busy, a timeout) costs its round, not the run.
+      std::printf("round %d: %s\n", round + 1, e.what());
+      continue;
+    }
     auto submission = env::submission_from_answer(answer);
     if (!submission) {
       std::printf("round %d: the answer holds no design and no source with rlgemm_launch\n", round + 1);
@@ -97,6 +104,13 @@ int propose_llm(const ProposeArgs& a) {
       m.reward = speedup;
       m.strategy = "llm";
       store.record(m);
+      // lt_auto, timed beside it, is the reference the database's speedups are taken against (where the tuner
+      // has not recorded one).
+      if (record.contains("vendor_us") && record["vendor_us"].contains("lt_auto") &&
+          !store.reference(gpu_id, problem, TimingMode::kOffline)) {
+        const double lt = record["vendor_us"]["lt_auto"].get<double>();
+        store.put_reference(gpu_id, problem, TimingMode::kOffline, {lt, lt, lt, 1});
+      }
     }
     if (!best || speedup > (*best)["speedup_vs_best_vendor"].get<double>()) best = record;
   }

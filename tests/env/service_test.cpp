@@ -4,6 +4,10 @@
 #include <httplib.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <thread>
 
 #include "env/http.h"
@@ -192,6 +196,51 @@ TEST(EnvService, EveryEvaluationIsRecordedAndARestartKeepsThem) {
   EXPECT_FALSE(rows[1].gpu_id);
   EXPECT_EQ(rows[1].verdict, "rejected");
   EXPECT_EQ(starts, 0);
+}
+
+}  // namespace
+}  // namespace rlgemm::env
+
+namespace rlgemm::env {
+namespace {
+
+// `rlgemm serve` as a user starts it: it prints where it listens, answers, and ends cleanly on SIGTERM with the
+// evaluation in its database.
+TEST(EnvServeCommand, ListensAnswersAndStopsOnSigterm) {
+  const auto db = temp_db("serve-command");
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    ::close(out[0]);
+    ::close(out[1]);
+    const std::string exe = testing::rlgemm_binary();
+    ::execl(exe.c_str(), exe.c_str(), "serve", "--port", "0", "--arch", "sm_90a", "--db", db.c_str(), nullptr);
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string line;
+  char ch;
+  while (::read(out[0], &ch, 1) == 1 && ch != '\n') line += ch;
+  const auto at = line.find("127.0.0.1:");
+  ASSERT_NE(at, std::string::npos) << line;
+  const int port = std::stoi(line.substr(at + 10));
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(std::chrono::seconds(300));
+  auto r = client.Post("/v1/evaluate", json{{"source", kernel_case("dlopen_cublas").source}, {"shape", "64,64,64"}}.dump(),
+                       "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body)["record"]["rejection"]["reason"], "forbidden_symbol") << r->body;
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ::close(out[0]);
+  Store store(db);
+  EXPECT_EQ(store.evaluations(5).size(), 1u);
 }
 
 }  // namespace
