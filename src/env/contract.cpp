@@ -27,12 +27,17 @@ const char* const kAllowedRuntime[] = {
     "cudaDeviceGetAttribute", "cudaGetDeviceProperties", "cudaOccupancyMaxActiveBlocksPerMultiprocessor",
     "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "cudaOccupancyMaxActiveClusters",
     "cudaOccupancyMaxPotentialClusterSize", "cudaMemsetAsync", "cudaMemset2DAsync", "cudaGetLastError",
-    "cudaPeekAtLastError", "cudaGetErrorString", "cudaGetErrorName", "cudaGetFuncBySymbol"};
+    "cudaPeekAtLastError", "cudaGetErrorString", "cudaGetErrorName", "cudaGetFuncBySymbol",
+    "cudaGetDeviceProperties_v2", "cudaGetDeviceCount", "cudaLaunchCooperativeKernel",
+    "cudaLaunchCooperativeKernel_ptsz", "cudaFuncGetName", "cudaDriverGetVersion", "cudaRuntimeGetVersion"};
 
 // What the C and C++ runtimes contribute to any compiled file (static initialisers, exceptions, guards).
+// Printing (a model's launch code may report what it chose) and host arithmetic are harmless too.
 const char* const kAllowedSystem[] = {"_Unwind_Resume", "__gxx_personality_v0", "__gmon_start__", "__stack_chk_fail",
                                       "memcpy", "memset", "memmove", "memcmp", "strlen", "abort", "__assert_fail",
-                                      "_Znwm", "_ZdlPv", "_ZdlPvm", "_Znam", "_ZdaPv", "__cxa_finalize"};
+                                      "_Znwm", "_ZdlPv", "_ZdlPvm", "_Znam", "_ZdaPv", "__cxa_finalize", "printf",
+                                      "fprintf", "puts", "putchar", "fputs", "fwrite", "fflush", "snprintf",
+                                      "sprintf", "vsnprintf", "stderr", "stdout"};
 
 // A symbol left to another library: nullopt when the contract allows it, else why not.
 std::optional<Rejection> classify_symbol(const std::string& name) {
@@ -40,6 +45,15 @@ std::optional<Rejection> classify_symbol(const std::string& name) {
     if (name == s) return std::nullopt;
   for (const char* s : kAllowedSystem)
     if (name == s) return std::nullopt;
+  static const std::regex math("^(sqrt|cbrt|ceil|floor|round|trunc|fmin|fmax|log|log2|log10|exp|exp2|pow|fabs|lround|"
+                                "llround|lrint|ldexp|frexp|modf|fmod)f?$");
+  if (std::regex_match(name, math)) return std::nullopt;
+  // Threads and files of libstdc++ would let the launch act outside the call (work started later, state kept
+  // between evaluations): not part of a launch.
+  if ((starts_with(name, "_ZNSt") || starts_with(name, "_ZSt") || starts_with(name, "_ZNKSt")) &&
+      (name.find("thread") != std::string::npos || name.find("fstream") != std::string::npos ||
+       name.find("filesystem") != std::string::npos || name.find("filebuf") != std::string::npos))
+    return Rejection{"forbidden_symbol", "the launch calls " + name + ": threads and files are outside the contract"};
   // The runtime's registration and launch-stub internals, the C++ ABI, libstdc++'s std:: functions.
   if (starts_with(name, "__cuda") || starts_with(name, "__cxa_") || starts_with(name, "_ITM_") ||
       starts_with(name, "_ZSt") || starts_with(name, "_ZNSt") || starts_with(name, "_ZNKSt"))

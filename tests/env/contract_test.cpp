@@ -119,7 +119,12 @@ TEST_P(StaticGaming, IsRejectedWithItsReason) {
 
 INSTANTIATE_TEST_SUITE_P(Kernels, StaticGaming,
                          ::testing::Values("other_stream", "host_sync", "per_call_alloc", "cublas_declared",
-                                           "dlopen_cublas"));
+                                           "dlopen_cublas", "background_thread"));
+
+TEST(EnvContract, QueryingTheDeviceAndPrintingAreWithinTheContract) {
+  const Build build = build_source(kernel_case("honest_queries_device").source, "sm_90a");
+  EXPECT_FALSE(build.rejection) << build.rejection->reason << ": " << build.rejection->detail << "\n" << build.log;
+}
 
 TEST(EnvContract, ImportsOfSomethingThatIsNotAnElfAreAnError) {
   EXPECT_THROW(dynamic_imports(std::vector<char>{'n', 'o', 't'}), Error);
