@@ -154,6 +154,7 @@ json Service::evaluate(const json& body) {
   } else {
     for (auto& [key, value] : result.items()) record[key] = value;
   }
+  record["gpu"] = gpu_->name;
   return finish(request, std::move(record), gpu_id_);
 }
 
