@@ -30,7 +30,7 @@ struct ProposeArgs {
   std::string db = "rlgemm-tune.db";
   std::string gpus = "1";
   std::string arch;
-  double timeout_s = 60;
+  double timeout_s = 300;
 };
 
 // The best designs of this GPU for the prompt: the shape's own first, then the others, fastest speedup first.
@@ -141,7 +141,7 @@ CommandRegistration registration("propose", [](CLI::App& app) -> std::function<i
       ->default_val("rlgemm-tune.db");
   cmd->add_option("--gpus", args->gpus, "--llm: GPUs evaluating the answers")->default_val("1");
   cmd->add_option("--arch", args->arch, "--llm: nvcc -arch for source answers (default: the GPU's)");
-  cmd->add_option("--timeout", args->timeout_s, "--llm: seconds one evaluation may take")->default_val(60);
+  cmd->add_option("--timeout", args->timeout_s, "--llm: seconds one evaluation may take")->default_val(300);
   return [args] {
     if (!args->llm.empty()) {
       if (!args->policy.empty()) fail("--policy and --llm are two ways to propose: give one");

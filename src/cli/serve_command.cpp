@@ -20,7 +20,7 @@ struct ServeArgs {
   std::string db = "rlgemm-tune.db";
   std::string gpus = "all";
   std::string arch;
-  double timeout_s = 60;
+  double timeout_s = 300;
   int threads = 16;
 };
 
@@ -33,8 +33,10 @@ CommandRegistration registration("serve", [](CLI::App& app) -> std::function<int
       ->default_val("rlgemm-tune.db");
   cmd->add_option("--gpus", a->gpus, "all, a count, or ordinals (0,2): one worker per GPU")->default_val("all");
   cmd->add_option("--arch", a->arch, "nvcc -arch for source submissions (default: the GPU's, sm_90a on Hopper)");
-  cmd->add_option("--timeout", a->timeout_s, "Seconds one evaluation may take on its GPU before it counts as a hang")
-      ->default_val(60)->check(CLI::PositiveNumber);
+  cmd->add_option("--timeout", a->timeout_s,
+                  "Seconds one evaluation may take in its worker before it counts as a hang (a design's first compile "
+                  "included; a kernel that hangs is caught sooner by the worker's watchdog, RLGEMM_WATCHDOG_S)")
+      ->default_val(300)->check(CLI::PositiveNumber);
   cmd->add_option("--threads", a->threads, "Requests served at once (compiles overlap; GPU work queues)")
       ->default_val(16)->check(CLI::Range(1, 1024));
   return [a] {

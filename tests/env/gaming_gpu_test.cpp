@@ -26,7 +26,7 @@ class EnvGpu : public ::testing::Test {
     std::filesystem::remove(db);
     ServiceOptions options;
     options.db = db;
-    options.start_workers = gpu_workers("1", testing::rlgemm_binary(), 60);
+    options.start_workers = gpu_workers("1", testing::rlgemm_binary(), 300);
     return std::make_unique<Service>(options);
   }
 };
