@@ -26,4 +26,7 @@ std::vector<RegisteredCommand>& registered_commands();
 // The command line as typed, recorded in result files.
 const std::string& command_line();
 
+// The path of this rlgemm executable, which serves `rlgemm worker` for the measuring workers.
+std::string self_exe();
+
 }  // namespace rlgemm::cli

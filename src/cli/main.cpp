@@ -1,6 +1,7 @@
 // rlgemm: writes, checks and tunes HGEMM kernels. One CLI; each subcommand is a file in this folder.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "cli/command.h"
@@ -8,6 +9,9 @@
 #include "rlgemm/error.h"
 #ifdef RLGEMM_HAVE_MEASURE
 #include "measure/gpu_measurer.h"
+#endif
+#ifdef RLGEMM_HAVE_ENV
+#include "env/evaluator.h"
 #endif
 
 namespace rlgemm::cli {
@@ -20,6 +24,13 @@ std::vector<RegisteredCommand>& registered_commands() {
 static std::string g_command_line;
 const std::string& command_line() { return g_command_line; }
 
+std::string self_exe() {
+  std::error_code ec;
+  const auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw Error(ErrorKind::kRuntime, "cannot locate the rlgemm executable for its workers: " + ec.message());
+  return path.string();
+}
+
 CommandRegistration::CommandRegistration(std::string name, CommandSetup setup) {
   registered_commands().push_back({std::move(name), std::move(setup)});
 }
@@ -30,6 +41,9 @@ int main(int argc, char** argv) {
   using namespace rlgemm;
 #ifdef RLGEMM_HAVE_MEASURE
   measure::install_gpu_backends();
+#endif
+#ifdef RLGEMM_HAVE_ENV
+  env::install_env_backend();
 #endif
   for (int i = 0; i < argc; ++i) cli::g_command_line += (i ? " " : "") + std::string(argv[i]);
   CLI::App app{"rlgemm: generates, checks and tunes half-precision GEMM kernels for NVIDIA GPUs"};

@@ -43,13 +43,6 @@ std::vector<Shape> shapes_from(const std::string& spec) {
   return resolve_shapes(spec);
 }
 
-std::string self_exe() {
-  std::error_code ec;
-  const auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) throw Error(ErrorKind::kRuntime, "cannot locate the rlgemm executable for its workers: " + ec.message());
-  return path.string();
-}
-
 struct CommonArgs {
   std::string shapes;
   std::string layout = "tn";

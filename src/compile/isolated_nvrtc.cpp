@@ -3,12 +3,17 @@
 #include <nvrtc.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 
 #include "generate/embedded_headers.h"
@@ -78,7 +83,55 @@ bool read_string(int fd, std::string& s) {
 
 // ---- the compiler process ----
 
-// Runs NVRTC and writes: u8 success, log, cubin.
+// Runs job.exec with its output as the log; returns whether it exited 0 and wrote job.output, whose bytes
+// land in `result`.
+bool run_program(const NvrtcJob& job, std::string& log, std::vector<char>& result) {
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) {
+    log = "could not create a pipe for the compiler";
+    return false;
+  }
+  const pid_t child = ::fork();
+  if (child < 0) {
+    log = "could not fork the compiler";
+    return false;
+  }
+  if (child == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::dup2(pipe_fds[1], 1);
+    ::dup2(pipe_fds[1], 2);
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    std::vector<char*> argv;
+    for (const auto& a : job.exec) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    std::fprintf(stderr, "could not run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(pipe_fds[1]);
+  char buffer[1 << 14];
+  while (true) {
+    const ssize_t n = ::read(pipe_fds[0], buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (log.size() < (size_t(1) << 20)) log.append(buffer, size_t(n));  // a runaway log is cut at 1 MiB
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    log += WIFSIGNALED(status) ? "\n" + job.exec[0] + " was killed by signal " + std::to_string(WTERMSIG(status))
+                               : "\n" + job.exec[0] + " exited with status " + std::to_string(WEXITSTATUS(status));
+    return false;
+  }
+  std::ifstream in(job.output, std::ios::binary);
+  result.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (result.empty()) log += "\n" + job.exec[0] + " wrote no " + job.output;
+  return !result.empty();
+}
+
+// Runs NVRTC (or job.exec) and writes: u8 success, log, cubin.
 [[noreturn]] void compiler_process(int out_fd, const NvrtcJob& job) {
   if (job.fault == CompilerFault::kCrash) {
     ::signal(SIGSEGV, SIG_DFL);
@@ -86,6 +139,20 @@ bool read_string(int fd, std::string& s) {
   }
   if (job.fault == CompilerFault::kHang)
     for (;;) ::pause();
+  if (job.memory_limit_bytes) {
+    const rlimit limit{job.memory_limit_bytes, job.memory_limit_bytes};
+    ::setrlimit(RLIMIT_AS, &limit);
+  }
+  if (!job.exec.empty()) {
+    std::string log, reply;
+    std::vector<char> result;
+    const bool ok = run_program(job, log, result);
+    reply.push_back(char(ok));
+    put_string(reply, log);
+    put_bytes(reply, result.data(), result.size());
+    write_all(out_fd, reply.data(), reply.size());
+    ::_exit(0);
+  }
   std::vector<const char*> names, texts;
   for (const auto& h : embedded_headers()) names.push_back(h.name), texts.push_back(h.text);
   std::vector<const char*> options;
@@ -127,14 +194,20 @@ bool read_string(int fd, std::string& s) {
 [[noreturn]] void worker(int fd) {
   ::signal(SIGCHLD, SIG_DFL);  // the zygote ignores it; the worker needs waitpid
   NvrtcJob job;
-  uint64_t fields = 0, fault = 0, timeout_s = 0;
+  uint64_t fields = 0, fault = 0, timeout_s = 0, exec_fields = 0;
   if (!read_u64(fd, fields) || fields < 2 || fields > 4096 || !read_u64(fd, fault) || !read_u64(fd, timeout_s) ||
-      !read_string(fd, job.name) || !read_string(fd, job.source))
+      !read_u64(fd, job.memory_limit_bytes) || !read_u64(fd, exec_fields) || exec_fields > 4096 ||
+      !read_string(fd, job.output) || !read_string(fd, job.name) || !read_string(fd, job.source))
     ::_exit(1);
   for (uint64_t i = 2; i < fields; ++i) {
     std::string option;
     if (!read_string(fd, option)) ::_exit(1);
     job.options.push_back(std::move(option));
+  }
+  for (uint64_t i = 0; i < exec_fields; ++i) {
+    std::string arg;
+    if (!read_string(fd, arg)) ::_exit(1);
+    job.exec.push_back(std::move(arg));
   }
   job.fault = CompilerFault(fault);
   int pipe_fds[2];
@@ -144,6 +217,7 @@ bool read_string(int fd, std::string& s) {
   if (compiler == 0) {
     ::close(pipe_fds[0]);
     ::close(fd);
+    ::setpgid(0, 0);  // the caller's timeout kills the group: an exec'd compiler's own children too
     ::alarm(unsigned(timeout_s) + 30);  // even if the caller is gone, a runaway compile ends
     compiler_process(pipe_fds[1], job);
   }
@@ -324,9 +398,13 @@ NvrtcOutcome compile_isolated(const NvrtcJob& job, std::chrono::milliseconds tim
   put_u64(request, 2 + job.options.size());
   put_u64(request, uint64_t(job.fault));
   put_u64(request, uint64_t(std::chrono::duration_cast<std::chrono::seconds>(timeout).count()));
+  put_u64(request, job.memory_limit_bytes);
+  put_u64(request, job.exec.size());
+  put_string(request, job.output);
   put_string(request, job.name);
   put_string(request, job.source);
   for (const auto& o : job.options) put_string(request, o);
+  for (const auto& a : job.exec) put_string(request, a);
   if (!write_all(fd, request.data(), request.size())) {
     out.detail = "the compiler worker did not accept the job";
     return out;
@@ -335,7 +413,7 @@ NvrtcOutcome compile_isolated(const NvrtcJob& job, std::chrono::milliseconds tim
   int32_t compiler_pid = -1;
   auto fail_read = [&](ReadResult r, const char* what) {
     if (r == ReadResult::kTimeout) {
-      if (compiler_pid > 0) ::kill(compiler_pid, SIGKILL);
+      if (compiler_pid > 0) ::kill(-compiler_pid, SIGKILL), ::kill(compiler_pid, SIGKILL);
       out.status = NvrtcOutcome::Status::kTimedOut;
       out.detail = "compilation exceeded the " + std::to_string(timeout.count()) + " ms limit and was killed";
     } else {
@@ -374,7 +452,7 @@ NvrtcOutcome compile_isolated(const NvrtcJob& job, std::chrono::milliseconds tim
   }
   out.cubin.assign(payload.data() + pos, payload.data() + pos + cubin_size);
   out.status = payload[0] ? NvrtcOutcome::Status::kOk : NvrtcOutcome::Status::kCompileError;
-  if (!out.ok()) out.detail = "NVRTC rejected the program";
+  if (!out.ok()) out.detail = job.exec.empty() ? "NVRTC rejected the program" : job.exec[0] + " rejected the program";
   return out;
 }
 

@@ -22,6 +22,14 @@ struct NvrtcJob {
   std::string source;
   std::vector<std::string> options;
   CompilerFault fault = CompilerFault::kNone;
+  // Instead of NVRTC, run this program (argv[0] a path) in the compiler process, in a process group of its own
+  // that a timeout kills whole; its stdout and stderr become the log, and the file `output` it writes becomes
+  // the result's bytes (NvrtcOutcome::cubin). `source` is then unused. For nvcc, which host code needs.
+  std::vector<std::string> exec;
+  std::string output;
+  // Address-space limit of the compiler process (and what it runs), in bytes; 0: none. A compile that needs
+  // more fails with the compiler's own out-of-memory message (or a crash) instead of taking the machine's memory.
+  uint64_t memory_limit_bytes = 0;
 };
 
 struct NvrtcOutcome {
@@ -32,7 +40,7 @@ struct NvrtcOutcome {
   bool ok() const { return status == Status::kOk; }
 };
 
-// Compiles `job` with NVRTC in an isolated process, giving up (and killing it) after `timeout`. The kernel
+// Compiles `job` with NVRTC (or its exec program) in an isolated process, giving up (and killing it) after `timeout`. The kernel
 // headers embedded in the library are offered to the program by name. Never throws for compile failures.
 NvrtcOutcome compile_isolated(const NvrtcJob& job, std::chrono::milliseconds timeout);
 

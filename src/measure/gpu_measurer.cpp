@@ -151,15 +151,17 @@ std::vector<Measurement> GpuMeasurer::measure_batch(const std::vector<Design>& d
   return out;
 }
 
+int gpu_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+  return n;
+}
+
 void install_gpu_backends() {
   search::register_backend("gpu", [](const search::BackendOptions& o) -> search::MeasurerPtr {
     return std::make_unique<GpuMeasurer>(o);
   });
-  search::register_backend_device_counter("gpu", [] {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    return n;
-  });
+  search::register_backend_device_counter("gpu", gpu_count);
   install_sass_gpu_evaluator();
 }
 

@@ -52,5 +52,7 @@ class GpuMeasurer : public search::Measurer {
 // Registers "gpu" with the search's backend registry, and the SASS game's GPU evaluator. Called once at
 // start-up by the programs that measure on the GPU.
 void install_gpu_backends();
+// The CUDA devices this process sees (0 without a driver): the device counter of the GPU backends.
+int gpu_count();
 
 }  // namespace rlgemm::measure

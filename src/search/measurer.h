@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "rlgemm/design.h"
 #include "rlgemm/problem.h"
 #include "store/measurement.h"
@@ -46,6 +48,9 @@ class Measurer {
 
   // How many candidates measure_batch works on at once (the tuner sizes its batches with it).
   virtual int parallelism() const { return 1; }
+  // A request of the evaluation service (env/): a submission checked and timed, answered with its record.
+  // Backends that do not serve the service refuse with Error(kInvalidInput).
+  virtual nlohmann::json evaluate(const nlohmann::json& request);
 };
 
 using MeasurerPtr = std::unique_ptr<Measurer>;

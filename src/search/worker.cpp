@@ -128,6 +128,11 @@ int serve_worker(const BackendOptions& options, int in_fd, int out_fd) {
     try {
       const json request = json::parse(line);
       const std::string op = request.at("op").get<std::string>();
+      if (op == "evaluate") {
+        reply = {{"ok", true}, {"record", backend->evaluate(request)}};
+        if (!send(reply)) return 1;
+        continue;
+      }
       const Problem problem = problem_from_json(request);
       const TimingMode mode = parse_timing_mode(request.at("mode").get<std::string>());
       if (op == "reference") {
@@ -387,10 +392,50 @@ Measurement WorkerMeasurer::measure(const Design& design, const Problem& problem
   return measurement_from_json(reply.answer.at("measurement"));
 }
 
+json WorkerMeasurer::evaluate(const json& submission) {
+  json message = submission;
+  message["op"] = "evaluate";
+  const Reply reply = request(message, limits_.request_timeout_s);
+  switch (reply.kind) {
+    case Reply::Kind::kTimeout: return {{"worker", "timeout"}, {"why", reply.why}};
+    case Reply::Kind::kDied: return {{"worker", "died"}, {"why", reply.why}};
+    case Reply::Kind::kAnswer: break;
+  }
+  if (!reply.answer.value("ok", false))
+    throw Error(ErrorKind(reply.answer.value("kind", int(ErrorKind::kRuntime))),
+                reply.answer.value("error", std::string("the worker could not evaluate the submission")));
+  return reply.answer.at("record");
+}
+
 // ---- several workers ----
 
-PoolMeasurer::PoolMeasurer(std::vector<MeasurerPtr> members) : members_(std::move(members)) {
+PoolMeasurer::PoolMeasurer(std::vector<MeasurerPtr> members)
+    : members_(std::move(members)), busy_(members_.size(), false) {
   if (members_.empty()) fail("a measurer pool needs at least one member");
+}
+
+json PoolMeasurer::evaluate(const json& request) {
+  size_t member = 0;
+  {
+    std::unique_lock lock(idle_mutex_);
+    idle_changed_.wait(lock, [&] { return std::find(busy_.begin(), busy_.end(), false) != busy_.end(); });
+    member = size_t(std::find(busy_.begin(), busy_.end(), false) - busy_.begin());
+    busy_[member] = true;
+  }
+  struct Release {
+    PoolMeasurer& pool;
+    size_t member;
+    ~Release() {
+      {
+        std::lock_guard lock(pool.idle_mutex_);
+        pool.busy_[member] = false;
+      }
+      pool.idle_changed_.notify_one();
+    }
+  } release{*this, member};
+  json record = members_[member]->evaluate(request);
+  record["worker"] = member;  // which of the pool's GPUs
+  return record;
 }
 
 TimingStats PoolMeasurer::reference(const Problem& problem, TimingMode mode) {

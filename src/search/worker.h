@@ -11,6 +11,9 @@
 // (status crashed, with its signal) is restarted for the next candidate.
 #pragma once
 
+#include <condition_variable>
+#include <mutex>
+
 #include <sys/types.h>
 
 #include <functional>
@@ -60,6 +63,9 @@ class WorkerMeasurer : public Measurer {
   GpuIdentity gpu() override;
   TimingStats reference(const Problem& problem, TimingMode mode) override;
   Measurement measure(const Design& design, const Problem& problem, TimingMode mode) override;
+  // The worker's answer, or, when it hung or died on the request, {"worker": "timeout" | "died", "why": ...}.
+  nlohmann::json evaluate(const nlohmann::json& request) override;
+  void set_request_timeout(double seconds) { limits_.request_timeout_s = seconds; }
 
   int restarts() const { return restarts_; }
   pid_t pid() const { return pid_; }
@@ -98,10 +104,15 @@ class PoolMeasurer : public Measurer {
   std::vector<Measurement> measure_batch(const std::vector<Design>& designs, const Problem& problem,
                                          TimingMode mode) override;
   int parallelism() const override { return int(members_.size()); }
+  // Thread-safe: each call waits for an idle member (one request per GPU at a time) and runs on it.
+  nlohmann::json evaluate(const nlohmann::json& request) override;
   Measurer& member(size_t i) { return *members_[i]; }
 
  private:
   std::vector<MeasurerPtr> members_;
+  std::mutex idle_mutex_;
+  std::condition_variable idle_changed_;
+  std::vector<bool> busy_;
 };
 
 }  // namespace rlgemm::search

@@ -264,6 +264,25 @@ void migrate_to_v3(sqlite3* db) {
   exec(db, kBestDesignsV3);
 }
 
+// Version 4 adds the evaluation service's records (env/): one row per submission evaluated, whatever the verdict.
+constexpr const char* kSchemaV4 = R"sql(
+CREATE TABLE evaluations (
+  id INTEGER PRIMARY KEY,
+  gpu_id INTEGER REFERENCES gpus(id),
+  m INTEGER NOT NULL, n INTEGER NOT NULL, k INTEGER NOT NULL,
+  layout TEXT NOT NULL CHECK (layout IN ('nn', 'tn')),
+  kind TEXT NOT NULL CHECK (kind IN ('source', 'design')),
+  submission TEXT NOT NULL,
+  submission_sha256 TEXT NOT NULL,
+  verdict TEXT NOT NULL CHECK (verdict IN ('accepted', 'rejected')),
+  reason TEXT NOT NULL,
+  time_us REAL,
+  speedup REAL,
+  record TEXT NOT NULL,
+  created_at TEXT NOT NULL);
+CREATE INDEX evaluations_by_problem ON evaluations (m, n, k, layout, verdict);
+)sql";
+
 constexpr const char* kMeasurementColumns =
     "gpu_id, m, n, k, layout, dtype, design, mode, status, error, source_hash, compile_seconds, median_us, min_us, "
     "max_us, samples, reward, strategy, created_at";
@@ -355,6 +374,7 @@ void Store::migrate() {
     exec(db_, kSchemaV1);
     exec(db_, kSchemaV2);
     migrate_to_v3(db_);
+    exec(db_, kSchemaV4);
     Statement v(db_, "INSERT INTO schema_version (version) VALUES (?)");
     v.bind(1, kSchemaVersion).step();
     tx.commit();
@@ -376,6 +396,11 @@ void Store::migrate() {
     migrate_to_v3(db_);
     exec(db_, "UPDATE schema_version SET version = 3");
     version = 3;
+  }
+  if (version == 3) {
+    exec(db_, kSchemaV4);
+    exec(db_, "UPDATE schema_version SET version = 4");
+    version = 4;
   }
   if (version != kSchemaVersion)
     fail("tuning database " + path_.string() + " has schema version " + std::to_string(version) +
@@ -611,6 +636,49 @@ std::string Store::integrity_check() {
   std::string report;
   while (s.step()) report += (report.empty() ? "" : "\n") + s.text(0);
   return report;
+}
+
+}  // namespace rlgemm
+
+namespace rlgemm {
+
+int64_t Store::record_evaluation(const EvaluationRecord& r) {
+  WriteTransaction tx(db_);
+  Statement s(db_,
+              "INSERT INTO evaluations (gpu_id, m, n, k, layout, kind, submission, submission_sha256, verdict, reason, "
+              "time_us, speedup, record, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  if (r.gpu_id) s.bind(1, *r.gpu_id);
+  s.bind_problem(2, r.problem).bind(6, std::string_view(r.kind)).bind(7, std::string_view(r.submission));
+  s.bind(8, std::string_view(r.submission_sha256)).bind(9, std::string_view(r.verdict));
+  s.bind(10, std::string_view(r.reason));
+  if (r.time_us) s.bind(11, *r.time_us);
+  if (r.speedup) s.bind(12, *r.speedup);
+  s.bind(13, std::string_view(r.record)).bind(14, utc_now());
+  s.step();
+  const int64_t id = sqlite3_last_insert_rowid(db_);
+  tx.commit();
+  return id;
+}
+
+std::vector<EvaluationRecord> Store::evaluations(int64_t limit) {
+  Statement s(db_,
+              "SELECT id, gpu_id, m, n, k, layout, kind, submission, submission_sha256, verdict, reason, time_us, "
+              "speedup, record, created_at FROM evaluations ORDER BY id DESC LIMIT ?");
+  s.bind(1, limit);
+  std::vector<EvaluationRecord> out;
+  while (s.step()) {
+    EvaluationRecord r;
+    r.id = s.i64(0);
+    if (!s.is_null(1)) r.gpu_id = s.i64(1);
+    r.problem = s.problem(2);
+    r.kind = s.text(6), r.submission = s.text(7), r.submission_sha256 = s.text(8);
+    r.verdict = s.text(9), r.reason = s.text(10);
+    if (!s.is_null(11)) r.time_us = s.f64(11);
+    if (!s.is_null(12)) r.speedup = s.f64(12);
+    r.record = s.text(13), r.created_at = s.text(14);
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 }  // namespace rlgemm

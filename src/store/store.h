@@ -19,6 +19,10 @@
 //     and re-measured faster than the compiled one on this GPU and problem. source_key is the compile-cache
 //     key of the cubin it was derived from: a user loads it only while compiling the design still gives
 //     that key (the generator or NVRTC changed otherwise, and the rescheduled cubin is stale).
+//   evaluations(id, gpu_id, m, n, k, layout, kind, submission, submission_sha256, verdict, reason, time_us,
+//               speedup, record, created_at)                                            (since version 4)
+//     every submission the evaluation service (`rlgemm serve`) judged, with its JSON record; gpu_id is NULL
+//     for one rejected before reaching a GPU (a compile error).
 #pragma once
 
 #include <cstdint>
@@ -60,6 +64,22 @@ struct OptimizedCubin {
   std::string created_at;     // UTC, ISO 8601; filled by the store
 };
 
+// One evaluation of the service (see evaluations above).
+struct EvaluationRecord {
+  int64_t id = 0;                 // filled by the store
+  std::optional<int64_t> gpu_id;
+  Problem problem;
+  std::string kind;               // "source" | "design"
+  std::string submission;
+  std::string submission_sha256;
+  std::string verdict;            // "accepted" | "rejected"
+  std::string reason;             // the rejection's reason, "" when accepted
+  std::optional<double> time_us;
+  std::optional<double> speedup;  // over the best vendor call
+  std::string record;             // the JSON record as returned to the submitter
+  std::string created_at;         // UTC, ISO 8601; filled by the store
+};
+
 struct BestDesign {
   int64_t gpu_id = 0;
   std::string gpu_name;
@@ -74,7 +94,7 @@ struct BestDesign {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Opens or creates the database. Throws Error(kInvalidInput) when the file holds a schema this build does
   // not know (newer, or not an rlgemm database), Error(kRuntime) on I/O failures.
@@ -116,6 +136,11 @@ class Store {
   std::optional<OptimizedCubin> optimized_cubin(int64_t gpu_id, const Problem& problem, const std::string& design);
   // Every rescheduled cubin recorded for GPUs of this name (as the CUDA runtime reports it).
   std::vector<OptimizedCubin> optimized_cubins(const std::string& gpu_name);
+
+  // Appends an evaluation; returns its id.
+  int64_t record_evaluation(const EvaluationRecord& record);
+  // The latest `limit` evaluations, newest first.
+  std::vector<EvaluationRecord> evaluations(int64_t limit);
 
   // "ok" when SQLite's integrity check passes, its report otherwise.
   std::string integrity_check();

@@ -138,10 +138,10 @@ TEST_F(OptimizedCubinsTest, MigratesAVersionOneFileKeepingItsRows) {
     m.strategy = "rl";
     ASSERT_TRUE(store.record(m));
   }
-  // A version-1 file is this schema without the table.
+  // A version-1 file is this schema without the table (and without the evaluations of version 4).
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(file().c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE optimized_cubins; UPDATE schema_version SET version = 1", nullptr, nullptr,
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE optimized_cubins; DROP TABLE evaluations; UPDATE schema_version SET version = 1", nullptr, nullptr,
                          nullptr),
             SQLITE_OK);
   sqlite3_close(db);

@@ -1,0 +1,146 @@
+// The kernel contract's checks that need no GPU: request parsing, the source checks, nvcc in the isolated
+// compile service with its time and memory limits, and the shared object's imports, with the submissions of
+// tests/env/kernels that game the reward in ways visible before anything runs.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <set>
+
+#include "env/contract.h"
+#include "env_test_util.h"
+#include "rlgemm/error.h"
+
+namespace rlgemm::env {
+namespace {
+
+using nlohmann::json;
+using testing::kernel_case;
+
+std::string error_of(const json& request) {
+  try {
+    parse_request(request);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(EnvContract, ParsesTheShapeFormsAndTheLayout) {
+  EXPECT_EQ(parse_request({{"source", "x"}, {"shape", "128,256,64"}}).problem.shape, (Shape{128, 256, 64}));
+  EXPECT_EQ(parse_request({{"source", "x"}, {"shape", {128, 256, 64}}}).problem.shape, (Shape{128, 256, 64}));
+  const Request r = parse_request({{"design", "d"}, {"shape", {{"m", 8}, {"n", 16}, {"k", 32}}}, {"layout", "nn"}});
+  EXPECT_EQ(r.kind, Request::Kind::kDesign);
+  EXPECT_EQ(r.problem.shape, (Shape{8, 16, 32}));
+  EXPECT_EQ(r.problem.layout, Layout::kNN);
+}
+
+TEST(EnvContract, RejectsBadRequestsNamingTheRule) {
+  EXPECT_NE(error_of({{"shape", "1,1,1"}}).find("exactly one of"), std::string::npos);
+  EXPECT_NE(error_of({{"source", "x"}, {"design", "y"}, {"shape", "1,1,1"}}).find("exactly one of"), std::string::npos);
+  EXPECT_NE(error_of({{"source", 5}, {"shape", "1,1,1"}}).find("must be a string"), std::string::npos);
+  EXPECT_NE(error_of({{"source", "x"}}).find("needs \"shape\""), std::string::npos);
+  EXPECT_NE(error_of({{"source", "x"}, {"shape", {1, 2}}}).find("\"shape\" must be"), std::string::npos);
+  EXPECT_FALSE(error_of({{"source", "x"}, {"shape", "0,64,64"}}).empty());
+  EXPECT_FALSE(error_of({{"source", "x"}, {"shape", "64,64"}}).empty());
+  EXPECT_FALSE(error_of({{"source", "x"}, {"shape", "64,64,64"}, {"layout", "tt"}}).empty());
+  EXPECT_NE(error_of({{"source", std::string(kMaxSourceBytes + 1, ' ')}, {"shape", "64,64,64"}}).find("over the limit"),
+            std::string::npos);
+  EXPECT_NE(error_of(json::array()).find("JSON object"), std::string::npos);
+}
+
+TEST(EnvContract, SourceChecksNameWhatIsMissing) {
+  const std::string honest = kernel_case("honest_naive").source;
+  EXPECT_FALSE(check_source(honest));
+  auto no_launch = check_source("extern \"C\" __global__ void k() {}\n");
+  ASSERT_TRUE(no_launch);
+  EXPECT_EQ(no_launch->reason, "no_launch_function");
+  // A declaration is not a definition.
+  auto declared = check_source("extern \"C\" __global__ void k() {}\nextern \"C\" int rlgemm_launch(const rlgemm_problem*,"
+                               " const void*, const void*, void*, void*, size_t, cudaStream_t);\n");
+  ASSERT_TRUE(declared);
+  EXPECT_EQ(declared->reason, "no_launch_function");
+  auto no_kernel = check_source("extern \"C\" int rlgemm_launch(int x) { return 0; }\n");
+  ASSERT_TRUE(no_kernel);
+  EXPECT_NE(no_kernel->detail.find("__global__"), std::string::npos);
+  auto cublas = check_source("#include <cublas_v2.h>\n" + honest);
+  ASSERT_TRUE(cublas);
+  EXPECT_EQ(cublas->reason, "cublas");
+  auto big = check_source(honest + std::string(kMaxSourceBytes, '\n'));
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->reason, "too_large");
+}
+
+TEST(EnvContract, HonestSourceBuildsIntoASharedObjectThatPassesTheImportChecks) {
+  const Build build = build_source(kernel_case("honest_splitk_workspace").source, "sm_90a");
+  ASSERT_FALSE(build.rejection) << build.rejection->reason << ": " << build.rejection->detail << "\n" << build.log;
+  const DynamicImports imports = dynamic_imports(build.shared_object);
+  EXPECT_NE(std::find(imports.needed.begin(), imports.needed.end(), "libcudart.so.13"), imports.needed.end());
+  bool launches = false;
+  for (const auto& s : imports.undefined) launches |= s.rfind("__cudaLaunchKernel", 0) == 0 || s.rfind("cudaLaunchKernel", 0) == 0;
+  EXPECT_TRUE(launches) << "the launch stub's runtime call is among the imports";
+  EXPECT_GT(build.seconds, 0);
+}
+
+TEST(EnvContract, CompileErrorsCarryTheCompilerLogAgainstTheSubmissionsLines) {
+  const std::string source = kernel_case("honest_naive").source + "\nint broken = undeclared_name;\n";
+  const Build build = build_source(source, "sm_90a");
+  ASSERT_TRUE(build.rejection);
+  EXPECT_EQ(build.rejection->reason, "compile_error");
+  EXPECT_NE(build.log.find("undeclared_name"), std::string::npos) << build.log;
+  EXPECT_NE(build.log.find("submission.cu("), std::string::npos) << build.log;
+  EXPECT_EQ(build.log.find("rlgemm-env-"), std::string::npos) << "the temporary folder is not shown: " << build.log;
+}
+
+TEST(EnvContract, CompileTimeAndMemoryLimitsHold) {
+  const std::string source = kernel_case("honest_naive").source;
+  BuildLimits quick;
+  quick.timeout = std::chrono::milliseconds(50);
+  const Build slow = build_source(source, "sm_90a", quick);
+  ASSERT_TRUE(slow.rejection);
+  EXPECT_EQ(slow.rejection->reason, "compile_error");
+  EXPECT_NE(slow.rejection->detail.find("exceeded"), std::string::npos) << slow.rejection->detail;
+  EXPECT_LT(slow.seconds, 5.0);
+  BuildLimits small;
+  small.memory_bytes = uint64_t(64) << 20;
+  const Build starved = build_source(source, "sm_90a", small);
+  ASSERT_TRUE(starved.rejection);
+  EXPECT_EQ(starved.rejection->reason, "compile_error");
+}
+
+// Every submission of tests/env/kernels through nvcc and the import checks: those that game the reward in a way
+// the imports show are rejected with their reason before any GPU time, and every other one builds cleanly (so
+// that on the GPU each meets the check meant for it).
+TEST(EnvContract, EveryKernelCaseBuildsOrIsRejectedByItsImports) {
+  const std::set<std::string> static_reasons = {"cublas", "allocation", "host_sync", "other_stream", "forbidden_symbol"};
+  const auto cases = testing::kernel_cases();
+  ASSERT_GE(cases.size(), 20u);
+  std::vector<std::future<Build>> builds;
+  for (const auto& c : cases)
+    builds.push_back(std::async(std::launch::async, [&c] { return build_source(c.source, "sm_90a"); }));
+  int static_cases = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    const Build build = builds[i].get();
+    if (static_reasons.count(c.reason)) {
+      ++static_cases;
+      ASSERT_TRUE(build.rejection) << c.name << " passed the import checks";
+      EXPECT_EQ(build.rejection->reason, c.reason) << c.name << ": " << build.rejection->detail;
+      EXPECT_FALSE(build.rejection->detail.empty());
+    } else {
+      EXPECT_FALSE(build.rejection) << c.name << ": " << build.rejection->reason << ": " << build.rejection->detail
+                                    << "\n" << build.log;
+    }
+  }
+  EXPECT_GE(static_cases, 6);
+}
+
+TEST(EnvContract, ImportsOfSomethingThatIsNotAnElfAreAnError) {
+  EXPECT_THROW(dynamic_imports(std::vector<char>{'n', 'o', 't'}), Error);
+  std::vector<char> truncated = {0x7f, 'E', 'L', 'F', 2};
+  truncated.resize(80, 0);
+  EXPECT_THROW(dynamic_imports(truncated), Error);
+}
+
+}  // namespace
+}  // namespace rlgemm::env
