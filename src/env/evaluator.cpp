@@ -250,8 +250,10 @@ class EnvBackend : public measure::GpuMeasurer {
     fresh_options.seed = seed_;
     uint64_t fresh_seed = seed_ * 0x9e3779b97f4a7c15ull;
     const auto refresh = [&](cudaStream_t s) {
-      bench::fill_random(const_cast<half*>(x.a), size_t(problem.a_elems()), bench::Fill::kNormal, ++fresh_seed, s);
-      bench::fill_random(const_cast<half*>(x.b), size_t(problem.b_elems()), bench::Fill::kNormal, ++fresh_seed, s);
+      bench::fill_random(const_cast<half*>(x.a), size_t(problem.a_elems()), bench::Fill::kNormal, ++fresh_seed, s,
+                         problem.dtype);
+      bench::fill_random(const_cast<half*>(x.b), size_t(problem.b_elems()), bench::Fill::kNormal, ++fresh_seed, s,
+                         problem.dtype);
     };
     const bench::Timing fresh =
         bench::time_side_by_side(bench::Mode::kCudal2, {subjects[0]}, refresh, stream_, fresh_options)[0];
