@@ -271,6 +271,7 @@ CREATE TABLE evaluations (
   gpu_id INTEGER REFERENCES gpus(id),
   m INTEGER NOT NULL, n INTEGER NOT NULL, k INTEGER NOT NULL,
   layout TEXT NOT NULL CHECK (layout IN ('nn', 'tn')),
+  dtype TEXT NOT NULL DEFAULT 'fp16' CHECK (dtype IN ('fp16', 'bf16')),
   kind TEXT NOT NULL CHECK (kind IN ('source', 'design')),
   submission TEXT NOT NULL,
   submission_sha256 TEXT NOT NULL,
@@ -645,15 +646,15 @@ namespace rlgemm {
 int64_t Store::record_evaluation(const EvaluationRecord& r) {
   WriteTransaction tx(db_);
   Statement s(db_,
-              "INSERT INTO evaluations (gpu_id, m, n, k, layout, kind, submission, submission_sha256, verdict, reason, "
-              "time_us, speedup, record, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+              "INSERT INTO evaluations (gpu_id, m, n, k, layout, dtype, kind, submission, submission_sha256, verdict, "
+              "reason, time_us, speedup, record, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (r.gpu_id) s.bind(1, *r.gpu_id);
-  s.bind_problem(2, r.problem).bind(6, std::string_view(r.kind)).bind(7, std::string_view(r.submission));
-  s.bind(8, std::string_view(r.submission_sha256)).bind(9, std::string_view(r.verdict));
-  s.bind(10, std::string_view(r.reason));
-  if (r.time_us) s.bind(11, *r.time_us);
-  if (r.speedup) s.bind(12, *r.speedup);
-  s.bind(13, std::string_view(r.record)).bind(14, utc_now());
+  s.bind_problem(2, r.problem).bind(7, std::string_view(r.kind)).bind(8, std::string_view(r.submission));
+  s.bind(9, std::string_view(r.submission_sha256)).bind(10, std::string_view(r.verdict));
+  s.bind(11, std::string_view(r.reason));
+  if (r.time_us) s.bind(12, *r.time_us);
+  if (r.speedup) s.bind(13, *r.speedup);
+  s.bind(14, std::string_view(r.record)).bind(15, utc_now());
   s.step();
   const int64_t id = sqlite3_last_insert_rowid(db_);
   tx.commit();
@@ -662,8 +663,8 @@ int64_t Store::record_evaluation(const EvaluationRecord& r) {
 
 std::vector<EvaluationRecord> Store::evaluations(int64_t limit) {
   Statement s(db_,
-              "SELECT id, gpu_id, m, n, k, layout, kind, submission, submission_sha256, verdict, reason, time_us, "
-              "speedup, record, created_at FROM evaluations ORDER BY id DESC LIMIT ?");
+              "SELECT id, gpu_id, m, n, k, layout, dtype, kind, submission, submission_sha256, verdict, reason, "
+              "time_us, speedup, record, created_at FROM evaluations ORDER BY id DESC LIMIT ?");
   s.bind(1, limit);
   std::vector<EvaluationRecord> out;
   while (s.step()) {
@@ -671,11 +672,11 @@ std::vector<EvaluationRecord> Store::evaluations(int64_t limit) {
     r.id = s.i64(0);
     if (!s.is_null(1)) r.gpu_id = s.i64(1);
     r.problem = s.problem(2);
-    r.kind = s.text(6), r.submission = s.text(7), r.submission_sha256 = s.text(8);
-    r.verdict = s.text(9), r.reason = s.text(10);
-    if (!s.is_null(11)) r.time_us = s.f64(11);
-    if (!s.is_null(12)) r.speedup = s.f64(12);
-    r.record = s.text(13), r.created_at = s.text(14);
+    r.kind = s.text(7), r.submission = s.text(8), r.submission_sha256 = s.text(9);
+    r.verdict = s.text(10), r.reason = s.text(11);
+    if (!s.is_null(12)) r.time_us = s.f64(12);
+    if (!s.is_null(13)) r.speedup = s.f64(13);
+    r.record = s.text(14), r.created_at = s.text(15);
     out.push_back(std::move(r));
   }
   return out;
