@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -44,13 +45,27 @@ struct Case {
     b.resize(K * N);
     for (auto& x : a) x = __float2half(normal(rng));
     for (auto& x : b) x = __float2half(normal(rng));
+    // The reference in double, from B as K x N floats (so the inner loop runs along a row), rows spread over
+    // the machine's cores: shapes up to 4096^3 take seconds, not minutes.
+    std::vector<float> af(a.size()), bkn(size_t(K * N));
+    for (size_t i = 0; i < a.size(); ++i) af[i] = __half2float(a[i]);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n)
+        bkn[k * N + n] = __half2float(layout == Layout::kNN ? b[k * N + n] : b[n * K + k]);
     ref.assign(M * N, 0.0);
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t k = 0; k < K; ++k) {
-        const double x = __half2float(a[m * K + k]);
-        for (int64_t n = 0; n < N; ++n)
-          ref[m * N + n] += x * __half2float(layout == Layout::kNN ? b[k * N + n] : b[n * K + k]);
-      }
+    const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(M, std::thread::hardware_concurrency()));
+    std::vector<std::thread> threads;
+    for (int64_t w = 0; w < workers; ++w)
+      threads.emplace_back([&, w] {
+        for (int64_t m = w; m < M; m += workers)
+          for (int64_t k = 0; k < K; ++k) {
+            const double x = af[m * K + k];
+            const float* row = &bkn[k * N];
+            double* out = &ref[m * N];
+            for (int64_t n = 0; n < N; ++n) out[n] += x * row[n];
+          }
+      });
+    for (auto& t : threads) t.join();
     da = std::make_unique<DeviceMemory>(a.size() * 2);
     db = std::make_unique<DeviceMemory>(b.size() * 2);
     dc = std::make_unique<DeviceMemory>(M * N * 2);
