@@ -144,10 +144,10 @@ json Service::evaluate(const json& body) {
     throw;
   }
   if (!shared_object.empty()) std::filesystem::remove(shared_object);
-  if (result.contains("worker")) {
+  if (result.contains("worker_failed")) {
     // The worker did not answer: the submission hung the GPU or broke the process.
     const std::string why = result.value("why", std::string());
-    const bool hang = result["worker"] == "timeout" || why.find("exited with code 5") != std::string::npos;
+    const bool hang = result["worker_failed"] == "timeout" || why.find("exited with code 5") != std::string::npos;
     record["rejection"] = {{"reason", hang ? "hang" : "fault"},
                            {"detail", (hang ? "the evaluation did not finish: " : "the evaluation crashed the worker: ") + why}};
     record["correct"] = false;

@@ -397,8 +397,8 @@ json WorkerMeasurer::evaluate(const json& submission) {
   message["op"] = "evaluate";
   const Reply reply = request(message, limits_.request_timeout_s);
   switch (reply.kind) {
-    case Reply::Kind::kTimeout: return {{"worker", "timeout"}, {"why", reply.why}};
-    case Reply::Kind::kDied: return {{"worker", "died"}, {"why", reply.why}};
+    case Reply::Kind::kTimeout: return {{"worker_failed", "timeout"}, {"why", reply.why}};
+    case Reply::Kind::kDied: return {{"worker_failed", "died"}, {"why", reply.why}};
     case Reply::Kind::kAnswer: break;
   }
   if (!reply.answer.value("ok", false))

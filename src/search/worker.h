@@ -63,7 +63,8 @@ class WorkerMeasurer : public Measurer {
   GpuIdentity gpu() override;
   TimingStats reference(const Problem& problem, TimingMode mode) override;
   Measurement measure(const Design& design, const Problem& problem, TimingMode mode) override;
-  // The worker's answer, or, when it hung or died on the request, {"worker": "timeout" | "died", "why": ...}.
+  // The worker's answer, or, when it hung or died on the request, {"worker_failed": "timeout" | "died", "why": ...}
+  // (a key of its own: a pool tags every record it passes on with "worker", the member that evaluated it).
   nlohmann::json evaluate(const nlohmann::json& request) override;
   void set_request_timeout(double seconds) { limits_.request_timeout_s = seconds; }
 

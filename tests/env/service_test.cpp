@@ -14,6 +14,7 @@
 #include "env/service.h"
 #include "env_test_util.h"
 #include "rlgemm/error.h"
+#include "search/worker.h"
 
 namespace rlgemm::env {
 namespace {
@@ -160,6 +161,49 @@ TEST(EnvService, AnHonestSubmissionWithoutAGpuIsAServiceError) {
   EXPECT_EQ(honest->status, 503);
   EXPECT_NE(json::parse(honest->body)["error"].get<std::string>().find("no GPU"), std::string::npos);
   EXPECT_EQ(starts, 1);
+}
+
+// What the GPU workers answer reaches the verdict as the workers said it, through the pool that the service
+// spreads them with (which tags each record with the member that evaluated it): an answered evaluation is the
+// worker's verdict, and only a worker that died or hung is a fault.
+class ScriptedWorker final : public search::Measurer {
+ public:
+  explicit ScriptedWorker(json answer) : answer_(std::move(answer)) {}
+  GpuIdentity gpu() override { return GpuIdentity{"scripted GPU", 132, 9, 0, 1, 1, 1, 1}; }
+  TimingStats reference(const Problem&, TimingMode) override { throw Error(ErrorKind::kRuntime, "not here"); }
+  Measurement measure(const Design&, const Problem&, TimingMode) override { throw Error(ErrorKind::kRuntime, "not here"); }
+  json evaluate(const json&) override { return answer_; }
+
+ private:
+  json answer_;
+};
+
+TEST(EnvService, AWorkersAnswerIsItsVerdictAndOnlyALostWorkerIsAFault) {
+  const json accepted = {{"correct", true}, {"max_error", 0.1}, {"time_us", 10.0}, {"speedup_vs_best_vendor", 1.1},
+                         {"rejection", nullptr}, {"verdict", "accepted"}};
+  const json died = {{"worker_failed", "died"}, {"why", "the worker exited with code 4"}};
+  for (const json& answer : {accepted, died}) {
+    const auto db = temp_db("scripted");
+    ServiceOptions o;
+    o.db = db;
+    o.arch = "sm_90a";
+    o.start_workers = [answer]() -> search::MeasurerPtr {
+      std::vector<search::MeasurerPtr> members;
+      members.push_back(std::make_unique<ScriptedWorker>(answer));
+      return std::make_unique<search::PoolMeasurer>(std::move(members));
+    };
+    Service service(o);
+    const json record = service.evaluate({{"design", "sm80/128x128x32/w64x64/s4/swz/raster_m.g8/splitk1/epi_reg"},
+                                          {"shape", "512,768,1024"}})["record"];
+    if (answer.contains("worker_failed")) {
+      EXPECT_EQ(record["verdict"], "rejected") << record.dump();
+      EXPECT_EQ(record["rejection"]["reason"], "fault") << record.dump();
+    } else {
+      EXPECT_EQ(record["verdict"], "accepted") << record.dump();
+      EXPECT_EQ(record["speedup_vs_best_vendor"], 1.1) << record.dump();
+      EXPECT_EQ(record["worker"], 0) << record.dump();
+    }
+  }
 }
 
 TEST(EnvService, EveryEvaluationIsRecordedAndARestartKeepsThem) {
