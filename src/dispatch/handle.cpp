@@ -397,9 +397,18 @@ struct Handle::Impl {
     r->description = r->choice.describe();
     if (r->choice.path == Path::kPredicted) {
       r->description += predicted_note;
-      plan_kernel(*r);
       std::string verdict;
-      if (!predicted_kernel_wins(*r, stream, verdict)) {
+      bool planned = false;
+      try {
+        plan_kernel(*r);
+        planned = true;
+      } catch (const Error& e) {
+        // A proposal that does not compile or load costs the shape nothing: the floor serves it.
+        if (e.kind() == ErrorKind::kNoDevice || e.kind() == ErrorKind::kOutOfMemory) throw;
+        const std::string why = e.what();
+        verdict = " (predicted kernel not built: " + why.substr(0, why.find('\n')) + ")";
+      }
+      if (!planned || !predicted_kernel_wins(*r, stream, verdict)) {
         // Measured no faster than the floor: the floor serves the shape (the kernel stays compiled and cached).
         auto floor = std::make_unique<Route>();
         floor->problem = problem;
