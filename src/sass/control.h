@@ -41,6 +41,13 @@ inline ControlFields decode_control(const InstructionWord& w) {
   return f;
 }
 
+// Whether the stall and yield fields form a combination the hardware decodes: nvdisasm refuses a set yield
+// bit with a stall of 0 or of 12 and more on every opcode tried (HMMA, ISETP, LDS, NOP on sm_90a), so a
+// changed field stays within the combinations it reads.
+inline bool encodable(const ControlFields& f) {
+  return f.stall >= 0 && f.stall <= 15 && (!f.yield || (f.stall >= 1 && f.stall <= 11));
+}
+
 // The word with its scheduling fields replaced by `f` (the inverse of decode_control).
 inline InstructionWord encode_control(InstructionWord w, const ControlFields& f) {
   const uint64_t mask = uint64_t(0x1fffff) << (105 - 64);

@@ -252,11 +252,6 @@ std::vector<std::string> check_controls(const KernelCode& code, const std::vecto
   std::vector<int> slot_of(n);
   for (size_t s = 0; s < n; ++s) slot_of[order[s]] = int(s);
   const auto& block = code.block_of();
-  auto cycles = [&](int from_slot, int to_slot) {
-    int c = 0;
-    for (int s = from_slot; s < to_slot; ++s) c += std::max(1, controls[order[s]].stall);
-    return c;
-  };
   for (size_t i = 0; i < n; ++i) {
     const Instruction& ins = code.at(i);
     const ControlFields& now = controls[i];
@@ -265,7 +260,7 @@ std::vector<std::string> check_controls(const KernelCode& code, const std::vecto
     if (now.write_sb != was.write_sb || now.read_sb != was.read_sb || now.wait_mask != was.wait_mask)
       problems.push_back("scoreboard fields of " + name + " changed");
     if (ins.fence && now.yield != was.yield) problems.push_back("yield bit of barrier " + name + " changed");
-    if (now.stall < 0 || now.stall > 15) problems.push_back("stall of " + name + " out of range");
+    if (now != was && !encodable(now)) problems.push_back("stall and yield of " + name + " not encodable");
     if (was.sets_mask() && std::max(1, now.stall) < std::min(std::max(1, was.stall), kScoreboardSetupCycles))
       problems.push_back("scoreboard setup: stall of " + name + " below " + std::to_string(kScoreboardSetupCycles));
     for (int k = 0; k < 4; ++k) {
@@ -285,30 +280,11 @@ std::vector<std::string> check_controls(const KernelCode& code, const std::vecto
                            y.dis.text());
     }
   }
-  for (const auto& p : latency_pairs(code)) {
-    const int d = cycles(slot_of[p.producer], slot_of[p.consumer]);
-    if (d < p.required)
-      problems.push_back("latency window: " + std::to_string(p.producer) + "->" + std::to_string(p.consumer) + " only " +
-                         std::to_string(d) + " cycles apart, needs " + std::to_string(p.required));
-  }
-  const IssueSpacing spacing = issue_spacing(code);
-  for (const auto& e : exit_windows(code)) {
-    const size_t k = size_t(block[e.producer]);
-    const int d = cycles(slot_of[e.producer], spacing.block_end[k]);
-    if (d < e.required)
-      problems.push_back("latency window: " + std::to_string(e.producer) + " only " + std::to_string(d) +
-                         " cycles before its block's end, needs " + std::to_string(e.required));
-  }
-  for (size_t k = 0; k < spacing.block_begin.size(); ++k) {
-    if (spacing.block_begin[k] == spacing.block_end[k]) continue;
-    const std::string why = issue_spacing_violation(
-        code, spacing, [&](int slot) { return order[slot]; }, spacing.block_begin[k], spacing.block_end[k] - 1, &controls);
-    if (!why.empty()) problems.push_back("memory issue spacing: " + why);
-  }
   return problems;
 }
 
-std::vector<std::string> check_invariants(const KernelCode& code, const std::vector<int>& order) {
+std::vector<std::string> check_invariants(const KernelCode& code, const std::vector<int>& order,
+                                          const std::vector<ControlFields>* controls) {
   std::vector<std::string> problems;
   const size_t n = code.size();
   if (order.size() != n) return {"schedule size differs from the kernel's"};
@@ -342,14 +318,26 @@ std::vector<std::string> check_invariants(const KernelCode& code, const std::vec
   for (size_t k = 0; k < spacing.block_begin.size(); ++k) {
     if (spacing.block_begin[k] == spacing.block_end[k]) continue;
     const std::string why = issue_spacing_violation(
-        code, spacing, [&](int slot) { return order[slot]; }, spacing.block_begin[k], spacing.block_end[k] - 1);
+        code, spacing, [&](int slot) { return order[slot]; }, spacing.block_begin[k], spacing.block_end[k] - 1, controls);
     if (!why.empty()) problems.push_back("memory issue spacing: " + why);
   }
+  auto cycles = [&](int from_slot, int to_slot) {
+    int c = 0;
+    for (int s = from_slot; s < to_slot; ++s)
+      c += std::max(1, controls ? (*controls)[order[s]].stall : code.at(order[s]).control.stall);
+    return c;
+  };
   for (const auto& p : latency_pairs(code)) {
-    const int d = stall_distance(code, order, slot_of, p.producer, p.consumer);
+    const int d = cycles(slot_of[p.producer], slot_of[p.consumer]);
     if (d < p.required)
       problems.push_back("latency window: " + std::to_string(p.producer) + "->" + std::to_string(p.consumer) + " only " +
                          std::to_string(d) + " cycles apart, needs " + std::to_string(p.required));
+  }
+  for (const auto& e : exit_windows(code)) {
+    const int d = cycles(slot_of[e.producer], spacing.block_end[size_t(block[e.producer])]);
+    if (d < e.required)
+      problems.push_back("latency window: " + std::to_string(e.producer) + " only " + std::to_string(d) +
+                         " cycles before its block's end, needs " + std::to_string(e.required));
   }
   return problems;
 }

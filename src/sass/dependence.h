@@ -92,14 +92,17 @@ inline constexpr int kScoreboardSetupCycles = 2;
 int stall_distance(const KernelCode& code, const std::vector<int>& order, const std::vector<int>& slot_of, int from, int to);
 
 // Compares `order` against the compiled order: same dependence graph, same blocks per slot, pinned and
-// fence instructions in place, every latency pair still far enough apart, memory requests spaced. Returns the violations (empty: ok).
-std::vector<std::string> check_invariants(const KernelCode& code, const std::vector<int>& order);
+// fence instructions in place, every latency pair and block-end window (exit_windows) still far enough
+// apart, memory requests spaced, in the stall counts of `controls` (per original index; nullptr: the
+// compiled ones). Returns the violations (empty: ok).
+std::vector<std::string> check_invariants(const KernelCode& code, const std::vector<int>& order,
+                                          const std::vector<ControlFields>* controls = nullptr);
 
 // The rules for changed control fields (per original index), re-derived from the compiled kernel: the
-// scoreboard fields are the compiled ones, a barrier's yield bit is unchanged, every reuse flag is either
-// the compiled one on its compiled pair or caches a register the next instruction reads in the same slot,
-// every fixed-latency dependence (latency_pairs, exit_windows) is still far enough apart in the new stall
-// counts, scoreboard setters keep their setup cycles and memory requests stay spaced. Empty: ok.
+// scoreboard fields are the compiled ones, a barrier's yield bit is unchanged, a changed field is
+// encodable, every reuse flag is either the compiled one on its compiled pair or caches a register the
+// next instruction reads in the same slot, and scoreboard setters keep their setup cycles. The windows and
+// spacing in the new stall counts are check_invariants(code, order, &controls)'s part. Empty: ok.
 std::vector<std::string> check_controls(const KernelCode& code, const std::vector<int>& order,
                                         const std::vector<ControlFields>& controls);
 

@@ -144,6 +144,9 @@ std::string Schedule::why_illegal(const Move& m) const {
       // which the synchronization it implements may rely on.
       const Instruction& x = code.at(m.instruction);
       if (x.fence) return "yield change on a barrier (" + x.fence_reason + "): " + x.dis.text();
+      ControlFields changed = controls_[m.instruction];
+      changed.yield = !changed.yield;
+      if (!encodable(changed)) return "not encodable: a yield bit needs a stall of 1 to 11";
       return "";
     }
     case ActionKind::kReuse: return why_illegal_reuse(m);
@@ -158,6 +161,7 @@ std::string Schedule::why_illegal_stall(const Move& m) const {
   const ControlFields& c = controls_[m.instruction];
   const int now = c.stall + m.direction;
   if (now < 1 || now > 15) return "stall out of range: " + std::to_string(now) + " (1 to 15)";
+  if (c.yield && now > 11) return "not encodable: a yield bit needs a stall of 1 to 11";
   if (m.direction > 0) return "";  // waiting longer keeps every dependence
   const int s = slot_of_[m.instruction];
   const int less = std::max(1, c.stall) - std::max(1, now);
@@ -201,6 +205,8 @@ std::string Schedule::why_illegal_reuse(const Move& m) const {
   // The reuse cache keeps the operand read in slot k for the next instruction's slot k: setting the flag
   // is correct only where the next instruction of the block reads the same register there.
   const int s = slot_of_[m.instruction];
+  // The compiled flag back on its compiled pair (the undo of clearing it): ptxas's own choice.
+  if ((x.control.reuse >> m.operand & 1) && size_t(s + 1) < code.size() && order_[s + 1] == m.instruction + 1) return "";
   if (size_t(s + 1) >= code.size() || code.block_of()[s + 1] != code.block_of()[s])
     return "reuse flag with no next instruction in the block";
   const Instruction& y = code.at(order_[s + 1]);

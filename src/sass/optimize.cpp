@@ -31,7 +31,7 @@ std::unique_ptr<Evaluator> make_evaluator(const std::string& kind, const GpuEval
 
 std::vector<std::string> verify_patch(const Cubin& original, const KernelCode& code, const std::vector<int>& order,
                                       const std::vector<uint8_t>& patched, const std::vector<ControlFields>* controls) {
-  std::vector<std::string> problems = check_invariants(code, order);
+  std::vector<std::string> problems = check_invariants(code, order, controls);
   if (controls) {
     const auto more = check_controls(code, order, *controls);
     problems.insert(problems.end(), more.begin(), more.end());
