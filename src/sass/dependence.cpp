@@ -190,11 +190,12 @@ int stall_distance(const KernelCode& code, const std::vector<int>& order, const 
   return cycles;
 }
 
-std::vector<LatencyPair> latency_pairs(const KernelCode& code) {
-  std::vector<LatencyPair> pairs;
+namespace {
+
+// The fixed-latency windows of the compiled code: each producer's first reader (or next writer, for a late
+// reader's sources) in its block, and the producers still pending when their block ends (consumer -1).
+void latency_windows(const KernelCode& code, std::vector<LatencyPair>* pairs, std::vector<LatencyPair>* exits) {
   const size_t n = code.size();
-  std::vector<int> identity(n);
-  std::iota(identity.begin(), identity.end(), 0);
   const auto& block = code.block_of();
   for (size_t p = 0; p < n; ++p) {
     const Instruction& a = code.at(p);
@@ -202,45 +203,36 @@ std::vector<LatencyPair> latency_pairs(const KernelCode& code) {
     if (!a.fixed_latency && !late_reader) continue;
     RegSet pending_defs = a.fixed_latency ? a.defs : RegSet();
     RegSet pending_uses = late_reader ? a.uses : RegSet();
-    for (size_t c = p + 1; c < n && block[c] == block[p] && (pending_defs.any() || pending_uses.any()); ++c) {
+    int had = 0;  // stall cycles from p to c
+    size_t c = p + 1;
+    for (; c < n && block[c] == block[p]; ++c) {
+      had += std::max(1, code.at(c - 1).control.stall);
       const Instruction& b = code.at(c);
       const bool raw = (pending_defs & b.uses).any();
       const bool war = (pending_uses & b.defs).any();
-      if (raw || war) {
-        const int had = stall_distance(code, identity, identity, int(p), int(c));
-        const int need = raw ? a.latency : 2;
-        pairs.push_back({int(p), int(c), std::min(had, need)});
-      }
+      if (raw || war) pairs->push_back({int(p), int(c), std::min(had, raw ? a.latency : 2)});
       // Only the first reader/writer of each register is bound by the window: later ones come later still.
       pending_defs &= ~(b.uses | b.defs);
       pending_uses &= ~b.defs;
     }
+    had += std::max(1, code.at(c - 1).control.stall);
+    if (c >= n) continue;  // the kernel's end: nothing follows
+    if (pending_defs.any()) exits->push_back({int(p), -1, std::min(had, a.latency)});
+    else if (pending_uses.any()) exits->push_back({int(p), -1, std::min(had, 2)});
   }
+}
+
+}  // namespace
+
+std::vector<LatencyPair> latency_pairs(const KernelCode& code) {
+  std::vector<LatencyPair> pairs, exits;
+  latency_windows(code, &pairs, &exits);
   return pairs;
 }
 
 std::vector<LatencyPair> exit_windows(const KernelCode& code) {
-  std::vector<LatencyPair> exits;
-  const size_t n = code.size();
-  const auto& block = code.block_of();
-  for (size_t p = 0; p < n; ++p) {
-    const Instruction& a = code.at(p);
-    const bool late_reader = a.mem != MemClass::kNone && a.control.read_sb == kNoScoreboard && a.uses.any();
-    if (!a.fixed_latency && !late_reader) continue;
-    RegSet pending_defs = a.fixed_latency ? a.defs : RegSet();
-    RegSet pending_uses = late_reader ? a.uses : RegSet();
-    size_t c = p + 1;
-    int had = std::max(1, a.control.stall);
-    for (; c < n && block[c] == block[p]; ++c) {
-      const Instruction& b = code.at(c);
-      pending_defs &= ~(b.uses | b.defs);
-      pending_uses &= ~b.defs;
-      had += std::max(1, b.control.stall);
-    }
-    if (c >= n) continue;  // the kernel's end: nothing follows
-    if (pending_defs.any()) exits.push_back({int(p), -1, std::min(had, a.latency)});
-    else if (pending_uses.any()) exits.push_back({int(p), -1, std::min(had, 2)});
-  }
+  std::vector<LatencyPair> pairs, exits;
+  latency_windows(code, &pairs, &exits);
   return exits;
 }
 
@@ -260,6 +252,7 @@ std::vector<std::string> check_controls(const KernelCode& code, const std::vecto
     if (now.write_sb != was.write_sb || now.read_sb != was.read_sb || now.wait_mask != was.wait_mask)
       problems.push_back("scoreboard fields of " + name + " changed");
     if (ins.fence && now.yield != was.yield) problems.push_back("yield bit of barrier " + name + " changed");
+    if (ins.fence && now.stall < was.stall) problems.push_back("stall of barrier " + name + " below the compiled one");
     if (now != was && !encodable(now)) problems.push_back("stall and yield of " + name + " not encodable");
     if (was.sets_mask() && std::max(1, now.stall) < std::min(std::max(1, was.stall), kScoreboardSetupCycles))
       problems.push_back("scoreboard setup: stall of " + name + " below " + std::to_string(kScoreboardSetupCycles));

@@ -99,7 +99,8 @@ std::vector<std::string> check_invariants(const KernelCode& code, const std::vec
                                           const std::vector<ControlFields>* controls = nullptr);
 
 // The rules for changed control fields (per original index), re-derived from the compiled kernel: the
-// scoreboard fields are the compiled ones, a barrier's yield bit is unchanged, a changed field is
+// scoreboard fields are the compiled ones, a barrier's yield bit is unchanged and its stall no shorter, a
+// changed field is
 // encodable, every reuse flag is either the compiled one on its compiled pair or caches a register the
 // next instruction reads in the same slot, and scoreboard setters keep their setup cycles. The windows and
 // spacing in the new stall counts are check_invariants(code, order, &controls)'s part. Empty: ok.

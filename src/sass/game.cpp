@@ -163,6 +163,10 @@ std::string Schedule::why_illegal_stall(const Move& m) const {
   if (now < 1 || now > 15) return "stall out of range: " + std::to_string(now) + " (1 to 15)";
   if (c.yield && now > 11) return "not encodable: a yield bit needs a stall of 1 to 11";
   if (m.direction > 0) return "";  // waiting longer keeps every dependence
+  // Barriers, waits and branches keep at least their compiled stall: what they synchronize with or where
+  // control goes is outside the windows rlgemm derives.
+  if (x.fence && now < x.control.stall)
+    return "stall decrease on a barrier (" + x.fence_reason + "): " + x.dis.text();
   const int s = slot_of_[m.instruction];
   const int less = std::max(1, c.stall) - std::max(1, now);
   // A scoreboard takes effect a cycle after its setter issues: the next waiter must not come sooner.
