@@ -28,6 +28,7 @@ struct SassOptArgs {
   measure::SassOptDesignOptions design;  // the --design path
   std::string tuned;                   // the --tuned path: a tuned table
   int count = 20;
+  std::string actions = "moves";       // --actions: the game's action space
 };
 
 void print_search(const sass::SassOptReport& report, const std::string& kernel, const std::string& agent,
@@ -41,10 +42,10 @@ void print_search(const sass::SassOptReport& report, const std::string& kernel, 
   int paid = 0;
   for (const auto& m : s.path)
     if (m.gain > 0) {
-      std::printf("  paid %+.3f%%: %s moved %s\n", 100.0 * m.gain, m.text.c_str(), m.move.direction < 0 ? "up" : "down");
+      std::printf("  paid %+.3f%%: %s\n", 100.0 * m.gain, m.text.c_str());
       ++paid;
     }
-  std::printf("%d of %zu moves on the path paid\n", paid, s.path.size());
+  std::printf("%d of %zu actions on the path paid\n", paid, s.path.size());
 }
 
 int report_problems(const sass::SassOptReport& report) {
@@ -175,6 +176,10 @@ CommandRegistration sass_opt_registration("sass-opt", [](CLI::App& app) -> std::
   cmd->add_option("--evaluator", c.evaluator, "synthetic (CPU latency model) or gpu")
       ->check(CLI::IsMember({"synthetic", "gpu"}));
   cmd->add_option("--agent", c.agent, "ppo, anneal or greedy")->check(CLI::IsMember({"ppo", "anneal", "greedy"}));
+  cmd->add_option("--actions", args->actions,
+                  "The game's actions: moves (memory instructions one slot up or down), control (stall counts, "
+                  "yield bits, operand-reuse flags) or both")
+      ->check(CLI::IsMember({"moves", "control", "both"}));
   cmd->add_option("--steps", c.steps, "Evaluation budget")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", c.seed, "Random seed");
   cmd->add_option("--final-batches", d.final_batches, "Offline batches of the final re-measure (--design)")
@@ -185,6 +190,8 @@ CommandRegistration sass_opt_registration("sass-opt", [](CLI::App& app) -> std::
   return [args]() {
     auto& c = args->cubin;
     auto& d = args->design;
+    c.actions = sass::parse_action_space(args->actions);
+    d.actions = c.actions;
     d.evaluator = c.evaluator;
     d.agent = c.agent;
     d.steps = c.steps;

@@ -31,11 +31,11 @@ std::string number(double v) {
   return buf;
 }
 
-// The moves of the kept path, one per line, as the store keeps them.
+// The actions of the kept path ("move 12 up: LDS ...", "stall 40 -1: HMMA ..."), one per line, as the store
+// keeps them.
 std::string moves_text(const sass::SearchResult& search) {
   std::string text;
-  for (const auto& m : search.path)
-    text += m.text + (m.move.direction < 0 ? " up" : " down") + "\n";
+  for (const auto& m : search.path) text += m.text + "\n";
   return text;
 }
 
@@ -134,7 +134,7 @@ SassOptDesignReport run_sass_opt_design(const SassOptDesignOptions& o) {
     evaluator = synthetic.get();
   }
 
-  report.game = sass::optimize_kernel(cubin, report.kernel, *evaluator, o.agent, o.steps, o.seed);
+  report.game = sass::optimize_kernel(cubin, report.kernel, *evaluator, o.agent, o.steps, o.seed, o.actions);
   const auto& search = report.game.search;
   report.search_before_us = search.initial_time_us;
   report.search_after_us = search.best_time_us;

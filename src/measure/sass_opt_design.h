@@ -26,6 +26,7 @@ struct SassOptDesignOptions {
   std::string kernel;          // kernel name inside the cubin; default: the design's generated name
   std::string evaluator = "gpu";
   std::string agent = "ppo";
+  sass::ActionSpace actions = sass::ActionSpace::kMoves;
   int steps = 2000;
   uint64_t seed = 1;
   int final_batches = 60;      // offline batches of the final side-by-side re-measure

@@ -9,10 +9,11 @@
 namespace rlgemm::sass {
 namespace {
 
-void features(const Instruction* ins, float* out) {
+void features(const Schedule& schedule, int id, float* out) {
   std::fill(out, out + kObservationFeatures, 0.0f);
-  if (!ins) return;
-  const auto& c = ins->control;
+  if (id < 0) return;
+  const Instruction* ins = &schedule.code().at(id);
+  const auto& c = schedule.control(id);
   out[0] = float(c.stall) / 15.0f;
   out[1] = c.yield ? 1.0f : 0.0f;
   out[2] = c.write_sb < 6 ? 1.0f : 0.0f;
@@ -34,13 +35,15 @@ struct BestTracker {
   void start(const Game& game) {
     result.initial_time_us = result.best_time_us = game.initial_time_us();
     result.best_order = game.schedule().order();
+    result.best_controls = game.schedule().controls();
     path.clear();
   }
   void moved(const Game& game, const Move& m, double reward) {
-    path.push_back({m, game.schedule().code().at(m.instruction).dis.text(), reward});
+    path.push_back({m, to_string(m) + ": " + game.schedule().code().at(m.instruction).dis.text(), reward});
     if (game.current_time_us() < result.best_time_us) {
       result.best_time_us = game.current_time_us();
       result.best_order = game.schedule().order();
+      result.best_controls = game.schedule().controls();
       result.path = path;
     }
   }
@@ -48,19 +51,21 @@ struct BestTracker {
 
 }  // namespace
 
+int observation_width(const Schedule& schedule) { return 3 * kObservationFeatures + 1 + schedule.actions_per_actor(); }
+
 std::vector<float> observe(const Schedule& schedule, const std::vector<uint8_t>& mask) {
   const auto& code = schedule.code();
-  const auto& movable = code.movable();
-  std::vector<float> rows(movable.size() * kObservationWidth, 0.0f);
-  for (size_t r = 0; r < movable.size(); ++r) {
-    float* row = rows.data() + r * kObservationWidth;
-    const int slot = schedule.slot(movable[r]);
-    features(&code.at(movable[r]), row);
-    features(slot > 0 ? &code.at(schedule.order()[slot - 1]) : nullptr, row + kObservationFeatures);
-    features(size_t(slot + 1) < code.size() ? &code.at(schedule.order()[slot + 1]) : nullptr, row + 2 * kObservationFeatures);
-    row[3 * kObservationFeatures] = mask[2 * r];
-    row[3 * kObservationFeatures + 1] = mask[2 * r + 1];
-    row[3 * kObservationFeatures + 2] = float(slot) / float(code.size());
+  const auto& actors = schedule.actors();
+  const int width = observation_width(schedule), k = schedule.actions_per_actor();
+  std::vector<float> rows(actors.size() * size_t(width), 0.0f);
+  for (size_t r = 0; r < actors.size(); ++r) {
+    float* row = rows.data() + r * size_t(width);
+    const int slot = schedule.slot(actors[r]);
+    features(schedule, actors[r], row);
+    features(schedule, slot > 0 ? schedule.order()[slot - 1] : -1, row + kObservationFeatures);
+    features(schedule, size_t(slot + 1) < code.size() ? schedule.order()[slot + 1] : -1, row + 2 * kObservationFeatures);
+    for (int a = 0; a < k; ++a) row[3 * kObservationFeatures + a] = mask[r * size_t(k) + size_t(a)];
+    row[3 * kObservationFeatures + k] = float(slot) / float(code.size());
   }
   return rows;
 }
@@ -114,7 +119,7 @@ SearchResult search_anneal(Game& game, const SearchOptions& options) {
     if (worse <= 0.0 || uniform(rng) < std::exp(-worse / temperature)) {
       best.moved(game, m, s.reward);
     } else {
-      game.step({m.instruction, -m.direction});  // rejected: undo (costs one evaluation)
+      game.step(inverse(m));  // rejected: undo (costs one evaluation)
       ++step;
     }
   }
@@ -130,8 +135,8 @@ using Mat = Eigen::MatrixXf;
 using Vec = Eigen::VectorXf;
 using RowVec = Eigen::RowVectorXf;
 
-// A shared per-row MLP: each movable instruction's row -> hidden -> 2 logits (up, down); the state value
-// is a linear read-out of the mean hidden activation.
+// A shared per-row MLP: each actor's row -> hidden -> one logit per action of the actor (up, down; the
+// control actions); the state value is a linear read-out of the mean hidden activation.
 struct Policy {
   static constexpr int kHidden = 32;
   Mat w1;
@@ -141,7 +146,9 @@ struct Policy {
   Vec wv;
   float bv = 0.0f;
 
-  explicit Policy(std::mt19937_64& rng) {
+  int k = 2;  // actions per actor
+
+  Policy(std::mt19937_64& rng, int width, int actions) : k(actions) {
     std::normal_distribution<float> normal(0.0f, 1.0f);
     auto init = [&](int r, int c, float scale) {
       Mat m(r, c);
@@ -149,16 +156,16 @@ struct Policy {
         for (int j = 0; j < c; ++j) m(i, j) = normal(rng) * scale;
       return m;
     };
-    w1 = init(kObservationWidth, kHidden, 1.0f / std::sqrt(float(kObservationWidth)));
+    w1 = init(width, kHidden, 1.0f / std::sqrt(float(width)));
     b1 = RowVec::Zero(kHidden);
-    w2 = init(kHidden, 2, 0.01f);
-    b2 = RowVec::Zero(2);
+    w2 = init(kHidden, k, 0.01f);
+    b2 = RowVec::Zero(k);
     wv = Vec::Zero(kHidden);
   }
 
   struct Forward {
     Mat x, h;
-    Vec probs;  // over 2*rows actions
+    Vec probs;  // over k*rows actions
     float value = 0.0f;
   };
 
@@ -171,10 +178,10 @@ struct Policy {
     f.probs = Vec::Zero(n);
     float top = -1e30f;
     for (int a = 0; a < n; ++a)
-      if (mask[a]) top = std::max(top, logits(a / 2, a % 2));
+      if (mask[a]) top = std::max(top, logits(a / k, a % k));
     float sum = 0.0f;
     for (int a = 0; a < n; ++a)
-      if (mask[a]) sum += f.probs(a) = std::exp(logits(a / 2, a % 2) - top);
+      if (mask[a]) sum += f.probs(a) = std::exp(logits(a / k, a % k) - top);
     if (sum > 0) f.probs /= sum;
     f.value = f.h.colwise().mean().dot(wv) + bv;
     return f;
@@ -211,11 +218,11 @@ struct Sample {
   float advantage = 0.0f, ret = 0.0f;
 };
 
-Mat to_matrix(const std::vector<float>& rows) {
-  const int n = int(rows.size() / kObservationWidth);
-  Mat x(n, kObservationWidth);
+Mat to_matrix(const std::vector<float>& rows, int width) {
+  const int n = int(rows.size() / size_t(width));
+  Mat x(n, width);
   for (int i = 0; i < n; ++i)
-    for (int j = 0; j < kObservationWidth; ++j) x(i, j) = rows[size_t(i) * kObservationWidth + j];
+    for (int j = 0; j < width; ++j) x(i, j) = rows[size_t(i) * size_t(width) + size_t(j)];
   return x;
 }
 
@@ -252,13 +259,13 @@ void ppo_update(Policy& pi, Adam& adam, std::vector<Sample>& batch) {
       float entropy = 0.0f;
       for (int a = 0; a < n; ++a)
         if (f.probs(a) > 0) entropy -= f.probs(a) * std::log(f.probs(a));
-      Mat dlogits = Mat::Zero(f.h.rows(), 2);
+      Mat dlogits = Mat::Zero(f.h.rows(), pi.k);
       for (int a = 0; a < n; ++a) {
         if (!s.mask[a]) continue;
         const float pa = f.probs(a);
         float g = dlogp * ((a == s.action ? 1.0f : 0.0f) - pa);
         if (pa > 0) g += kEntropyCoef * pa * (std::log(pa) + entropy);  // minus the entropy bonus
-        dlogits(a / 2, a % 2) = g;
+        dlogits(a / pi.k, a % pi.k) = g;
       }
       const float dv = kValueCoef * (f.value - s.ret);
       const int rows = int(f.h.rows());
@@ -288,7 +295,7 @@ void ppo_update(Policy& pi, Adam& adam, std::vector<Sample>& batch) {
 SearchResult search_ppo(Game& game, const SearchOptions& options) {
   std::mt19937_64 rng(options.seed);
   std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
-  Policy pi(rng);
+  Policy pi(rng, observation_width(game.schedule()), game.schedule().actions_per_actor());
   Adam adam;
   game.reset();
   BestTracker best;
@@ -306,7 +313,7 @@ SearchResult search_ppo(Game& game, const SearchOptions& options) {
       const auto mask = game.schedule().legal_mask();
       if (std::find(mask.begin(), mask.end(), 1) == mask.end()) break;
       Sample s;
-      s.x = to_matrix(observe(game.schedule(), mask));
+      s.x = to_matrix(observe(game.schedule(), mask), observation_width(game.schedule()));
       s.mask = mask;
       const auto f = pi.forward(s.x, mask);
       float u = uniform(rng), acc = 0.0f;

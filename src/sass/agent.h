@@ -13,12 +13,13 @@ namespace rlgemm::sass {
 
 struct PaidMove {
   Move move;
-  std::string text;   // the instruction that moved
+  std::string text;   // the action and the instruction it changed
   double gain = 0.0;  // reward of the move: relative throughput change against the compiled schedule
 };
 
 struct SearchResult {
   std::vector<int> best_order;
+  std::vector<ControlFields> best_controls;  // the best schedule's control fields (per original index)
   double initial_time_us = 0.0;
   double best_time_us = 0.0;
   std::vector<PaidMove> path;  // moves from the compiled schedule to the best one, in order
@@ -36,10 +37,12 @@ SearchResult search_greedy(Game& game, const SearchOptions& options);
 SearchResult search_anneal(Game& game, const SearchOptions& options);
 SearchResult search_ppo(Game& game, const SearchOptions& options);
 
-// Per-movable-instruction observation rows (exposed for tests): control fields, memory class and
-// dependence features of the instruction and of its two neighbours, and its two action-mask bits.
+// Per-actor observation rows (exposed for tests): current control fields, memory class and dependence
+// features of the instruction and of its two neighbours, its slot, and its action-mask bits
+// (Schedule::actions_per_actor(); kObservationWidth for the moves action space).
 inline constexpr int kObservationFeatures = 12;
 inline constexpr int kObservationWidth = 3 * kObservationFeatures + 3;
+int observation_width(const Schedule& schedule);
 std::vector<float> observe(const Schedule& schedule, const std::vector<uint8_t>& mask);
 
 }  // namespace rlgemm::sass

@@ -26,6 +26,7 @@ struct ControlFields {
     return (write_sb < 6 ? 1 << write_sb : 0) | (read_sb < 6 ? 1 << read_sb : 0);
   }
   std::string to_string() const;  // "[B------:R-:W2:Y:S04]"-like, as CuAssembler prints it
+  friend bool operator==(const ControlFields&, const ControlFields&) = default;
 };
 
 inline ControlFields decode_control(const InstructionWord& w) {
@@ -38,6 +39,22 @@ inline ControlFields decode_control(const InstructionWord& w) {
   f.wait_mask = int((c >> 11) & 0x3f);
   f.reuse = int((c >> 17) & 0xf);
   return f;
+}
+
+// Whether the stall and yield fields form a combination the hardware decodes: nvdisasm refuses a set yield
+// bit with a stall of 0 or of 12 and more on every opcode tried (HMMA, ISETP, LDS, NOP on sm_90a), so a
+// changed field stays within the combinations it reads.
+inline bool encodable(const ControlFields& f) {
+  return f.stall >= 0 && f.stall <= 15 && (!f.yield || (f.stall >= 1 && f.stall <= 11));
+}
+
+// The word with its scheduling fields replaced by `f` (the inverse of decode_control).
+inline InstructionWord encode_control(InstructionWord w, const ControlFields& f) {
+  const uint64_t mask = uint64_t(0x1fffff) << (105 - 64);
+  const uint64_t c = uint64_t(f.stall & 0xf) | uint64_t(f.yield ? 1 : 0) << 4 | uint64_t(f.write_sb & 7) << 5 |
+                     uint64_t(f.read_sb & 7) << 8 | uint64_t(f.wait_mask & 0x3f) << 11 | uint64_t(f.reuse & 0xf) << 17;
+  w.hi = (w.hi & ~mask) | (c << (105 - 64));
+  return w;
 }
 
 }  // namespace rlgemm::sass

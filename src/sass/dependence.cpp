@@ -120,7 +120,9 @@ int IssueSpacing::required(int earlier, int later) const {
 }
 
 std::string issue_spacing_violation(const KernelCode& code, const IssueSpacing& spacing,
-                                    const std::function<int(int)>& id_at, int first, int last) {
+                                    const std::function<int(int)>& id_at, int first, int last,
+                                    const std::vector<ControlFields>* controls) {
+  auto stall = [&](int id) { return std::max(1, controls ? (*controls)[id].stall : code.at(id).control.stall); };
   const size_t k = size_t(code.block_of()[first]);
   const int begin = spacing.block_begin[k], end = spacing.block_end[k];
   // A pair affected by a change within [first, last] and closer than kMemoryIssueCycles has both requests
@@ -141,7 +143,7 @@ std::string issue_spacing_violation(const KernelCode& code, const IssueSpacing& 
       prev = id;
       cycles = 0;
     }
-    cycles += std::max(1, ins.control.stall);
+    cycles += stall(id);
   }
   if (prev >= 0 && to == end - 1 && cycles < spacing.tail[k])
     return code.at(prev).dis.text() + " would leave " + std::to_string(cycles) + " cycles before its block's end, needs " +
@@ -188,11 +190,12 @@ int stall_distance(const KernelCode& code, const std::vector<int>& order, const 
   return cycles;
 }
 
-std::vector<LatencyPair> latency_pairs(const KernelCode& code) {
-  std::vector<LatencyPair> pairs;
+namespace {
+
+// The fixed-latency windows of the compiled code: each producer's first reader (or next writer, for a late
+// reader's sources) in its block, and the producers still pending when their block ends (consumer -1).
+void latency_windows(const KernelCode& code, std::vector<LatencyPair>* pairs, std::vector<LatencyPair>* exits) {
   const size_t n = code.size();
-  std::vector<int> identity(n);
-  std::iota(identity.begin(), identity.end(), 0);
   const auto& block = code.block_of();
   for (size_t p = 0; p < n; ++p) {
     const Instruction& a = code.at(p);
@@ -200,24 +203,81 @@ std::vector<LatencyPair> latency_pairs(const KernelCode& code) {
     if (!a.fixed_latency && !late_reader) continue;
     RegSet pending_defs = a.fixed_latency ? a.defs : RegSet();
     RegSet pending_uses = late_reader ? a.uses : RegSet();
-    for (size_t c = p + 1; c < n && block[c] == block[p] && (pending_defs.any() || pending_uses.any()); ++c) {
+    int had = 0;  // stall cycles from p to c
+    size_t c = p + 1;
+    for (; c < n && block[c] == block[p]; ++c) {
+      had += std::max(1, code.at(c - 1).control.stall);
       const Instruction& b = code.at(c);
       const bool raw = (pending_defs & b.uses).any();
       const bool war = (pending_uses & b.defs).any();
-      if (raw || war) {
-        const int had = stall_distance(code, identity, identity, int(p), int(c));
-        const int need = raw ? a.latency : 2;
-        pairs.push_back({int(p), int(c), std::min(had, need)});
-      }
+      if (raw || war) pairs->push_back({int(p), int(c), std::min(had, raw ? a.latency : 2)});
       // Only the first reader/writer of each register is bound by the window: later ones come later still.
       pending_defs &= ~(b.uses | b.defs);
       pending_uses &= ~b.defs;
     }
+    had += std::max(1, code.at(c - 1).control.stall);
+    if (c >= n) continue;  // the kernel's end: nothing follows
+    if (pending_defs.any()) exits->push_back({int(p), -1, std::min(had, a.latency)});
+    else if (pending_uses.any()) exits->push_back({int(p), -1, std::min(had, 2)});
   }
+}
+
+}  // namespace
+
+std::vector<LatencyPair> latency_pairs(const KernelCode& code) {
+  std::vector<LatencyPair> pairs, exits;
+  latency_windows(code, &pairs, &exits);
   return pairs;
 }
 
-std::vector<std::string> check_invariants(const KernelCode& code, const std::vector<int>& order) {
+std::vector<LatencyPair> exit_windows(const KernelCode& code) {
+  std::vector<LatencyPair> pairs, exits;
+  latency_windows(code, &pairs, &exits);
+  return exits;
+}
+
+std::vector<std::string> check_controls(const KernelCode& code, const std::vector<int>& order,
+                                        const std::vector<ControlFields>& controls) {
+  std::vector<std::string> problems;
+  const size_t n = code.size();
+  if (order.size() != n || controls.size() != n) return {"schedule size differs from the kernel's"};
+  std::vector<int> slot_of(n);
+  for (size_t s = 0; s < n; ++s) slot_of[order[s]] = int(s);
+  const auto& block = code.block_of();
+  for (size_t i = 0; i < n; ++i) {
+    const Instruction& ins = code.at(i);
+    const ControlFields& now = controls[i];
+    const ControlFields& was = ins.control;
+    const std::string name = std::to_string(i) + " (" + ins.dis.text() + ")";
+    if (now.write_sb != was.write_sb || now.read_sb != was.read_sb || now.wait_mask != was.wait_mask)
+      problems.push_back("scoreboard fields of " + name + " changed");
+    if (ins.fence && now.yield != was.yield) problems.push_back("yield bit of barrier " + name + " changed");
+    if (ins.fence && now.stall < was.stall) problems.push_back("stall of barrier " + name + " below the compiled one");
+    if (now != was && !encodable(now)) problems.push_back("stall and yield of " + name + " not encodable");
+    if (was.sets_mask() && std::max(1, now.stall) < std::min(std::max(1, was.stall), kScoreboardSetupCycles))
+      problems.push_back("scoreboard setup: stall of " + name + " below " + std::to_string(kScoreboardSetupCycles));
+    for (int k = 0; k < 4; ++k) {
+      if (!(now.reuse >> k & 1)) continue;
+      const int s = slot_of[i];
+      const bool has_next = size_t(s + 1) < n && block[s + 1] == block[s];
+      const int next = has_next ? order[s + 1] : -1;
+      if ((was.reuse >> k & 1) && next == int(i) + 1) continue;  // the compiled flag on its compiled pair
+      if (!has_next) {
+        problems.push_back("reuse flag " + std::to_string(k) + " of " + name + " has no next instruction");
+        continue;
+      }
+      const Instruction& y = code.at(next);
+      const std::string reg = reuse_operand(ins, k);
+      if (reg.empty() || reg != reuse_operand(y, k) || ins.base() != y.base() || ins.defs[std::stoi(reg.substr(1))])
+        problems.push_back("reuse flag " + std::to_string(k) + " of " + name + " does not cache an operand of " +
+                           y.dis.text());
+    }
+  }
+  return problems;
+}
+
+std::vector<std::string> check_invariants(const KernelCode& code, const std::vector<int>& order,
+                                          const std::vector<ControlFields>* controls) {
   std::vector<std::string> problems;
   const size_t n = code.size();
   if (order.size() != n) return {"schedule size differs from the kernel's"};
@@ -251,14 +311,26 @@ std::vector<std::string> check_invariants(const KernelCode& code, const std::vec
   for (size_t k = 0; k < spacing.block_begin.size(); ++k) {
     if (spacing.block_begin[k] == spacing.block_end[k]) continue;
     const std::string why = issue_spacing_violation(
-        code, spacing, [&](int slot) { return order[slot]; }, spacing.block_begin[k], spacing.block_end[k] - 1);
+        code, spacing, [&](int slot) { return order[slot]; }, spacing.block_begin[k], spacing.block_end[k] - 1, controls);
     if (!why.empty()) problems.push_back("memory issue spacing: " + why);
   }
+  auto cycles = [&](int from_slot, int to_slot) {
+    int c = 0;
+    for (int s = from_slot; s < to_slot; ++s)
+      c += std::max(1, controls ? (*controls)[order[s]].stall : code.at(order[s]).control.stall);
+    return c;
+  };
   for (const auto& p : latency_pairs(code)) {
-    const int d = stall_distance(code, order, slot_of, p.producer, p.consumer);
+    const int d = cycles(slot_of[p.producer], slot_of[p.consumer]);
     if (d < p.required)
       problems.push_back("latency window: " + std::to_string(p.producer) + "->" + std::to_string(p.consumer) + " only " +
                          std::to_string(d) + " cycles apart, needs " + std::to_string(p.required));
+  }
+  for (const auto& e : exit_windows(code)) {
+    const int d = cycles(slot_of[e.producer], spacing.block_end[size_t(block[e.producer])]);
+    if (d < e.required)
+      problems.push_back("latency window: " + std::to_string(e.producer) + " only " + std::to_string(d) +
+                         " cycles before its block's end, needs " + std::to_string(e.required));
   }
   return problems;
 }

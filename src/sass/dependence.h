@@ -60,8 +60,10 @@ IssueSpacing issue_spacing(const KernelCode& code);
 // The first spacing violation among requests near slots [first, last] (one block) of a schedule given by
 // id_at(slot), or "" when none. Requests further than kMemoryIssueCycles slots away are not looked at:
 // a pair that far apart is far enough.
+// `controls` (per original index): the stall counts to use; nullptr: the compiled ones.
 std::string issue_spacing_violation(const KernelCode& code, const IssueSpacing& spacing,
-                                    const std::function<int(int)>& id_at, int first, int last);
+                                    const std::function<int(int)>& id_at, int first, int last,
+                                    const std::vector<ControlFields>* controls = nullptr);
 
 // Whether the two instructions' order matters (the pairwise test the graph is built from).
 bool memory_conflict(const Instruction& a, const Instruction& b);
@@ -76,12 +78,33 @@ struct LatencyPair {
   int required = 0;  // minimum stall cycles between them: min(latency, what the compiled schedule had)
 };
 std::vector<LatencyPair> latency_pairs(const KernelCode& code);
+// The same windows where the consumer lies beyond the producer's basic block: a fixed-latency result (or a
+// late reader's source) not yet read or overwritten when its block ends must stay `required` cycles from
+// the block's end (consumer = -1), min(latency, what the compiled schedule had), since the next block's
+// first instructions may be its consumers.
+std::vector<LatencyPair> exit_windows(const KernelCode& code);
+
+// A scoreboard takes effect a cycle after its setter issues: ptxas keeps a setter's stall at 2 or more
+// where a waiter might follow. A setter's stall stays at least min(compiled stall, kScoreboardSetupCycles).
+inline constexpr int kScoreboardSetupCycles = 2;
 
 // Stall cycles issued from slot of `from` up to (not including) slot of `to`.
 int stall_distance(const KernelCode& code, const std::vector<int>& order, const std::vector<int>& slot_of, int from, int to);
 
 // Compares `order` against the compiled order: same dependence graph, same blocks per slot, pinned and
-// fence instructions in place, every latency pair still far enough apart, memory requests spaced. Returns the violations (empty: ok).
-std::vector<std::string> check_invariants(const KernelCode& code, const std::vector<int>& order);
+// fence instructions in place, every latency pair and block-end window (exit_windows) still far enough
+// apart, memory requests spaced, in the stall counts of `controls` (per original index; nullptr: the
+// compiled ones). Returns the violations (empty: ok).
+std::vector<std::string> check_invariants(const KernelCode& code, const std::vector<int>& order,
+                                          const std::vector<ControlFields>* controls = nullptr);
+
+// The rules for changed control fields (per original index), re-derived from the compiled kernel: the
+// scoreboard fields are the compiled ones, a barrier's yield bit is unchanged and its stall no shorter, a
+// changed field is
+// encodable, every reuse flag is either the compiled one on its compiled pair or caches a register the
+// next instruction reads in the same slot, and scoreboard setters keep their setup cycles. The windows and
+// spacing in the new stall counts are check_invariants(code, order, &controls)'s part. Empty: ok.
+std::vector<std::string> check_controls(const KernelCode& code, const std::vector<int>& order,
+                                        const std::vector<ControlFields>& controls);
 
 }  // namespace rlgemm::sass

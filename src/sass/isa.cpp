@@ -424,4 +424,21 @@ KernelCode KernelCode::from_parts(KernelText text, const DisasmFunction& disasm)
   return code;
 }
 
+std::string reuse_operand(const Instruction& ins, int slot) {
+  static const std::set<std::string> kLayout = {"FFMA", "FMUL", "FADD", "FMNMX", "HFMA2", "HADD2", "HMUL2", "HMMA",
+                                                "IMMA", "IMAD", "IADD3", "LOP3", "SHF", "IMNMX"};
+  if (slot < 0 || slot > 3 || ins.fence || !kLayout.count(ins.base())) return "";
+  const auto ops = split_operands(ins.dis.operands);
+  static const std::regex reg(R"(R[0-9]+)");
+  auto plain = [](std::string op) {
+    if (const auto at = op.find(".reuse"); at != std::string::npos) op.erase(at);
+    return op;
+  };
+  // One register destination: a second predicate destination (IADD3's carry) shifts the sources.
+  if (ops.size() < 2 || !std::regex_match(plain(ops[0]), reg) || plain(ops[1]).rfind("P", 0) == 0) return "";
+  if (size_t(slot) + 1 >= ops.size()) return "";
+  const std::string op = plain(ops[size_t(slot) + 1]);
+  return std::regex_match(op, reg) ? op : "";
+}
+
 }  // namespace rlgemm::sass

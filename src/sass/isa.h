@@ -55,6 +55,11 @@ struct Instruction {
 // Splits nvdisasm's operand text into operands ("URZ[UR14],UR6" -> "URZ", "[UR14]", "UR6").
 std::vector<std::string> split_operands(const std::string& operands);
 
+// Source operand `slot` (0 = A) of an instruction whose reuse flags rlgemm may set, as register text ("R40"),
+// or "" where the slot holds no plain register or the opcode's operand layout is not one rlgemm knows
+// (one register destination, then the sources in reuse-slot order: FFMA, HMMA, IMAD, LOP3 and kin).
+std::string reuse_operand(const Instruction& ins, int slot);
+
 // Analyzes one instruction (word for the control fields, disassembly for everything else).
 Instruction analyze_instruction(const DisasmInstruction& dis, const InstructionWord& word);
 

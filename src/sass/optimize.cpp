@@ -30,14 +30,19 @@ std::unique_ptr<Evaluator> make_evaluator(const std::string& kind, const GpuEval
 }
 
 std::vector<std::string> verify_patch(const Cubin& original, const KernelCode& code, const std::vector<int>& order,
-                                      const std::vector<uint8_t>& patched) {
-  std::vector<std::string> problems = check_invariants(code, order);
+                                      const std::vector<uint8_t>& patched, const std::vector<ControlFields>* controls) {
+  std::vector<std::string> problems = check_invariants(code, order, controls);
+  if (controls) {
+    const auto more = check_controls(code, order, *controls);
+    problems.insert(problems.end(), more.begin(), more.end());
+  }
   if (!problems.empty()) return problems;
   const Cubin reread = Cubin::parse(patched, "patched cubin");
   const KernelText before = original.kernel(code.text().name);
   const KernelText after = reread.kernel(code.text().name);
   for (size_t s = 0; s < order.size(); ++s)
-    if (!(after.words[s] == before.words[order[s]])) problems.push_back("slot " + std::to_string(s) + " does not hold the moved word");
+    if (!(after.words[s] == (controls ? encode_control(before.words[order[s]], (*controls)[order[s]]) : before.words[order[s]])))
+      problems.push_back("slot " + std::to_string(s) + " does not hold the moved word");
   std::vector<int> slot_of(order.size());
   for (size_t s = 0; s < order.size(); ++s) slot_of[order[s]] = int(s);
   if (after.offset_refs.size() != before.offset_refs.size()) problems.push_back("offset references changed in number");
@@ -52,10 +57,16 @@ std::vector<std::string> verify_patch(const Cubin& original, const KernelCode& c
     problems.push_back("nvdisasm lists a different number of instructions");
     return problems;
   }
+  // Reuse flags are control bits that nvdisasm prints in the operands: compared separately (the words).
+  auto text = [&](std::string t) {
+    if (controls)
+      for (size_t at; (at = t.find(".reuse")) != std::string::npos;) t.erase(at, 6);
+    return t;
+  };
   std::map<std::string, int> multiset;
   for (size_t s = 0; s < order.size(); ++s) {
-    const std::string want = code.at(order[s]).dis.text();
-    const std::string got = dis.instructions[s].text();
+    const std::string want = text(code.at(order[s]).dis.text());
+    const std::string got = text(dis.instructions[s].text());
     ++multiset[want];
     --multiset[got];
     if (want != got && problems.size() < 10)
@@ -70,13 +81,12 @@ std::vector<std::string> verify_patch(const Cubin& original, const KernelCode& c
 }
 
 SassOptReport optimize_kernel(const Cubin& cubin, const std::string& kernel, Evaluator& evaluator,
-                              const std::string& agent, int steps, uint64_t seed) {
+                              const std::string& agent, int steps, uint64_t seed, ActionSpace actions) {
   if (steps < 1) fail("--steps must be at least 1");
   if (agent != "ppo" && agent != "anneal" && agent != "greedy")
     fail("unknown agent '" + agent + "': expected ppo, anneal or greedy");
   const KernelCode code = KernelCode::load(cubin, kernel);
-  const KernelText text = cubin.kernel(kernel);
-  Game game(code, evaluator, [&](const std::vector<int>& order) { return cubin.write(text, order); });
+  Game game(code, evaluator, [&](const Schedule& s) { return cubin.write(s.text(), s.order()); }, actions);
   SearchOptions search{steps, seed, 32};
   SassOptReport report;
   report.instructions = code.size();
@@ -85,13 +95,14 @@ SassOptReport optimize_kernel(const Cubin& cubin, const std::string& kernel, Eva
   if (agent == "ppo") report.search = search_ppo(game, search);
   else if (agent == "anneal") report.search = search_anneal(game, search);
   else report.search = search_greedy(game, search);
-  std::vector<uint8_t> patched = cubin.write(text, report.search.best_order);
-  report.problems = verify_patch(cubin, code, report.search.best_order, patched);
+  Schedule best(code, actions);
+  for (const auto& step : report.search.path) best.apply(step.move);
+  std::vector<uint8_t> patched = cubin.write(best.text(), best.order());
+  report.problems = verify_patch(cubin, code, report.search.best_order, patched, &report.search.best_controls);
   if (report.problems.empty()) {
     // The chosen schedule is measured once more: it must still run and give identical output.
-    Schedule best(code);
-    for (const auto& step : report.search.path) best.apply(step.move);
-    if (best.order() != report.search.best_order) report.problems.push_back("replaying the moves does not give the best schedule");
+    if (best.order() != report.search.best_order || best.controls() != report.search.best_controls)
+      report.problems.push_back("replaying the moves does not give the best schedule");
     const Measurement m = game.measure(best);
     if (!m.ok) report.problems.push_back("the best schedule failed its final evaluation: " + m.failure);
   }
@@ -105,7 +116,8 @@ SassOptReport run_sass_opt(const SassOptOptions& options) {
     fail("unknown agent '" + options.agent + "': expected ppo, anneal or greedy");
   const Cubin cubin = Cubin::load(options.cubin_path);
   auto evaluator = make_evaluator(options.evaluator, nullptr);
-  SassOptReport report = optimize_kernel(cubin, options.kernel, *evaluator, options.agent, options.steps, options.seed);
+  SassOptReport report =
+      optimize_kernel(cubin, options.kernel, *evaluator, options.agent, options.steps, options.seed, options.actions);
   if (report.problems.empty() && !options.out_path.empty()) {
     write_file_atomically(options.out_path, report.patched);
     report.written = true;

@@ -17,9 +17,12 @@ namespace rlgemm::sass {
 // Checks a patched cubin against the original: the schedule keeps every invariant (check_invariants), the
 // patched image parses, its code is the permuted words, nvdisasm reads every slot as the instruction that
 // moved there (so the multiset of instructions is unchanged), and every offset attribute and relocation
-// names the same instruction as before. Returns the problems (empty: verified).
+// names the same instruction as before. With `controls` (per original index), the words carry those control
+// fields, which keep every rule of check_controls, and the disassembly is compared without ".reuse".
+// Returns the problems (empty: verified).
 std::vector<std::string> verify_patch(const Cubin& original, const KernelCode& code, const std::vector<int>& order,
-                                      const std::vector<uint8_t>& patched);
+                                      const std::vector<uint8_t>& patched,
+                                      const std::vector<ControlFields>* controls = nullptr);
 
 // What the GPU evaluator needs to run a kernel of the cubin: the design it was compiled from (canonical text)
 // and the problem (shape and layout) to launch it on. The cubin's kernel `kernel` is the original schedule.
@@ -43,6 +46,7 @@ struct SassOptOptions {
   std::string out_path;         // empty: nothing written
   std::string evaluator = "synthetic";
   std::string agent = "ppo";
+  ActionSpace actions = ActionSpace::kMoves;
   int steps = 2000;
   uint64_t seed = 1;
 };
@@ -61,7 +65,8 @@ struct SassOptReport {
 // evaluations, verifies the best schedule (verify_patch, a replay of its moves) and evaluates it once more:
 // it must still run and give identical output. Writes nothing.
 SassOptReport optimize_kernel(const Cubin& cubin, const std::string& kernel, Evaluator& evaluator,
-                              const std::string& agent, int steps, uint64_t seed);
+                              const std::string& agent, int steps, uint64_t seed,
+                              ActionSpace actions = ActionSpace::kMoves);
 
 // The --cubin path of `rlgemm sass-opt`: optimize_kernel, then the cubin written to out_path when it verified.
 SassOptReport run_sass_opt(const SassOptOptions& options);

@@ -204,6 +204,9 @@ TEST(SassOptCli, BadInputExitsTwoWithTheRule) {
   EXPECT_NE(r.output.find("--design"), std::string::npos) << r.output;
   r = testing::run_rlgemm("sass-opt --shape 64,64,64");
   EXPECT_EQ(r.code, 2) << r.output;
+  r = testing::run_rlgemm(std::string("sass-opt --design ") + kSm90Design + " --shape 64,64,64 --actions stalls");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--actions"), std::string::npos) << r.output;
 }
 
 TEST(SassOptCli, TunedModeRefusesWhatItCannotRecord) {
@@ -222,9 +225,10 @@ TEST(SassOptCli, TunedModeRefusesWhatItCannotRecord) {
 
 // A whole --design run on the CPU: compile (NVRTC), the game with the latency model, verification and
 // --out. Both families: sm80 designs are compiled for sm_90 on Hopper, which the game reads.
-void synthetic_design_run(const std::string& design) {
+void synthetic_design_run(const std::string& design, sass::ActionSpace actions = sass::ActionSpace::kMoves) {
   SassOptDesignOptions o;
   o.design = design;
+  o.actions = actions;
   o.shape = "512,512,512";
   o.evaluator = "synthetic";
   o.agent = "anneal";
@@ -262,6 +266,11 @@ TEST(SassOptDesign, Sm90DesignRunsWithTheSyntheticEvaluator) {
 TEST(SassOptDesign, Sm80DesignRunsWithTheSyntheticEvaluator) {
   REQUIRE_NVDISASM();
   synthetic_design_run(kSm80Design);
+}
+
+TEST(SassOptDesign, Sm80DesignPlaysControlActionsWithTheSyntheticEvaluator) {
+  REQUIRE_NVDISASM();
+  synthetic_design_run(kSm80Design, sass::ActionSpace::kBoth);
 }
 
 // ---- GPU (Hopper) --------------------------------------------------------------------------------

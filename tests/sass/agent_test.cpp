@@ -32,7 +32,7 @@ TEST(Agents, SearchFindsVerifiedGainsOnTheSyntheticModel) {
   const Cubin cubin = Cubin::load(path);
   const KernelCode code = KernelCode::load(cubin, "wgmma_tma_gemm");
   SyntheticEvaluator model;
-  auto patch = [&](const std::vector<int>& order) { return cubin.write(code.text(), order); };
+  auto patch = [&](const Schedule& s) { return cubin.write(s.text(), s.order()); };
   std::map<std::string, SearchResult> results;
   for (const std::string agent : {"greedy", "anneal", "ppo"}) {
     Game game(code, model, patch);
