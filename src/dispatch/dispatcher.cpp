@@ -33,6 +33,12 @@ std::string Choice::describe() const {
   return text;
 }
 
+Choice floor_choice() {
+  Choice floor{Path::kCublasLt, {}, std::nullopt, std::nullopt};
+  floor.floor = true;
+  return floor;
+}
+
 std::optional<std::string> why_not_runnable(const Design& design, const Problem& problem, const Target& target) {
   const int cc = target.cc_major * 10 + target.cc_minor;
   switch (design.family) {
@@ -127,11 +133,7 @@ Choice Dispatcher::choose(const Problem& problem) const {
   // once per machine by the handle). A design borrowed from the nearest tuned shape measured 0.90 of the best
   // vendor call on 242 untuned LLM layer shapes of the H100, down to 0.42; the built-in default on a GPU
   // without rows, 0.63 on the H200.
-  if (prefer_cublaslt_) {
-    Choice floor{Path::kCublasLt, {}, std::nullopt, std::nullopt};
-    floor.floor = true;
-    return floor;
-  }
+  if (prefer_cublaslt_) return floor_choice();
 
   const TunedRow* nearest = nullptr;
   double best = 0;

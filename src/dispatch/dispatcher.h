@@ -37,6 +37,9 @@ struct Choice {
   std::string describe() const;
 };
 
+// The floor: cuBLASLt with lt_auto's choice, where nothing measured says a kernel beats it.
+Choice floor_choice();
+
 // Why `design` cannot run for `layout` on `target`, or nullopt when it can: the design's own rules
 // (why_invalid) plus the family's architecture (sm90 kernels need compute capability 9.0, sm80 kernels 8.0 or
 // later, test designs are never dispatched).

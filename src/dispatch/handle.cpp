@@ -346,15 +346,11 @@ struct Handle::Impl {
   // than cuBLASLt, down to 0.57. The check costs milliseconds, each process repeats it (the compile is cached);
   // a stream being captured cannot time, so a shape first seen there keeps the floor.
   static constexpr double kPredictedMargin = 0.02;
-  bool predicted_kernel_wins(const Route& kernel_route, cudaStream_t stream, std::string& verdict) {
+  bool predicted_kernel_wins(const Route& kernel_route, const Route& floor, cudaStream_t stream, std::string& verdict) {
     if (capturing(stream)) {
       verdict = " (not timed: first seen in a capture)";
       return false;
     }
-    Route floor;
-    floor.problem = kernel_route.problem;
-    floor.choice = dispatch::Choice{Path::kCublasLt, {}, std::nullopt, std::nullopt};
-    plan_cublaslt(floor, stream);
     const Problem& p = kernel_route.problem;
     DeviceScratch<half> a(size_t(p.a_elems())), b(size_t(p.b_elems())), c(size_t(p.c_elems()));
     // Two workspaces: the kernel's must start zeroed (its tickets), and cuBLASLt leaves its own as it likes.
@@ -397,6 +393,13 @@ struct Handle::Impl {
     r->description = r->choice.describe();
     if (r->choice.path == Path::kPredicted) {
       r->description += predicted_note;
+      // The floor the kernel must beat, and that serves the shape where it does not (the kernel then stays
+      // compiled and cached).
+      auto floor = std::make_unique<Route>();
+      floor->problem = problem;
+      floor->choice = dispatch::floor_choice();
+      floor->description = floor->choice.describe();
+      plan_cublaslt(*floor, stream);
       std::string verdict;
       bool planned = false;
       try {
@@ -408,18 +411,11 @@ struct Handle::Impl {
         const std::string why = e.what();
         verdict = " (predicted kernel not built: " + why.substr(0, why.find('\n')) + ")";
       }
-      if (!planned || !predicted_kernel_wins(*r, stream, verdict)) {
-        // Measured no faster than the floor: the floor serves the shape (the kernel stays compiled and cached).
-        auto floor = std::make_unique<Route>();
-        floor->problem = problem;
-        floor->choice = dispatch::Choice{Path::kCublasLt, {}, std::nullopt, std::nullopt};
-        floor->choice.floor = true;
-        floor->description = floor->choice.describe();
-        plan_cublaslt(*floor, stream);
+      if (planned && predicted_kernel_wins(*r, *floor, stream, verdict)) {
+        r->description += verdict;
+      } else {
         floor->description += verdict;
         r = std::move(floor);
-      } else {
-        r->description += verdict;
       }
     } else if (r->choice.path == Path::kCublasLt) {
       plan_cublaslt(*r, stream);
