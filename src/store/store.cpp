@@ -2,8 +2,10 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <thread>
 #include <utility>
 
 #include "core/cuda_util.h"
@@ -77,7 +79,7 @@ class Statement {
     const int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    sql_fail(db_, "step");
+    sql_fail(db_, std::string("step ") + sqlite3_sql(stmt_));
   }
   int64_t i64(int c) const { return sqlite3_column_int64(stmt_, c); }
   // The problem in columns first..first+4 (M, N, K, layout, dtype), as bind_problem binds it.
@@ -125,6 +127,31 @@ class WriteTransaction {
   sqlite3* db_;
   bool done_ = false;
 };
+
+// Switches the file to write-ahead logging. Switching needs the file to itself, and SQLite answers "busy"
+// at once there instead of calling the busy handler: two tuners opening a new file together would see one
+// of them fail. The switch is retried until the busy timeout; a file already in WAL mode switches at once.
+void use_wal(sqlite3* db) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  for (int attempt = 0;; ++attempt) {
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &stmt, nullptr) != SQLITE_OK)
+      sql_fail(db, "prepare PRAGMA journal_mode=WAL");
+    const int rc = sqlite3_step(stmt);
+    std::string mode = rc == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)) : "";
+    sqlite3_finalize(stmt);
+    if (rc == SQLITE_ROW) {
+      if (mode != "wal")
+        throw Error(ErrorKind::kRuntime, "tuning database: cannot use write-ahead logging (journal mode stays " +
+                                             mode + "); put the database on a local file system");
+      return;
+    }
+    const int primary = rc & 0xff;
+    if ((primary != SQLITE_BUSY && primary != SQLITE_LOCKED) || std::chrono::steady_clock::now() >= deadline)
+      sql_fail(db, "step PRAGMA journal_mode=WAL");
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2 + 2 * attempt, 50)));
+  }
+}
 
 std::string utc_now() {
   const auto now = std::chrono::system_clock::now();
@@ -335,10 +362,7 @@ Store::Store(const std::filesystem::path& file) : path_(file) {
   }
   sqlite3_busy_timeout(db_, kBusyTimeoutMs);
   try {
-    {
-      Statement wal(db_, "PRAGMA journal_mode=WAL");
-      wal.step();
-    }
+    use_wal(db_);
     // In WAL mode NORMAL loses at most the last commits on power loss, never consistency; a killed process
     // loses nothing that was committed.
     exec(db_, "PRAGMA synchronous=NORMAL");

@@ -232,6 +232,40 @@ TEST_F(StoreTest, TwoProcessesWritingAtOnceLeaveAConsistentDatabase) {
   EXPECT_EQ(store.count_measurements(gpu, {{256, 256, 256}, Layout::kTN}, TimingMode::kOffline), kRows);
 }
 
+// Processes that open one new file at the same moment all get it: switching a new file to WAL needs it to
+// itself, and SQLite answers "busy" at once there instead of waiting.
+TEST_F(StoreTest, ProcessesOpeningANewFileTogetherAllGetIt) {
+  constexpr int kRounds = 20, kProcesses = 4;
+  for (int round = 0; round < kRounds; ++round) {
+    const auto db = file("new-" + std::to_string(round) + ".db");
+    pid_t children[kProcesses];
+    for (int w = 0; w < kProcesses; ++w) {
+      children[w] = ::fork();
+      ASSERT_GE(children[w], 0);
+      if (children[w] == 0) {
+        int code = 0;
+        try {
+          Store store(db);
+          store.gpu_id(h100());
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "round %d, process %d: %s\n", round, w, e.what());
+          code = 1;
+        }
+        ::_exit(code);
+      }
+    }
+    for (pid_t child : children) {
+      int status = 0;
+      ASSERT_EQ(::waitpid(child, &status, 0), child);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "round " << round;
+    }
+    Store store(db);
+    EXPECT_EQ(store.journal_mode(), "wal");
+    EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
+    EXPECT_EQ(store.integrity_check(), "ok");
+  }
+}
+
 TEST(StoreNames, StatusAndModeRoundTrip) {
   for (auto s : {MeasureStatus::kOk, MeasureStatus::kWrong, MeasureStatus::kFailed, MeasureStatus::kTimeout,
                  MeasureStatus::kCrashed})
