@@ -167,6 +167,15 @@ class Handle {
   void gemm(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const void* A, const void* B, Layout layout, void* C,
             DType dtype, void* workspace, size_t workspace_bytes);
 
+  // C = A * B + bias: `bias` holds N elements of `dtype` (a device pointer, 16-byte aligned), added to every
+  // row of C. A cuBLASLt route adds it in cuBLASLt's epilogue, in fp32 before C is rounded (one rounding); a
+  // kernel route adds it with a second launch on the stream (C rounded, then C + bias rounded: as a separate
+  // torch add). Otherwise gemm's rules, routes and workspaces.
+  void gemm_bias(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const void* A, const void* B, Layout layout,
+                 void* C, DType dtype, const void* bias);
+  void gemm_bias(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const void* A, const void* B, Layout layout,
+                 void* C, DType dtype, const void* bias, void* workspace, size_t workspace_bytes);
+
   // Bytes of workspace a call of the shape needs (0 for most routes); chooses (and compiles) the route when
   // the shape is new -- which, as for hgemm, is refused while `stream` is being captured into a CUDA graph.
   size_t workspace_bytes(int64_t M, int64_t N, int64_t K, Layout layout, cudaStream_t stream = nullptr,

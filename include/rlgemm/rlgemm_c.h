@@ -73,6 +73,12 @@ int rlgemm_hgemm_workspace(rlgemm_handle_t handle, void* stream, int64_t M, int6
 int rlgemm_hgemm_ex(rlgemm_handle_t handle, void* stream, int64_t M, int64_t N, int64_t K, const void* A,
                     const void* B, int layout, void* C, int dtype, void* workspace, size_t workspace_bytes);
 
+/* C = A * B + bias, with bias a device vector of N elements of `dtype` (16-byte aligned) added to every row of
+ * C (rlgemm::Handle::gemm_bias); otherwise as rlgemm_hgemm_ex. */
+int rlgemm_gemm_bias_ex(rlgemm_handle_t handle, void* stream, int64_t M, int64_t N, int64_t K, const void* A,
+                        const void* B, int layout, void* C, int dtype, const void* bias, void* workspace,
+                        size_t workspace_bytes);
+
 /* rlgemm_prepare, rlgemm_workspace_size and rlgemm_describe of a shape of element type `dtype`. */
 int rlgemm_prepare_ex(rlgemm_handle_t handle, int64_t M, int64_t N, int64_t K, int layout, int dtype, void* stream);
 int rlgemm_workspace_size_ex(rlgemm_handle_t handle, void* stream, int64_t M, int64_t N, int64_t K, int layout,

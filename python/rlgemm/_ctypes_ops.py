@@ -125,25 +125,33 @@ def _check_linear(x, weight, bias):
                              f"on one device")
     _check_contiguous(x, "x", "linear")  # before the reshape, which would copy a strided x silently
     _check_contiguous(weight, "weight", "linear")
+    if bias is not None:
+        _check_contiguous(bias, "bias", "linear")
 
 
-def _gemm(a2, b, out, layout, op, names):
+def _gemm(a2, b, out, layout, op, names, bias=None):
+    """out = a2 b (+ bias, which the handle adds: in cuBLASLt's epilogue, or on a kernel route right after)."""
     m, k = a2.shape
     n = out.shape[1]
     if m == 0:
         return out
     _check_aligned(a2, names[0], op)
     _check_aligned(b, names[1], op)
+    if bias is not None:
+        _check_aligned(bias, "bias", op)
     h = handle(a2.device.index)
     stream = torch.cuda.current_stream(a2.device).cuda_stream
     dtype = _DTYPES[a2.dtype]
+    ws, bytes_ = None, 0
     if torch.cuda.is_current_stream_capturing():
         bytes_ = h.workspace_size(m, n, k, layout, stream, dtype)
         ws = torch.empty(bytes_, dtype=torch.uint8, device=a2.device) if bytes_ else None
-        h.gemm(stream, m, n, k, a2.data_ptr(), b.data_ptr(), layout, out.data_ptr(), dtype,
-               ws.data_ptr() if ws is not None else 0, bytes_)
+    ws_ptr = ws.data_ptr() if ws is not None else 0
+    if bias is not None:
+        h.gemm_bias(stream, m, n, k, a2.data_ptr(), b.data_ptr(), layout, out.data_ptr(), dtype, bias.data_ptr(),
+                    ws_ptr, bytes_)
     else:
-        h.gemm(stream, m, n, k, a2.data_ptr(), b.data_ptr(), layout, out.data_ptr(), dtype)
+        h.gemm(stream, m, n, k, a2.data_ptr(), b.data_ptr(), layout, out.data_ptr(), dtype, ws_ptr, bytes_)
     return out
 
 
@@ -167,9 +175,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] =
     out = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)
     if x.numel() == 0:
         return out
-    _gemm(x.view(-1, k), weight, out.view(-1, n), _library.LAYOUT_TN, "linear", ("x", "weight"))
-    if bias is not None:
-        out.add_(bias)
+    _gemm(x.view(-1, k), weight, out.view(-1, n), _library.LAYOUT_TN, "linear", ("x", "weight"), bias)
     return out
 
 

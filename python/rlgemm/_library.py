@@ -79,6 +79,7 @@ def _declare(lib):
         "rlgemm_describe": [vp, i64, i64, i64, i32, ctypes.c_char_p, ctypes.c_size_t],
         "rlgemm_prepare_ex": [vp, i64, i64, i64, i32, i32, vp],
         "rlgemm_hgemm_ex": [vp, vp, i64, i64, i64, vp, vp, i32, vp, i32, vp, ctypes.c_size_t],
+        "rlgemm_gemm_bias_ex": [vp, vp, i64, i64, i64, vp, vp, i32, vp, i32, vp, vp, ctypes.c_size_t],
         "rlgemm_workspace_size_ex": [vp, vp, i64, i64, i64, i32, i32, ctypes.POINTER(ctypes.c_size_t)],
         "rlgemm_describe_ex": [vp, i64, i64, i64, i32, i32, ctypes.c_char_p, ctypes.c_size_t],
     }
@@ -175,6 +176,12 @@ class Handle:
         check(self._lib.rlgemm_hgemm_ex(self._handle, ctypes.c_void_p(stream), m, n, k, ctypes.c_void_p(a_ptr),
                                         ctypes.c_void_p(b_ptr), layout, ctypes.c_void_p(c_ptr), dtype,
                                         ctypes.c_void_p(ws_ptr or None), ws_bytes))
+
+    def gemm_bias(self, stream, m, n, k, a_ptr, b_ptr, layout, c_ptr, dtype, bias_ptr, ws_ptr=0, ws_bytes=0):
+        """C = A B + bias, bias a device vector of N elements of `dtype` added to every row; otherwise as gemm."""
+        check(self._lib.rlgemm_gemm_bias_ex(self._handle, ctypes.c_void_p(stream), m, n, k, ctypes.c_void_p(a_ptr),
+                                            ctypes.c_void_p(b_ptr), layout, ctypes.c_void_p(c_ptr), dtype,
+                                            ctypes.c_void_p(bias_ptr), ctypes.c_void_p(ws_ptr or None), ws_bytes))
 
     def workspace_size(self, m, n, k, layout, stream=0, dtype=DTYPE_FP16):
         size = ctypes.c_size_t()

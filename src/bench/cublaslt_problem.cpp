@@ -20,7 +20,7 @@ void check_cublas_status(cublasStatus_t status, const char* call) {
 }
 #define RLGEMM_LT_CHECK(call) check_cublas_status((call), #call)
 
-LtProblem::LtProblem(const Problem& problem) : problem_(problem) {
+LtProblem::LtProblem(const Problem& problem, LtEpilogue epilogue) : problem_(problem), epilogue_(epilogue) {
   const uint64_t m = problem.shape.m, n = problem.shape.n, k = problem.shape.k;
   const bool nn = problem.layout == Layout::kNN;
   const cudaDataType type = cuda_data_type(problem.dtype);
@@ -29,6 +29,14 @@ LtProblem::LtProblem(const Problem& problem) : problem_(problem) {
     const cublasOperation_t op_b = nn ? CUBLAS_OP_N : CUBLAS_OP_T, op_a = CUBLAS_OP_N;
     RLGEMM_LT_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
     RLGEMM_LT_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
+    if (epilogue == LtEpilogue::kBias) {
+      // The bias has C's element type (cuBLASLt's default for fp16 and bf16 outputs, said here to be plain).
+      const cublasLtEpilogue_t bias = CUBLASLT_EPILOGUE_BIAS;
+      const int32_t bias_type = type;
+      RLGEMM_LT_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_EPILOGUE, &bias, sizeof bias));
+      RLGEMM_LT_CHECK(
+          cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+    }
     if (nn)
       RLGEMM_LT_CHECK(cublasLtMatrixLayoutCreate(&b_, type, n, k, problem.ldb()));
     else
@@ -52,10 +60,11 @@ void LtProblem::release() {
   b_ = a_ = c_ = nullptr;
 }
 
-std::vector<cublasLtMatmulHeuristicResult_t> LtProblem::candidates(cublasLtHandle_t handle) const {
+std::vector<cublasLtMatmulHeuristicResult_t> LtProblem::candidates(cublasLtHandle_t handle,
+                                                                     size_t max_workspace_bytes) const {
   cublasLtMatmulPreference_t preference = nullptr;
   RLGEMM_LT_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-  const uint64_t max_workspace = kLtWorkspaceBytes;
+  const uint64_t max_workspace = max_workspace_bytes;
   std::vector<cublasLtMatmulHeuristicResult_t> results(kLtMaxCandidates);
   int found = 0;
   cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
@@ -72,8 +81,20 @@ std::vector<cublasLtMatmulHeuristicResult_t> LtProblem::candidates(cublasLtHandl
   return results;
 }
 
+std::optional<size_t> LtProblem::check(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo) const {
+  cublasLtMatmulHeuristicResult_t result{};
+  if (cublasLtMatmulAlgoCheck(handle, operation_, b_, a_, c_, c_, &algo, &result) != CUBLAS_STATUS_SUCCESS ||
+      result.state != CUBLAS_STATUS_SUCCESS)
+    return std::nullopt;
+  return result.workspaceSize;
+}
+
 void LtProblem::launch(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo, const void* a, const void* b,
-                       void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
+                       void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream, const void* bias) const {
+  if (epilogue_ == LtEpilogue::kBias) {
+    if (!bias) throw Error(ErrorKind::kInvalidInput, "a cuBLASLt problem with a bias epilogue was launched without its bias");
+    RLGEMM_LT_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  }
   const float alpha = 1.0f, beta = 0.0f;
   RLGEMM_LT_CHECK(cublasLtMatmul(handle, operation_, &alpha, b, b_, a, a_, &beta, c, c_, c, c_, &algo, workspace,
                                  workspace_bytes, stream));

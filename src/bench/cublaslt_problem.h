@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "rlgemm/problem.h"
@@ -24,10 +25,14 @@ inline constexpr int kLtMaxCandidates = 100;
 // Throws Error naming `call` for a status other than success (kOutOfMemory when cuBLAS could not allocate).
 void check_cublas_status(cublasStatus_t status, const char* call);
 
+// What cuBLASLt does after the product. kBias: C = A B + bias, bias a vector of N elements of the problem's
+// element type added to every row of C (cuBLASLt's D^T rows), in fp32 before C is rounded.
+enum class LtEpilogue { kNone, kBias };
+
 class LtProblem {
  public:
   // Operands and result of the problem's element type (CUDA_R_16F or CUDA_R_16BF), fp32 compute and scale. Throws Error when cuBLASLt refuses a descriptor.
-  explicit LtProblem(const Problem& problem);
+  explicit LtProblem(const Problem& problem, LtEpilogue epilogue = LtEpilogue::kNone);
   ~LtProblem();
   LtProblem(const LtProblem&) = delete;
   LtProblem& operator=(const LtProblem&) = delete;
@@ -35,10 +40,17 @@ class LtProblem {
   const Problem& problem() const { return problem_; }
   // The heuristic's candidates, best first (at most kLtMaxCandidates, each within kLtWorkspaceBytes).
   // Throws Error(kRuntime) when it offers none.
-  std::vector<cublasLtMatmulHeuristicResult_t> candidates(cublasLtHandle_t handle) const;
-  // C = A B with `algo` on `stream`: no allocation, no synchronization.
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates(cublasLtHandle_t handle,
+                                                          size_t max_workspace = kLtWorkspaceBytes) const;
+  // Whether `algo` (found for this problem with another epilogue, say) runs this problem; its workspace then.
+  std::optional<size_t> check(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo) const;
+  // C = A B (+ bias with LtEpilogue::kBias, where `bias` must then be given) with `algo` on `stream`: no
+  // allocation, no synchronization. With a bias the call points the operation at it, so calls on one
+  // LtProblem with a bias must not overlap (the caller serializes them; cuBLASLt reads the operation only
+  // while cublasLtMatmul runs on the host).
   void launch(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo, const void* a, const void* b, void* c,
-              void* workspace, size_t workspace_bytes, cudaStream_t stream) const;
+              void* workspace, size_t workspace_bytes, cudaStream_t stream, const void* bias = nullptr) const;
+  LtEpilogue epilogue() const { return epilogue_; }
 
   // The descriptors, for inspection: the operation and cuBLASLt's operands B^T, A^T and C^T.
   cublasLtMatmulDesc_t operation() const { return operation_; }
@@ -50,6 +62,7 @@ class LtProblem {
   void release();
 
   Problem problem_;
+  LtEpilogue epilogue_;
   cublasLtMatmulDesc_t operation_ = nullptr;
   cublasLtMatrixLayout_t b_ = nullptr, a_ = nullptr, c_ = nullptr;
 };

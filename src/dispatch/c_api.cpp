@@ -124,6 +124,19 @@ int rlgemm_hgemm_ex(rlgemm_handle_t handle, void* stream, int64_t M, int64_t N, 
   });
 }
 
+int rlgemm_gemm_bias_ex(rlgemm_handle_t handle, void* stream, int64_t M, int64_t N, int64_t K, const void* A,
+                        const void* B, int layout, void* C, int dtype, const void* bias, void* workspace,
+                        size_t workspace_bytes) {
+  return guarded([&] {
+    rlgemm::Handle& h = handle_of(handle);
+    const auto s = static_cast<cudaStream_t>(stream);
+    if (!workspace && workspace_bytes == 0)
+      h.gemm_bias(s, M, N, K, A, B, layout_of(layout), C, dtype_of(dtype), bias);
+    else
+      h.gemm_bias(s, M, N, K, A, B, layout_of(layout), C, dtype_of(dtype), bias, workspace, workspace_bytes);
+  });
+}
+
 int rlgemm_workspace_size(rlgemm_handle_t handle, void* stream, int64_t M, int64_t N, int64_t K, int layout,
                           size_t* bytes) {
   return rlgemm_workspace_size_ex(handle, stream, M, N, K, layout, RLGEMM_DTYPE_FP16, bytes);

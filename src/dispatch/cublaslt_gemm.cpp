@@ -40,8 +40,38 @@ CublasLtGemm::CublasLtGemm(const CublasLtContext& context, const Problem& proble
   workspace_bytes_ = results[size_t(index)].workspaceSize;
 }
 
-void CublasLtGemm::launch(cudaStream_t stream, const void* a, const void* b, void* c, void* workspace) const {
-  problem_.launch(context_.handle(), algo_, a, b, c, workspace, workspace_bytes_, stream);
+CublasLtGemm::CublasLtGemm(const CublasLtContext& context, const Problem& problem, bench::LtEpilogue epilogue)
+    : context_(context), problem_(problem, epilogue) {}
+
+std::unique_ptr<CublasLtGemm> CublasLtGemm::with_bias() const {
+  std::unique_ptr<CublasLtGemm> plan(new CublasLtGemm(context_, problem_.problem(), bench::LtEpilogue::kBias));
+  const std::optional<size_t> same = plan->problem_.check(context_.handle(), algo_);
+  if (same && *same <= workspace_bytes_) {
+    plan->algo_ = algo_;
+    plan->workspace_bytes_ = *same;
+    plan->note_ = note_;
+    return plan;
+  }
+  const auto results = plan->problem_.candidates(context_.handle(), workspace_bytes_);
+  if (results.front().state != CUBLAS_STATUS_SUCCESS)
+    throw Error(ErrorKind::kRuntime, "cuBLASLt's first algorithm with a bias epilogue for " +
+                                         problem_.problem().shape.to_string() + " is not usable: " +
+                                         cublasLtGetStatusString(results.front().state));
+  plan->algo_ = results.front().algo;
+  plan->workspace_bytes_ = results.front().workspaceSize;
+  plan->note_ = "with the bias epilogue, the heuristic's first: the algorithm chosen without it does not run it";
+  return plan;
+}
+
+void CublasLtGemm::launch(cudaStream_t stream, const void* a, const void* b, void* c, void* workspace,
+                          const void* bias) const {
+  if (problem_.epilogue() == bench::LtEpilogue::kNone) {
+    if (bias) throw Error(ErrorKind::kInvalidInput, "a cuBLASLt plan without a bias epilogue was given a bias");
+    problem_.launch(context_.handle(), algo_, a, b, c, workspace, workspace_bytes_, stream);
+    return;
+  }
+  std::lock_guard lock(bias_mutex_);
+  problem_.launch(context_.handle(), algo_, a, b, c, workspace, workspace_bytes_, stream, bias);
 }
 
 bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& problem, cudaStream_t stream) {

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -43,14 +44,24 @@ class CublasLtGemm {
   CublasLtGemm(const CublasLtGemm&) = delete;
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
+  // The same problem with a bias epilogue (C = A B + bias, bias of N elements): this plan's algorithm where
+  // cuBLASLt runs it with the epilogue, else the heuristic's first for the epilogue; never more workspace
+  // than this plan's (a caller sized its workspace by the shape's route), so note() may say it changed.
+  std::unique_ptr<CublasLtGemm> with_bias() const;
+
   size_t workspace_bytes() const { return workspace_bytes_; }
   // Empty, or why the algorithm is not the candidate asked for.
   const std::string& note() const { return note_; }
-  void launch(cudaStream_t stream, const void* a, const void* b, void* c, void* workspace) const;
+  // `bias` only, and then always, for a with_bias() plan; its calls are serialized on a lock (the bias
+  // pointer is an attribute of the one operation).
+  void launch(cudaStream_t stream, const void* a, const void* b, void* c, void* workspace,
+              const void* bias = nullptr) const;
 
  private:
+  CublasLtGemm(const CublasLtContext& context, const Problem& problem, bench::LtEpilogue epilogue);
   const CublasLtContext& context_;
   bench::LtProblem problem_;
+  mutable std::mutex bias_mutex_;
   cublasLtMatmulAlgo_t algo_{};
   size_t workspace_bytes_ = 0;
   std::string note_;

@@ -17,6 +17,7 @@
 #include "compile/sha256.h"
 #include "core/seed.h"
 #include "core/cuda_util.h"
+#include "dispatch/add_bias.h"
 #include "dispatch/cublaslt_gemm.h"
 #include "dispatch/dispatcher.h"
 #include "dispatch/tuned_table.h"
@@ -54,6 +55,10 @@ struct Route {
   const GemmKernel* kernel = nullptr;  // owned by Impl::kernels
   std::optional<GemmKernel::Prepared> prepared;
   std::unique_ptr<dispatch::CublasLtGemm> lt;
+  // lt with cuBLASLt's bias epilogue, planned at the route's first call with a bias (lt_bias_plan under
+  // Impl::build_mutex; lt_bias published once it is whole).
+  std::unique_ptr<dispatch::CublasLtGemm> lt_bias_plan;
+  std::atomic<const dispatch::CublasLtGemm*> lt_bias{nullptr};
   size_t workspace_bytes = 0;
   size_t zero_bytes = 0;        // of the workspace, the first bytes a launch needs zeroed (it leaves them so)
   bool sass_optimized = false;  // `kernel` is a SASS-rescheduled cubin
@@ -104,7 +109,7 @@ thread_local ThreadCache thread_cache;
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 void check_operand(const void* p, const char* name) {
-  if (!p) fail(std::string("gemm: ") + name + " is a null pointer (A, B and C must be device pointers)");
+  if (!p) fail(std::string("gemm: ") + name + " is a null pointer (A, B, C and a bias must be device pointers)");
   if (!aligned16(p))
     fail(std::string("gemm: ") + name + " is not 16-byte aligned: rlgemm kernels move 16-byte vectors and " +
          "hand the operands to the Tensor Memory Accelerator, which needs 16-byte aligned addresses (allocate " +
@@ -346,7 +351,7 @@ struct Handle::Impl {
   // than cuBLASLt, down to 0.57. The check costs milliseconds, each process repeats it (the compile is cached);
   // a stream being captured cannot time, so a shape first seen there keeps the floor.
   static constexpr double kPredictedMargin = 0.02;
-  bool predicted_kernel_wins(const Route& kernel_route, const Route& floor, cudaStream_t stream, std::string& verdict) {
+  bool predicted_kernel_wins(Route& kernel_route, Route& floor, cudaStream_t stream, std::string& verdict) {
     if (capturing(stream)) {
       verdict = " (not timed: first seen in a capture)";
       return false;
@@ -460,36 +465,56 @@ struct Handle::Impl {
     return ptr;
   }
 
-  void launch(cudaStream_t stream, const Route& r, const void* a, const void* b, void* c, void* ws, size_t ws_bytes) {
-    if (r.lt)
-      r.lt->launch(stream, a, b, c, ws);
-    else
-      r.kernel->launch(stream, *r.prepared, GemmOperands{a, b, c, ws, ws_bytes});
+  // A cuBLASLt route's plan with the bias epilogue, planned on its first use (host work only: cuBLASLt's
+  // check and heuristic, so also inside a capture).
+  const dispatch::CublasLtGemm& bias_plan(Route& r) {
+    if (const dispatch::CublasLtGemm* plan = r.lt_bias.load(std::memory_order_acquire)) return *plan;
+    std::lock_guard build(build_mutex);
+    if (!r.lt_bias_plan) {
+      r.lt_bias_plan = r.lt->with_bias();
+      r.lt_bias.store(r.lt_bias_plan.get(), std::memory_order_release);
+    }
+    return *r.lt_bias_plan;
+  }
+
+  // C = A B, plus the bias when one is given: cuBLASLt adds it in its epilogue, a kernel route in a second
+  // launch on the stream.
+  void launch(cudaStream_t stream, Route& r, const void* a, const void* b, void* c, void* ws, size_t ws_bytes,
+              const void* bias = nullptr) {
+    if (r.lt) {
+      if (bias)
+        bias_plan(r).launch(stream, a, b, c, ws, bias);
+      else
+        r.lt->launch(stream, a, b, c, ws);
+      return;
+    }
+    r.kernel->launch(stream, *r.prepared, GemmOperands{a, b, c, ws, ws_bytes});
+    if (bias) dispatch::add_bias(stream, c, bias, r.problem.shape.m, r.problem.shape.n, r.problem.dtype);
   }
 
   // One call. The workspace, when the route needs one: the caller's (its first bytes zeroed on the stream);
   // during a capture, graph memory (allocated, zeroed, used and freed inside the graph, so every graph has
   // its own and no direct call shares it); otherwise the stream's pooled one.
-  void call(cudaStream_t stream, const Problem& problem, const void* a, const void* b, void* c, void* caller_ws,
-            size_t caller_ws_bytes, bool caller_gives_workspace) {
+  void call(cudaStream_t stream, const Problem& problem, const void* a, const void* b, void* c, const void* bias,
+            void* caller_ws, size_t caller_ws_bytes, bool caller_gives_workspace) {
     Route& r = route(problem, stream);
     if (r.workspace_bytes == 0) {
-      launch(stream, r, a, b, c, nullptr, 0);
+      launch(stream, r, a, b, c, nullptr, 0, bias);
     } else if (caller_gives_workspace) {
       if (caller_ws_bytes < r.workspace_bytes || !caller_ws || !aligned16(caller_ws))
         fail("hgemm " + shape_text(problem) + " (" + r.description + ") needs a 16-byte aligned workspace of " +
              std::to_string(r.workspace_bytes) + " bytes (workspace_bytes()), got " +
              std::to_string(caller_ws_bytes) + " bytes at " + std::to_string(reinterpret_cast<uintptr_t>(caller_ws)));
       if (r.zero_bytes) RLGEMM_CUDA_CHECK(cudaMemsetAsync(caller_ws, 0, r.zero_bytes, stream));
-      launch(stream, r, a, b, c, caller_ws, caller_ws_bytes);
+      launch(stream, r, a, b, c, caller_ws, caller_ws_bytes, bias);
     } else if (capturing(stream)) {
       void* ws = nullptr;
       RLGEMM_CUDA_CHECK(cudaMallocAsync(&ws, r.workspace_bytes, stream));
       if (r.zero_bytes) RLGEMM_CUDA_CHECK(cudaMemsetAsync(ws, 0, r.zero_bytes, stream));
-      launch(stream, r, a, b, c, ws, r.workspace_bytes);
+      launch(stream, r, a, b, c, ws, r.workspace_bytes, bias);
       RLGEMM_CUDA_CHECK(cudaFreeAsync(ws, stream));
     } else {
-      launch(stream, r, a, b, c, pooled_workspace(stream, r), r.workspace_bytes);
+      launch(stream, r, a, b, c, pooled_workspace(stream, r), r.workspace_bytes, bias);
     }
     calls[int(r.choice.path)].fetch_add(1, std::memory_order_relaxed);
     if (r.sass_optimized) sass_calls.fetch_add(1, std::memory_order_relaxed);
@@ -530,14 +555,16 @@ namespace {
 // Every hgemm and gemm overload: the rules checked, then the call (with the caller's workspace when `given`).
 template <class Impl>
 void checked_call(Impl* impl, cudaStream_t stream, int64_t M, int64_t N, int64_t K, const void* A, const void* B,
-                  Layout layout, void* C, DType dtype, void* workspace, size_t workspace_bytes, bool given) {
+                  Layout layout, void* C, DType dtype, void* workspace, size_t workspace_bytes, bool given,
+                  const void* bias = nullptr, bool with_bias = false) {
   require(impl);
   const Problem problem = make_problem(M, N, K, layout, dtype);
   check_operand(A, "A");
   check_operand(B, "B");
   check_operand(C, "C");
+  if (with_bias) check_operand(bias, "bias");
   impl->check_device();
-  impl->call(stream, problem, A, B, C, workspace, workspace_bytes, given);
+  impl->call(stream, problem, A, B, C, bias, workspace, workspace_bytes, given);
 }
 }  // namespace
 
@@ -559,6 +586,16 @@ void Handle::gemm(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const vo
 void Handle::gemm(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const void* A, const void* B, Layout layout,
                   void* C, DType dtype, void* workspace, size_t workspace_bytes) {
   checked_call(impl_.get(), stream, M, N, K, A, B, layout, C, dtype, workspace, workspace_bytes, true);
+}
+
+void Handle::gemm_bias(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const void* A, const void* B,
+                       Layout layout, void* C, DType dtype, const void* bias) {
+  checked_call(impl_.get(), stream, M, N, K, A, B, layout, C, dtype, nullptr, 0, false, bias, true);
+}
+
+void Handle::gemm_bias(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const void* A, const void* B,
+                       Layout layout, void* C, DType dtype, const void* bias, void* workspace, size_t workspace_bytes) {
+  checked_call(impl_.get(), stream, M, N, K, A, B, layout, C, dtype, workspace, workspace_bytes, true, bias, true);
 }
 
 size_t Handle::workspace_bytes(int64_t M, int64_t N, int64_t K, Layout layout, cudaStream_t stream, DType dtype) {

@@ -75,6 +75,22 @@ struct Case {
 
   void poison() const { RLGEMM_CUDA_CHECK(cudaMemset(dc->ptr, 0xff, problem.c_elems() * 2)); }  // NaN
 
+  // From now on C = A B + bias: a random bias of N elements on the device, added to the reference.
+  std::unique_ptr<DeviceMemory> dbias;
+  void add_bias(uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 4.0f);
+    std::vector<half> bias(size_t(problem.shape.n));
+    for (auto& x : bias) x = __float2half(normal(rng));
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] += __half2float(bias[i % bias.size()]);
+    dbias = std::make_unique<DeviceMemory>(bias.size() * 2);
+    RLGEMM_CUDA_CHECK(cudaMemcpy(dbias->ptr, bias.data(), bias.size() * 2, cudaMemcpyHostToDevice));
+  }
+  void run_bias(Handle& handle, cudaStream_t stream = nullptr) const {
+    handle.gemm_bias(stream, problem.shape.m, problem.shape.n, problem.shape.k, da->ptr, db->ptr, problem.layout,
+                     dc->ptr, DType::kF16, dbias->ptr);
+  }
+
   void run(Handle& handle, cudaStream_t stream = nullptr) const {
     handle.hgemm(stream, problem.shape.m, problem.shape.n, problem.shape.k, da->h(), db->h(), problem.layout, dc->h());
   }
@@ -255,6 +271,77 @@ TEST_F(HandleGpu, EveryRouteMatchesTheReferenceInBothLayouts) {
   EXPECT_EQ(handle.describe(512, 1024, 2048, Layout::kTN), "tuned " + big_design());
   EXPECT_EQ(handle.describe(60, 256, 4096, Layout::kNN).rfind("nearest " + split_design() + " (from 64,256,4096)", 0),
             0u);
+}
+
+// C = A B + bias on every route: kernels (tuned split-K and plain, borrowed, default) add it with a second
+// launch, cuBLASLt (the floor) in its epilogue; calls without a bias on the same shapes stay without one; a
+// bias first seen inside a capture plans cuBLASLt's epilogue there and replays correctly.
+TEST_F(HandleGpu, BiasIsAddedOnEveryRoute) {
+  const std::vector<Shape> shapes = {{64, 256, 4096}, {512, 1024, 2048}, {7, 200, 136}, {1000, 72, 3000}, {1, 4096, 512}};
+  for (bool prefer_cublaslt : {false, true}) {
+    HandleOptions options = options_with({"64,256,4096,tn," + split_design() + ",1.5",
+                                          "512,1024,2048,nn," + big_design() + ",1.2"});
+    options.prefer_cublaslt = prefer_cublaslt;
+    Handle handle(options);
+    for (Layout layout : {Layout::kNN, Layout::kTN})
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        Case c(shapes[i], layout, 300 + 10 * i + int(layout));
+        const std::string route = handle.describe(shapes[i].m, shapes[i].n, shapes[i].k, layout);
+        c.poison();
+        c.run(handle);
+        EXPECT_EQ(c.check(), "") << "without a bias first, " << route;
+        c.add_bias(7 + i);
+        for (int repeat = 0; repeat < 2; ++repeat) {
+          c.poison();
+          c.run_bias(handle);
+          EXPECT_EQ(c.check(), "") << "with a bias, call " << repeat << ", " << route;
+        }
+      }
+  }
+  // A cuBLASLt route warmed up without a bias, then captured with one.
+  HandleOptions options = options_with({});
+  Handle handle(options);
+  Case c({256, 512, 1024}, Layout::kTN, 11);
+  c.run(handle);
+  ASSERT_EQ(handle.describe(256, 512, 1024, Layout::kTN).rfind("cublaslt", 0), 0u)
+      << handle.describe(256, 512, 1024, Layout::kTN);
+  c.add_bias(12);
+  RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaStream_t stream;
+  RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  c.run_bias(handle, stream);
+  RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  RLGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  c.poison();
+  RLGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(c.check(), "") << "captured with a bias";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+
+  // The C API, and the bias's rules.
+  rlgemm_handle_t h = nullptr;
+  ASSERT_EQ(rlgemm_create(&h, nullptr), RLGEMM_OK) << rlgemm_last_error();
+  c.poison();
+  EXPECT_EQ(rlgemm_gemm_bias_ex(h, nullptr, 256, 512, 1024, c.da->ptr, c.db->ptr, RLGEMM_LAYOUT_TN, c.dc->ptr,
+                                RLGEMM_DTYPE_FP16, c.dbias->ptr, nullptr, 0),
+            RLGEMM_OK)
+      << rlgemm_last_error();
+  EXPECT_EQ(c.check(), "");
+  EXPECT_EQ(rlgemm_gemm_bias_ex(h, nullptr, 256, 512, 1024, c.da->ptr, c.db->ptr, RLGEMM_LAYOUT_TN, c.dc->ptr,
+                                RLGEMM_DTYPE_FP16, nullptr, nullptr, 0),
+            RLGEMM_ERROR_INVALID_INPUT);
+  EXPECT_NE(std::string(rlgemm_last_error()).find("bias is a null pointer"), std::string::npos) << rlgemm_last_error();
+  EXPECT_EQ(rlgemm_gemm_bias_ex(h, nullptr, 256, 512, 1024, c.da->ptr, c.db->ptr, RLGEMM_LAYOUT_TN, c.dc->ptr,
+                                RLGEMM_DTYPE_FP16, static_cast<char*>(c.dbias->ptr) + 2, nullptr, 0),
+            RLGEMM_ERROR_INVALID_INPUT);
+  EXPECT_NE(std::string(rlgemm_last_error()).find("bias is not 16-byte aligned"), std::string::npos)
+      << rlgemm_last_error();
+  EXPECT_EQ(rlgemm_destroy(h), RLGEMM_OK);
 }
 
 TEST_F(HandleGpu, UntunedGpuWithoutCublasLtUsesTheDefaultDesign) {

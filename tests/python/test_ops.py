@@ -46,6 +46,23 @@ def test_linear_matches_matmul(m, n, k):
     assert_close(torch.ops.rlgemm.linear(x, w), reference(x, w.t()), k)
 
 
+@pytest.mark.parametrize("dtype", [torch.half, torch.bfloat16])
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_linear_adds_the_bias(m, n, k, dtype):
+    # The handle adds the bias (cuBLASLt's epilogue on the floor, a second launch on a kernel route).
+    x = torch.randn(m, k, device=DEV, dtype=dtype)
+    w = torch.randn(n, k, device=DEV, dtype=dtype)
+    bias = 4 * torch.randn(n, device=DEV, dtype=dtype)
+    got = torch.ops.rlgemm.linear(x, w, bias)
+    want = reference(x, w.t()) + bias.float()
+    if dtype == torch.half:
+        assert_close(got, want, k)
+    else:  # bf16 rounds at 2^-8: two roundings (product, then sum) on a kernel route
+        err = (got.float() - want).abs()
+        assert torch.isfinite(got).all()
+        assert (err <= 2.0 ** -7 * (want.abs() + 4 * k ** 0.5)).all(), f"max error {err.max().item():.4g}"
+
+
 def test_linear_flattens_leading_dimensions():
     x = torch.randn(3, 5, 64, device=DEV, dtype=torch.half)
     w = torch.randn(128, 64, device=DEV, dtype=torch.half)
@@ -94,6 +111,23 @@ def split_k_table(tmp_path):
     rlgemm.configure(tuned_table=str(table))
     yield design
     rlgemm.configure()
+
+
+def test_bias_on_a_split_k_kernel_and_in_a_graph(split_k_table):
+    x = torch.randn(64, 4096, device=DEV, dtype=torch.half)
+    w = torch.randn(256, 4096, device=DEV, dtype=torch.half)
+    bias = torch.randn(256, device=DEV, dtype=torch.half)
+    assert rlgemm.describe(64, 256, 4096).startswith("tuned " + split_k_table)
+    want = reference(x, w.t()) + bias.float()
+    assert_close(torch.ops.rlgemm.linear(x, w, bias), want, 4096)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = torch.ops.rlgemm.linear(x, w, bias)
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_close(out, want, 4096)
 
 
 def test_cuda_graph_capture_needs_no_prepare(split_k_table):

@@ -62,6 +62,8 @@ def test_meta_shapes():
     (lambda: torch.ops.rlgemm.linear(meta(4, 8), meta(16, 8), meta(8)), ValueError, r"bias must hold one value per"),
     (lambda: torch.ops.rlgemm.linear(meta(4, 8), meta(16, 8), meta(16, dtype=torch.float32)), TypeError,
      r"bias must be float16"),
+    (lambda: torch.ops.rlgemm.linear(meta(4, 8), meta(16, 8), meta(32)[::2]), ValueError,
+     r"bias must be contiguous .* strides \(2,\)"),
 ])
 def test_bad_inputs_name_the_rule(call, kind, pattern):
     with pytest.raises(kind, match=pattern):

@@ -47,6 +47,7 @@ namespace {
 struct Api {
   decltype(&rlgemm_create_ex) create_ex = nullptr;
   decltype(&rlgemm_hgemm_ex) hgemm_ex = nullptr;
+  decltype(&rlgemm_gemm_bias_ex) gemm_bias_ex = nullptr;
   decltype(&rlgemm_workspace_size_ex) workspace_size_ex = nullptr;
   decltype(&rlgemm_last_error) last_error = nullptr;
 };
@@ -83,6 +84,7 @@ const Api& api_locked() {
   auto* api = new Api;  // for the life of the process, like the library
   resolve(lib, "rlgemm_create_ex", api->create_ex, path);
   resolve(lib, "rlgemm_hgemm_ex", api->hgemm_ex, path);
+  resolve(lib, "rlgemm_gemm_bias_ex", api->gemm_bias_ex, path);
   resolve(lib, "rlgemm_workspace_size_ex", api->workspace_size_ex, path);
   resolve(lib, "rlgemm_last_error", api->last_error, path);
   api_loaded.store(api, std::memory_order_release);
@@ -239,27 +241,36 @@ void check_linear(const at::Tensor& x, const at::Tensor& weight, const std::opti
   // x is checked before it is flattened, which would copy a strided x silently.
   check_contiguous(x, "x", "linear");
   check_contiguous(weight, "weight", "linear");
+  if (bias.has_value() && bias->defined()) check_contiguous(*bias, "bias", "linear");
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // Kernels
 // ---------------------------------------------------------------------------------------------------------
 
-// out (M x N) = a (M x K) * b, with b K x N (nn) or stored N x K (tn).
+// out (M x N) = a (M x K) * b (+ bias, N elements, when given), with b K x N (nn) or stored N x K (tn).
 void gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int layout, const char* op, const char* a_name,
-          const char* b_name) {
+          const char* b_name, const at::Tensor* bias = nullptr) {
   const int64_t m = a.size(0), k = a.size(1), n = out.size(1);
   if (m == 0) return;
   check_aligned(a, a_name, op);
   check_aligned(b, b_name, op);
+  if (bias) check_aligned(*bias, "bias", op);
   const c10::cuda::CUDAGuard guard(a.device());
   const Api& lib = api();
   const rlgemm_handle_t h = handle_for(a.get_device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(a.get_device()).stream();
   const int dtype = a.scalar_type() == at::kBFloat16 ? RLGEMM_DTYPE_BF16 : RLGEMM_DTYPE_FP16;
+  // The bias goes to the handle, which adds it in cuBLASLt's epilogue (on a kernel route, right after it).
+  auto call = [&](void* workspace, size_t bytes) {
+    return bias ? lib.gemm_bias_ex(h, stream, m, n, k, a.data_ptr(), b.data_ptr(), layout, out.data_ptr(), dtype,
+                                   bias->data_ptr(), workspace, bytes)
+                : lib.hgemm_ex(h, stream, m, n, k, a.data_ptr(), b.data_ptr(), layout, out.data_ptr(), dtype,
+                               workspace, bytes);
+  };
   int status;
   if (c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None) {
-    status = lib.hgemm_ex(h, stream, m, n, k, a.data_ptr(), b.data_ptr(), layout, out.data_ptr(), dtype, nullptr, 0);
+    status = call(nullptr, 0);
   } else {
     // Inside a capture: the workspace from the caching allocator, which gives the graph its own.
     size_t bytes = 0;
@@ -268,8 +279,7 @@ void gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int layout,
     at::Tensor workspace;
     if (bytes > 0) workspace = at::empty({static_cast<int64_t>(bytes)}, a.options().dtype(at::kByte));
     // A route without a workspace gets the pooled path (none is allocated): only a real one is handed over.
-    status = lib.hgemm_ex(h, stream, m, n, k, a.data_ptr(), b.data_ptr(), layout, out.data_ptr(), dtype,
-                          bytes > 0 ? workspace.data_ptr() : nullptr, bytes);
+    status = call(bytes > 0 ? workspace.data_ptr() : nullptr, bytes);
   }
   if (status != RLGEMM_OK) raise(lib, status);
 }
@@ -293,9 +303,8 @@ at::Tensor linear_cuda(const at::Tensor& x, const at::Tensor& weight, const std:
   at::Tensor out = at::empty(linear_shape(x.sizes(), n), x.options());
   if (x.numel() == 0) return out;
   at::Tensor out2 = out.view({-1, n});
-  gemm(x.view({-1, k}), weight, out2, RLGEMM_LAYOUT_TN, "linear", "x", "weight");
-  // The kernels have no bias epilogue: torch adds it, in place.
-  if (bias.has_value() && bias->defined()) out.add_(*bias);
+  const bool has_bias = bias.has_value() && bias->defined();
+  gemm(x.view({-1, k}), weight, out2, RLGEMM_LAYOUT_TN, "linear", "x", "weight", has_bias ? &*bias : nullptr);
   return out;
 }
 
