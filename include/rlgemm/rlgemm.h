@@ -14,7 +14,8 @@
 //
 // A shape's element type is part of its route: every route below is chosen among the rows, designs and
 // cuBLASLt algorithms of that type (bf16 rows of a table, bf16 designs, cuBLASLt with CUDA_R_16BF). The
-// built-in speed predictors learned fp16 kernels only, so a bf16 shape never takes the predicted route.
+// built-in speed predictors learned fp16 kernels: a bf16 shape's predicted route proposes the fp16 twin's
+// design in bf16, and keeps it, as any predicted kernel, only where it measured faster than the bf16 floor.
 //
 // Which kernel runs (the route of a shape, see describe()). A kernel runs only where a measurement on this GPU
 // says it beats cuBLASLt; everywhere else the handle calls cuBLASLt, so it is never slower than cuBLASLt's

@@ -266,15 +266,19 @@ struct Handle::Impl {
   // clears the route rule (predict::take_kernel_route); what it predicted goes into the route's description.
   std::optional<Design> predict_design(const Problem& problem) {
     predicted_note.clear();
-    // The built-in predictors learned fp16 kernels only: another element type takes the floor.
-    if (problem.dtype != DType::kF16) return std::nullopt;
-    const auto guesses = predictor->best_guesses(gpu_traits, problem, 1);
+    // The built-in predictors learned fp16 kernels against fp16 cuBLASLt. A bf16 problem gets the fp16 twin's
+    // guess in bf16: wgmma and mma.sync take bf16 at fp16's rate with the same tiles, and cuBLASLt's bf16
+    // algorithms mirror its fp16 ones. The guess is only a proposal: its kernel is timed against the bf16 floor
+    // at first use and kept only where it measured faster (predicted_kernel_wins).
+    Problem twin = problem;
+    twin.dtype = DType::kF16;
+    const auto guesses = predictor->best_guesses(gpu_traits, twin, 1);
     if (guesses.empty() || !predict::take_kernel_route(guesses.front().gain, kPredictedRouteZ)) return std::nullopt;
     char note[96];
     std::snprintf(note, sizeof note, " (predicted %.2fx cuBLASLt, ln sd %.2f)", guesses.front().gain.speedup,
                   guesses.front().gain.log_sd);
     predicted_note = note;
-    return guesses.front().design;
+    return with_dtype(guesses.front().design, problem.dtype);
   }
 
   // Called by the dispatcher, under build_mutex.

@@ -167,18 +167,54 @@ class HandleGpu : public ::testing::Test {
 // bf16 A, B and C through the handle: a tuned bf16 row (its design's text ends in /bf16), the borrowed and
 // default routes in bf16, and the cuBLASLt floor with CUDA_R_16BF; against an fp64 reference with the bf16
 // rounding (2^-8 relative) allowed. An fp16 row of the same shape serves fp16 calls only.
+// bf16 <-> float, rounding to nearest even.
+uint16_t bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float bf16_value(uint16_t b) {
+  const uint32_t u = uint32_t(b) << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// A bf16 call of `shape` through `handle` on random inputs, against an fp64 reference with the bf16 rounding
+// (2^-8 relative) allowed: "" or what is wrong.
+std::string bf16_call_errors(Handle& handle, Shape s, Layout layout) {
+  const int64_t M = s.m, N = s.n, K = s.k;
+  std::mt19937_64 rng(M * 31 + N + int(layout));
+  std::normal_distribution<float> normal;
+  std::vector<uint16_t> a(M * K), b(K * N), c(M * N);
+  for (auto& x : a) x = bf16_bits(normal(rng));
+  for (auto& x : b) x = bf16_bits(normal(rng));
+  std::vector<double> ref(M * N, 0.0);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) {
+      const double x = bf16_value(a[m * K + k]);
+      for (int64_t n = 0; n < N; ++n) ref[m * N + n] += x * bf16_value(layout == Layout::kNN ? b[k * N + n] : b[n * K + k]);
+    }
+  DeviceMemory da(a.size() * 2), db(b.size() * 2), dc(c.size() * 2);
+  RLGEMM_CUDA_CHECK(cudaMemcpy(da.ptr, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+  RLGEMM_CUDA_CHECK(cudaMemcpy(db.ptr, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+  RLGEMM_CUDA_CHECK(cudaMemset(dc.ptr, 0xff, c.size() * 2));  // NaN
+  handle.gemm(nullptr, M, N, K, da.ptr, db.ptr, layout, dc.ptr, DType::kBF16);
+  handle.gemm(nullptr, M, N, K, da.ptr, db.ptr, layout, dc.ptr, DType::kBF16);  // split-K flags left zeroed
+  RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+  RLGEMM_CUDA_CHECK(cudaMemcpy(c.data(), dc.ptr, c.size() * 2, cudaMemcpyDeviceToHost));
+  const double atol = std::ldexp(1.0, -9) * std::sqrt(double(K)) * 4;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < M * N; ++i) {
+    const double got = bf16_value(c[i]);
+    bad += !(std::isfinite(got) && std::abs(got - ref[i]) <= atol + std::ldexp(1.0, -6) * std::abs(ref[i]));
+  }
+  if (!bad) return "";
+  return s.to_string() + " " + std::string(to_string(layout)) + " bf16: " + std::to_string(bad) + " wrong, route " +
+         handle.describe(M, N, K, layout, DType::kBF16);
+}
+
 TEST_F(HandleGpu, Bf16CallsTakeBf16RoutesAndMatchTheReference) {
-  auto bits = [](float x) {
-    uint32_t u;
-    std::memcpy(&u, &x, 4);
-    return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  };
-  auto value = [](uint16_t b) {
-    const uint32_t u = uint32_t(b) << 16;
-    float x;
-    std::memcpy(&x, &u, 4);
-    return x;
-  };
   const auto file = dir_ / "tuned-bf16.csv";
   {
     std::ofstream out(file);
@@ -190,41 +226,15 @@ TEST_F(HandleGpu, Bf16CallsTakeBf16RoutesAndMatchTheReference) {
     HandleOptions options;
     options.tuned_table = file.string();
     options.prefer_cublaslt = prefer_cublaslt;
+    options.predicted_kernels = false;  // the routes named here; the predicted route has a test of its own
     Handle handle(options);
     EXPECT_NE(handle.describe(64, 256, 4096, Layout::kTN, DType::kBF16).find(split_design() + "/bf16"),
               std::string::npos);
     EXPECT_NE(handle.describe(64, 256, 4096, Layout::kTN).find(big_design()), std::string::npos);
     EXPECT_EQ(handle.describe(64, 256, 4096, Layout::kTN).find("bf16"), std::string::npos);
     for (Layout layout : {Layout::kNN, Layout::kTN})
-      for (Shape s : {Shape{64, 256, 4096}, Shape{1, 72, 24}, Shape{7, 200, 136}, Shape{1000, 72, 3000}}) {
-        const int64_t M = s.m, N = s.n, K = s.k;
-        std::mt19937_64 rng(M * 31 + N + int(layout));
-        std::normal_distribution<float> normal;
-        std::vector<uint16_t> a(M * K), b(K * N), c(M * N);
-        for (auto& x : a) x = bits(normal(rng));
-        for (auto& x : b) x = bits(normal(rng));
-        std::vector<double> ref(M * N, 0.0);
-        for (int64_t m = 0; m < M; ++m)
-          for (int64_t k = 0; k < K; ++k)
-            for (int64_t n = 0; n < N; ++n)
-              ref[m * N + n] += double(value(a[m * K + k])) *
-                                value(layout == Layout::kNN ? b[k * N + n] : b[n * K + k]);
-        DeviceMemory da(a.size() * 2), db(b.size() * 2), dc(c.size() * 2);
-        RLGEMM_CUDA_CHECK(cudaMemcpy(da.ptr, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
-        RLGEMM_CUDA_CHECK(cudaMemcpy(db.ptr, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
-        RLGEMM_CUDA_CHECK(cudaMemset(dc.ptr, 0xff, c.size() * 2));  // NaN
-        handle.gemm(nullptr, M, N, K, da.ptr, db.ptr, layout, dc.ptr, DType::kBF16);
-        RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
-        RLGEMM_CUDA_CHECK(cudaMemcpy(c.data(), dc.ptr, c.size() * 2, cudaMemcpyDeviceToHost));
-        const double atol = std::ldexp(1.0, -9) * std::sqrt(double(K)) * 4;
-        int64_t bad = 0;
-        for (int64_t i = 0; i < M * N; ++i) {
-          const double got = value(c[i]);
-          bad += !(std::isfinite(got) && std::abs(got - ref[i]) <= atol + std::ldexp(1.0, -6) * std::abs(ref[i]));
-        }
-        EXPECT_EQ(bad, 0) << s.to_string() << " " << to_string(layout) << " bf16, prefer_cublaslt "
-                          << prefer_cublaslt << ": " << handle.describe(M, N, K, layout, DType::kBF16);
-      }
+      for (Shape s : {Shape{64, 256, 4096}, Shape{1, 72, 24}, Shape{7, 200, 136}, Shape{1000, 72, 3000}})
+        EXPECT_EQ(bf16_call_errors(handle, s, layout), "") << "prefer_cublaslt " << prefer_cublaslt;
     // The C API's dtype: RLGEMM_DTYPE_BF16 works, another value names the supported ones.
     rlgemm_handle_t h = nullptr;
     ASSERT_EQ(rlgemm_create_ex(&h, nullptr, file.c_str(), nullptr, prefer_cublaslt, nullptr), RLGEMM_OK);
@@ -445,6 +455,14 @@ TEST_F(HandleGpu, PredictedRoutesAreCorrectAndSaySo) {
   }
   const Stats s = handle.stats();
   EXPECT_EQ(s.predicted + s.cublaslt, 2 * shapes.size());
+  // bf16: the fp16 twin's design in bf16, kept only where it measured faster than the bf16 floor.
+  for (Shape shape : {Shape{1, 4096, 4096}, Shape{128, 4608, 3584}}) {
+    EXPECT_EQ(bf16_call_errors(handle, shape, Layout::kTN), "");
+    const std::string route = handle.describe(shape.m, shape.n, shape.k, Layout::kTN, DType::kBF16);
+    const bool predicted = route.rfind("predicted ", 0) == 0 && route.find("/bf16") != std::string::npos &&
+                           route.find("x cuBLASLt") != std::string::npos;
+    EXPECT_TRUE(predicted || route.rfind("cublaslt floor", 0) == 0) << route;
+  }
 }
 
 // The cuBLASLt route launches the candidate lt_auto measured fastest (the table's last column); an index this
