@@ -4,25 +4,23 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "core/cuda_util.h"
 
 namespace rlgemm::dispatch {
 namespace {
 
-template <class T>
-__device__ float to_float(T v);
-template <>
 __device__ float to_float(half v) { return __half2float(v); }
-template <>
 __device__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 template <class T>
-__device__ T from_float(float v);
-template <>
-__device__ half from_float(float v) { return __float2half_rn(v); }
-template <>
-__device__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
+__device__ T from_float(float v) {
+  if constexpr (std::is_same_v<T, half>)
+    return __float2half_rn(v);
+  else
+    return __float2bfloat16_rn(v);
+}
 
 // One thread per 8 elements of C (16 bytes), grid-stride; `vectors_per_row` = N / 8.
 template <class T>

@@ -16,6 +16,7 @@
 
 #include "rlgemm/rlgemm.h"
 #include "rlgemm/rlgemm_c.h"
+#include "support/bf16.h"
 #include "support/cli.h"
 #include "support/gpu.h"
 
@@ -167,18 +168,6 @@ class HandleGpu : public ::testing::Test {
 // bf16 A, B and C through the handle: a tuned bf16 row (its design's text ends in /bf16), the borrowed and
 // default routes in bf16, and the cuBLASLt floor with CUDA_R_16BF; against an fp64 reference with the bf16
 // rounding (2^-8 relative) allowed. An fp16 row of the same shape serves fp16 calls only.
-// bf16 <-> float, rounding to nearest even.
-uint16_t bf16_bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-float bf16_value(uint16_t b) {
-  const uint32_t u = uint32_t(b) << 16;
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
 
 // A bf16 call of `shape` through `handle` on random inputs, against an fp64 reference with the bf16 rounding
 // (2^-8 relative) allowed: "" or what is wrong.
@@ -187,13 +176,13 @@ std::string bf16_call_errors(Handle& handle, Shape s, Layout layout) {
   std::mt19937_64 rng(M * 31 + N + int(layout));
   std::normal_distribution<float> normal;
   std::vector<uint16_t> a(M * K), b(K * N), c(M * N);
-  for (auto& x : a) x = bf16_bits(normal(rng));
-  for (auto& x : b) x = bf16_bits(normal(rng));
+  for (auto& x : a) x = test::bf16_bits_of(normal(rng));
+  for (auto& x : b) x = test::bf16_bits_of(normal(rng));
   std::vector<double> ref(M * N, 0.0);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t k = 0; k < K; ++k) {
-      const double x = bf16_value(a[m * K + k]);
-      for (int64_t n = 0; n < N; ++n) ref[m * N + n] += x * bf16_value(layout == Layout::kNN ? b[k * N + n] : b[n * K + k]);
+      const double x = test::bf16_float_of(a[m * K + k]);
+      for (int64_t n = 0; n < N; ++n) ref[m * N + n] += x * test::bf16_float_of(layout == Layout::kNN ? b[k * N + n] : b[n * K + k]);
     }
   DeviceMemory da(a.size() * 2), db(b.size() * 2), dc(c.size() * 2);
   RLGEMM_CUDA_CHECK(cudaMemcpy(da.ptr, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
@@ -206,7 +195,7 @@ std::string bf16_call_errors(Handle& handle, Shape s, Layout layout) {
   const double atol = std::ldexp(1.0, -9) * std::sqrt(double(K)) * 4;
   int64_t bad = 0;
   for (int64_t i = 0; i < M * N; ++i) {
-    const double got = bf16_value(c[i]);
+    const double got = test::bf16_float_of(c[i]);
     bad += !(std::isfinite(got) && std::abs(got - ref[i]) <= atol + std::ldexp(1.0, -6) * std::abs(ref[i]));
   }
   if (!bad) return "";

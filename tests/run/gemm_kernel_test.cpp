@@ -19,6 +19,7 @@
 #include <random>
 #include <thread>
 
+#include "support/bf16.h"
 #include "support/gpu.h"
 
 namespace rlgemm {
@@ -36,18 +37,8 @@ float float_of(uint16_t b) {
   return float(h);
 }
 
-// bf16: the upper 16 bits of an fp32, rounded to nearest even (finite values).
-uint16_t bf16_bits_of(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-float bf16_float_of(uint16_t b) {
-  const uint32_t u = uint32_t(b) << 16;
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
+using test::bf16_bits_of;
+using test::bf16_float_of;
 uint16_t element_bits(float x, DType dtype) { return dtype == DType::kBF16 ? bf16_bits_of(x) : bits_of(Half(x)); }
 float element_value(uint16_t b, DType dtype) { return dtype == DType::kBF16 ? bf16_float_of(b) : float_of(b); }
 
