@@ -36,7 +36,9 @@
 //             its uncertainty, and only once that kernel, timed beside the floor's cuBLASLt choice at the shape's
 //             first use, measured at least 2% faster (else the floor serves the shape, and describe() says
 //             what was measured); choosing costs about half a second at the shape's first use, a kernel's first
-//             compile a second or two (then cached on disk), the timing milliseconds;
+//             compile a second or two (then cached on disk), the timing milliseconds; with
+//             HandleOptions::autotune, the predictor's few best designs are all measured against the floor,
+//             whatever their predicted gain, and the fastest is kept (describe() says "autotuned");
 //   With HandleOptions::prefer_cublaslt = false (kernels only), shapes without a tuned row take instead:
 //   nearest   the design of the nearest tuned shape of this GPU and layout, distance measured between
 //             (log M, log N, log K), among designs valid for the layout and the GPU;
@@ -111,6 +113,14 @@ struct HandleOptions {
   // cuBLASLt beyond its uncertainty (the "predicted" route); off: every such shape takes the cuBLASLt floor.
   // On by default: a kernel takes a shape only where it measured faster than the floor at first use.
   bool predicted_kernels = true;
+  // Autotuning: a shape without a tuned row measures, at its first use, the built-in predictor's
+  // `autotune_candidates` best designs (compiled, then timed side by side with the floor's cuBLASLt choice)
+  // and keeps the fastest where it measured at least 2% faster, else the floor. The choice persists in the
+  // cache directory (autotune-choices.csv, per GPU and library build), so that a shape costs its compiles (a
+  // second or two each, cached) and its timing once per machine. A shape first seen inside a capture, where
+  // nothing can be timed, keeps the floor. Needs prefer_cublaslt. Off: the predicted route (one design, timed).
+  bool autotune = false;
+  int autotune_candidates = 4;  // 1..16
   // Where compiled kernels are cached: empty for the default ($RLGEMM_CACHE_DIR, else ~/.cache/rlgemm/cubins).
   std::string cache_dir;
   // A tuning database whose SASS-rescheduled cubins (`rlgemm sass-opt --db`) this handle loads in place of
@@ -127,7 +137,7 @@ struct Stats {
   uint64_t policy = 0;
   uint64_t default_design = 0;
   uint64_t cublaslt = 0;
-  uint64_t predicted = 0;
+  uint64_t predicted = 0;  // a kernel the predictor proposed and the handle measured faster (also autotuned)
   // Of the calls above, those served by a SASS-rescheduled cubin (HandleOptions::optimized_cubins).
   uint64_t sass_optimized = 0;
   uint64_t total() const { return tuned + nearest + policy + default_design + cublaslt + predicted; }

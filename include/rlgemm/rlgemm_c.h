@@ -51,6 +51,22 @@ int rlgemm_create(rlgemm_handle_t* handle, const char* database_or_null);
 int rlgemm_create_ex(rlgemm_handle_t* handle, const char* database_or_null, const char* tuned_table_or_null,
                      const char* policy_or_null, int prefer_cublaslt, const char* cache_dir_or_null);
 
+/* Every option of rlgemm::HandleOptions (include/rlgemm/rlgemm.h): start from rlgemm_default_options(), set
+ * what differs. NULL strings mean "" (the default). */
+typedef struct rlgemm_options_t {
+  const char* database;
+  const char* tuned_table;
+  const char* policy;
+  const char* cache_dir;
+  int prefer_cublaslt;     /* 0 or 1 */
+  int predicted_kernels;   /* 0 or 1 */
+  int autotune;            /* 0 or 1: measure the predictor's best designs at a shape's first use, keep the fastest */
+  int autotune_candidates; /* 1..16 */
+} rlgemm_options_t;
+
+rlgemm_options_t rlgemm_default_options(void);
+int rlgemm_create_with_options(rlgemm_handle_t* handle, const rlgemm_options_t* options);
+
 int rlgemm_destroy(rlgemm_handle_t handle);
 
 /* Chooses, compiles and loads the kernel of the shape and plans its launch, and allocates its pooled workspace

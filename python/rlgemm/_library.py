@@ -48,6 +48,13 @@ class Stats(ctypes.Structure):
         return {name: int(getattr(self, name)) for name, _ in self._fields_}
 
 
+class Options(ctypes.Structure):
+    """rlgemm_options_t (include/rlgemm/rlgemm_c.h)."""
+    _fields_ = [("database", ctypes.c_char_p), ("tuned_table", ctypes.c_char_p), ("policy", ctypes.c_char_p),
+                ("cache_dir", ctypes.c_char_p), ("prefer_cublaslt", ctypes.c_int), ("predicted_kernels", ctypes.c_int),
+                ("autotune", ctypes.c_int), ("autotune_candidates", ctypes.c_int)]
+
+
 def candidate_paths():
     """Where librlgemm.so is looked for, in order (see the module docstring)."""
     env = os.environ.get("RLGEMM_LIBRARY")
@@ -70,6 +77,7 @@ def _declare(lib):
     signatures = {
         "rlgemm_create": [handle_p, cp],
         "rlgemm_create_ex": [handle_p, cp, cp, cp, i32, cp],
+        "rlgemm_create_with_options": [handle_p, ctypes.POINTER(Options)],
         "rlgemm_destroy": [vp],
         "rlgemm_prepare": [vp, i64, i64, i64, i32, vp],
         "rlgemm_hgemm": [vp, vp, i64, i64, i64, vp, vp, i32, vp],
@@ -87,6 +95,8 @@ def _declare(lib):
         fn = getattr(lib, name)
         fn.argtypes = args
         fn.restype = ctypes.c_int
+    lib.rlgemm_default_options.argtypes = []
+    lib.rlgemm_default_options.restype = Options
     lib.rlgemm_last_error.argtypes = []
     lib.rlgemm_last_error.restype = ctypes.c_char_p
     lib.rlgemm_version.argtypes = []
@@ -134,12 +144,19 @@ def version():
 class Handle:
     """One rlgemm handle (rlgemm::Handle) on the current CUDA device."""
 
-    def __init__(self, database=None, tuned_table=None, policy=None, prefer_cublaslt=True, cache_dir=None):
+    def __init__(self, database=None, tuned_table=None, policy=None, prefer_cublaslt=True, cache_dir=None,
+                 predicted_kernels=True, autotune=False, autotune_candidates=4):
         lib = library()
         enc = lambda s: None if s is None else os.fsencode(s)
+        options = lib.rlgemm_default_options()
+        options.database, options.tuned_table = enc(database), enc(tuned_table)
+        options.policy, options.cache_dir = enc(policy), enc(cache_dir)
+        options.prefer_cublaslt = 1 if prefer_cublaslt else 0
+        options.predicted_kernels = 1 if predicted_kernels else 0
+        options.autotune = 1 if autotune else 0
+        options.autotune_candidates = int(autotune_candidates)
         handle = ctypes.c_void_p()
-        check(lib.rlgemm_create_ex(ctypes.byref(handle), enc(database), enc(tuned_table), enc(policy),
-                                   1 if prefer_cublaslt else 0, enc(cache_dir)))
+        check(lib.rlgemm_create_with_options(ctypes.byref(handle), ctypes.byref(options)))
         self._handle = handle
         self._lib = lib
         self._owned = True

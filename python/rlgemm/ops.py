@@ -52,15 +52,19 @@ except Exception as e:  # noqa: BLE001 (any failure to build or load means the f
 def _options_from_environment():
     return dict(database=os.environ.get("RLGEMM_DATABASE"), tuned_table=os.environ.get("RLGEMM_TUNED_TABLE"),
                 policy=os.environ.get("RLGEMM_POLICY"),
-                prefer_cublaslt=os.environ.get("RLGEMM_PREFER_CUBLASLT", "1") != "0", cache_dir=None)
+                prefer_cublaslt=os.environ.get("RLGEMM_PREFER_CUBLASLT", "1") != "0", cache_dir=None,
+                autotune=os.environ.get("RLGEMM_AUTOTUNE", "0") != "0")
 
 
-def configure(database=None, tuned_table=None, policy=None, prefer_cublaslt=True, cache_dir=None):
+def configure(database=None, tuned_table=None, policy=None, prefer_cublaslt=True, cache_dir=None, autotune=False,
+              autotune_candidates=4):
     """Options of the handles created from now on (one per device, on first use); by default the environment's
-    RLGEMM_DATABASE, RLGEMM_TUNED_TABLE, RLGEMM_POLICY, RLGEMM_PREFER_CUBLASLT (0/1), else the tuned table
-    built into librlgemm."""
+    RLGEMM_DATABASE, RLGEMM_TUNED_TABLE, RLGEMM_POLICY, RLGEMM_PREFER_CUBLASLT (0/1), RLGEMM_AUTOTUNE (0/1),
+    else the tuned table built into librlgemm. autotune: a shape without a tuned row measures the predictor's
+    `autotune_candidates` best kernels against cuBLASLt at its first call and keeps the fastest (the choice is
+    kept in the cache directory, once per machine)."""
     options = dict(database=database, tuned_table=tuned_table, policy=policy, prefer_cublaslt=prefer_cublaslt,
-                   cache_dir=cache_dir)
+                   cache_dir=cache_dir, autotune=autotune, autotune_candidates=autotune_candidates)
     if BACKEND == "ctypes":
         _ctypes_ops.configure(**options)
         return
@@ -69,7 +73,7 @@ def configure(database=None, tuned_table=None, policy=None, prefer_cublaslt=True
     except _library.LibraryNotFound:
         path = ""  # the first call says where it looked
     torch.ops.rlgemm._configure(path, database or "", tuned_table or "", policy or "", bool(prefer_cublaslt),
-                                cache_dir or "")
+                                cache_dir or "", bool(autotune), int(autotune_candidates))
 
 
 if BACKEND == "cpp":

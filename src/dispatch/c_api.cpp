@@ -68,15 +68,41 @@ int rlgemm_create(rlgemm_handle_t* handle, const char* database_or_null) {
 
 int rlgemm_create_ex(rlgemm_handle_t* handle, const char* database_or_null, const char* tuned_table_or_null,
                      const char* policy_or_null, int prefer_cublaslt, const char* cache_dir_or_null) {
+  rlgemm_options_t options = rlgemm_default_options();
+  options.database = database_or_null;
+  options.tuned_table = tuned_table_or_null;
+  options.policy = policy_or_null;
+  options.prefer_cublaslt = prefer_cublaslt;
+  options.cache_dir = cache_dir_or_null;
+  return rlgemm_create_with_options(handle, &options);
+}
+
+rlgemm_options_t rlgemm_default_options(void) {
+  const rlgemm::HandleOptions defaults;
+  return rlgemm_options_t{nullptr,
+                          nullptr,
+                          nullptr,
+                          nullptr,
+                          defaults.prefer_cublaslt ? 1 : 0,
+                          defaults.predicted_kernels ? 1 : 0,
+                          defaults.autotune ? 1 : 0,
+                          defaults.autotune_candidates};
+}
+
+int rlgemm_create_with_options(rlgemm_handle_t* handle, const rlgemm_options_t* given) {
   return guarded([&] {
     if (!handle) rlgemm::fail("rlgemm_create: the output pointer is NULL");
     *handle = nullptr;
+    if (!given) rlgemm::fail("rlgemm_create_with_options: the options are NULL (start from rlgemm_default_options())");
     rlgemm::HandleOptions options;
-    options.database = text(database_or_null);
-    options.tuned_table = text(tuned_table_or_null);
-    options.policy = text(policy_or_null);
-    options.prefer_cublaslt = prefer_cublaslt != 0;
-    options.cache_dir = text(cache_dir_or_null);
+    options.database = text(given->database);
+    options.tuned_table = text(given->tuned_table);
+    options.policy = text(given->policy);
+    options.cache_dir = text(given->cache_dir);
+    options.prefer_cublaslt = given->prefer_cublaslt != 0;
+    options.predicted_kernels = given->predicted_kernels != 0;
+    options.autotune = given->autotune != 0;
+    options.autotune_candidates = given->autotune_candidates;
     *handle = new rlgemm_handle{rlgemm::Handle(options)};
   });
 }

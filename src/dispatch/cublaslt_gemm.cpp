@@ -1,15 +1,7 @@
 #include "dispatch/cublaslt_gemm.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <iostream>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/fill.h"
@@ -92,23 +84,11 @@ CublasLtChoices::Key CublasLtChoices::key_of(const Problem& p) {
 }
 
 CublasLtChoices::CublasLtChoices(std::filesystem::path file, std::string gpu, size_t cublaslt_version)
-    : file_(std::move(file)), gpu_(std::move(gpu)), version_(cublaslt_version) {
-  if (file_.empty()) return;
-  std::error_code ec;
-  if (!std::filesystem::exists(file_, ec)) return;
-  std::ifstream in(file_);
-  if (!in) {
-    warn_once("cannot read it");
-    return;
-  }
-  std::string line;
-  while (std::getline(in, line)) {
-    // gpu names hold no commas (the CUDA runtime's names do not); a line cut short by a crash fails to parse.
-    std::vector<std::string> f;
-    std::stringstream ss(line);
-    for (std::string field; std::getline(ss, field, ',');) f.push_back(field);
-    // fp16 lines have the header's 8 fields; other element types add theirs as a 9th (which rlgemm builds
-    // without element types skip, so that they can share the file).
+    : file_(std::move(file), kHeader, "the cuBLASLt choices cache"), gpu_(std::move(gpu)), version_(cublaslt_version) {
+  for (const std::vector<std::string>& f : file_.read()) {
+    // gpu names hold no commas (the CUDA runtime's names do not). fp16 lines have the header's 8 fields; other
+    // element types add theirs as a 9th (which rlgemm builds without element types skip, so that they can
+    // share the file).
     if ((f.size() != 8 && f.size() != 9) || f[0] != gpu_) continue;
     try {
       if (std::stoull(f[1]) != version_) continue;
@@ -129,34 +109,17 @@ std::optional<int> CublasLtChoices::find(const Problem& p) const {
   return it->second;
 }
 
-void CublasLtChoices::warn_once(const std::string& what) {
-  if (warned_) return;
-  warned_ = true;
-  std::cerr << "rlgemm: warning: the cuBLASLt choices cache " << file_.string() << ": " << what
-            << "; cuBLASLt choices made now last only as long as this process\n";
-}
-
 void CublasLtChoices::record(const Problem& p, int candidate, int candidates) {
-  std::lock_guard lock(mutex_);
-  chosen_[key_of(p)] = candidate;
-  if (file_.empty()) return;
-  std::error_code ec;
-  if (file_.has_parent_path()) std::filesystem::create_directories(file_.parent_path(), ec);
-  const int fd = ::open(file_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    warn_once(std::string("cannot write it (") + std::strerror(errno) + ")");
-    return;
+  {
+    std::lock_guard lock(mutex_);
+    chosen_[key_of(p)] = candidate;
   }
-  std::string text;
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && st.st_size == 0) text = std::string(kHeader) + "\n";
-  text += gpu_ + "," + std::to_string(version_) + "," + p.shape.to_string() + "," + std::string(to_string(p.layout)) +
-          "," + std::to_string(candidate) + "," + std::to_string(candidates) +
-          (p.dtype == DType::kF16 ? "" : "," + std::string(to_string(p.dtype))) + "\n";
-  // One write of a short line with O_APPEND: processes appending at once never interleave within it.
-  const ssize_t written = ::write(fd, text.data(), text.size());
-  if (written != ssize_t(text.size())) warn_once(std::string("cannot write it (") + std::strerror(errno) + ")");
-  ::close(fd);
+  std::vector<std::string> fields = {gpu_, std::to_string(version_), std::to_string(p.shape.m),
+                                     std::to_string(p.shape.n), std::to_string(p.shape.k),
+                                     std::string(to_string(p.layout)), std::to_string(candidate),
+                                     std::to_string(candidates)};
+  if (p.dtype != DType::kF16) fields.emplace_back(to_string(p.dtype));
+  file_.append(fields);
 }
 
 }  // namespace rlgemm::dispatch

@@ -19,6 +19,7 @@
 #include <tuple>
 
 #include "bench/cublaslt_problem.h"
+#include "dispatch/choices_file.h"
 #include "rlgemm/problem.h"
 
 namespace rlgemm::dispatch {
@@ -72,12 +73,10 @@ class CublasLtGemm {
 // Allocates the scratch for the duration of the call.
 bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& problem, cudaStream_t stream);
 
-// The cuBLASLt choices made on this machine, so that each costs its timing once per machine: a CSV file
+// The cuBLASLt choices made on this machine, so that each costs its timing once per machine: a ChoicesFile
 // (gpu,cublaslt_version,M,N,K,layout,candidate,candidates, and a ninth field with the element type of a problem
-// other than fp16) to which every new choice is appended by one write.
-// Rows of other GPUs or another cuBLASLt are kept in the file and ignored (another cuBLASLt numbers its
-// candidates otherwise); lines a crash cut short are skipped. A file that cannot be read or written costs
-// nothing but a warning, once: the choices then last as long as the process. Thread-safe.
+// other than fp16). Rows of other GPUs or another cuBLASLt are kept in the file and ignored (another cuBLASLt
+// numbers its candidates otherwise). Thread-safe.
 class CublasLtChoices {
  public:
   static constexpr const char* kHeader = "gpu,cublaslt_version,M,N,K,layout,candidate,candidates";
@@ -86,18 +85,16 @@ class CublasLtChoices {
   CublasLtChoices(std::filesystem::path file, std::string gpu, size_t cublaslt_version);
   std::optional<int> find(const Problem& problem) const;
   void record(const Problem& problem, int candidate, int candidates);
-  const std::filesystem::path& file() const { return file_; }
+  const std::filesystem::path& file() const { return file_.file(); }
 
  private:
   using Key = std::tuple<int64_t, int64_t, int64_t, int, int>;  // M, N, K, layout, dtype
   static Key key_of(const Problem& problem);
-  void warn_once(const std::string& what);
-  std::filesystem::path file_;
+  ChoicesFile file_;
   std::string gpu_;
   size_t version_;
   mutable std::mutex mutex_;
   std::map<Key, int> chosen_;
-  bool warned_ = false;
 };
 
 }  // namespace rlgemm::dispatch

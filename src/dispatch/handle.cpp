@@ -18,6 +18,7 @@
 #include "core/seed.h"
 #include "core/cuda_util.h"
 #include "dispatch/add_bias.h"
+#include "dispatch/autotune_choices.h"
 #include "dispatch/cublaslt_gemm.h"
 #include "dispatch/dispatcher.h"
 #include "dispatch/tuned_table.h"
@@ -154,6 +155,7 @@ struct Handle::Impl {
   std::map<std::string, std::unique_ptr<GemmKernel>> kernels;  // under build_mutex
   std::unique_ptr<dispatch::CublasLtContext> lt_context;      // under build_mutex
   std::unique_ptr<dispatch::CublasLtChoices> lt_choices;      // lt_auto's choices made on this machine
+  std::unique_ptr<dispatch::AutotuneChoices> autotune_choices;  // HandleOptions::autotune: what it kept here
 
   std::shared_mutex workspace_mutex;
   std::unordered_map<WorkspaceKey, void*, WorkspaceKeyHash> workspaces;
@@ -163,6 +165,12 @@ struct Handle::Impl {
   const uint64_t serial = next_handle_serial.fetch_add(1);
 
   explicit Impl(const HandleOptions& opts) : options(opts) {
+    if (options.autotune && !options.prefer_cublaslt)
+      fail("HandleOptions::autotune measures kernels against cuBLASLt and keeps cuBLASLt where none beats it: it "
+           "needs prefer_cublaslt");
+    if (options.autotune && (options.autotune_candidates < 1 || options.autotune_candidates > 16))
+      fail("HandleOptions::autotune_candidates is " + std::to_string(options.autotune_candidates) +
+           ": it must be 1 to 16 (each candidate costs a compile at a shape's first use)");
     std::vector<dispatch::TunedRow> rows;
     if (!options.database.empty())
       rows = dispatch::load_tuning_database(options.database, options.mode);
@@ -186,10 +194,12 @@ struct Handle::Impl {
     dispatch::Proposer proposer, predicted;
     if (policy)
       proposer = [this](const Problem& problem) -> std::optional<Design> { return propose(problem); };
-    if (options.predicted_kernels) {
+    if (options.predicted_kernels || options.autotune) {
       gpu_traits = predict::traits_of(identity_of(device));
       predictor = predict::builtin_predictor(gpu_traits);
-      if (predictor)
+      // Autotuning measures the predictor's few best designs itself: the dispatcher then gives untuned shapes
+      // the floor, which autotune() starts from.
+      if (predictor && !options.autotune)
         predicted = [this](const Problem& problem) -> std::optional<Design> { return predict_design(problem); };
     }
     dispatcher = std::make_unique<dispatch::Dispatcher>(rows, target, options.prefer_cublaslt, proposer, predicted);
@@ -197,6 +207,10 @@ struct Handle::Impl {
     const auto& dir = compile_options.cache_dir;
     lt_choices = std::make_unique<dispatch::CublasLtChoices>(dir ? *dir / "cublaslt-choices.csv" : std::filesystem::path(),
                                                              device.name, cublasLtGetVersion());
+    if (options.autotune)
+      autotune_choices = std::make_unique<dispatch::AutotuneChoices>(
+          dir ? *dir / "autotune-choices.csv" : std::filesystem::path(), device.name,
+          std::string(version()) + "-" + build_commit());
   }
 
   // The cuBLASLt algorithm of a route with no recorded candidate: lt_auto's choice, made once per machine
@@ -348,40 +362,158 @@ struct Handle::Impl {
                                                  : 0;
   }
 
-  // The predicted route's evidence: at the shape's first use, its kernel and the floor's cuBLASLt choice are
-  // timed side by side (the harness's offline method, on scratch operands of the problem's size), and the
-  // kernel is kept only where it measured faster by kPredictedMargin. A prediction alone never puts a slower
-  // kernel on a shape: on the LLM tuning shapes, 10 of the 38 kernels the unverified rule chose were slower
-  // than cuBLASLt, down to 0.57. The check costs milliseconds, each process repeats it (the compile is cached);
-  // a stream being captured cannot time, so a shape first seen there keeps the floor.
-  static constexpr double kPredictedMargin = 0.02;
-  bool predicted_kernel_wins(Route& kernel_route, Route& floor, cudaStream_t stream, std::string& verdict) {
-    if (capturing(stream)) {
-      verdict = " (not timed: first seen in a capture)";
-      return false;
-    }
-    const Problem& p = kernel_route.problem;
+  // The evidence of the predicted and autotuned routes: at the shape's first use, each proposed kernel and
+  // the floor's cuBLASLt choice are timed side by side (the harness's offline method, on scratch operands of
+  // the problem's size), and a kernel is kept only where it measured faster by kKernelMargin. A prediction
+  // alone never puts a slower kernel on a shape: on the LLM tuning shapes, 10 of the 38 kernels the unverified
+  // rule chose were slower than cuBLASLt, down to 0.57. The timing costs milliseconds; a stream being
+  // captured cannot time (the caller keeps the floor there).
+  static constexpr double kKernelMargin = 0.02;
+  // The floor's time over each kernel's: above 1 + kKernelMargin, the kernel wins.
+  std::vector<double> gains_over_floor(const std::vector<Route*>& kernel_routes, Route& floor, cudaStream_t stream) {
+    const Problem& p = floor.problem;
     DeviceScratch<half> a(size_t(p.a_elems())), b(size_t(p.b_elems())), c(size_t(p.c_elems()));
-    // Two workspaces: the kernel's must start zeroed (its tickets), and cuBLASLt leaves its own as it likes.
-    const size_t kernel_ws = std::max<size_t>(kernel_route.workspace_bytes, 16), lt_ws = std::max<size_t>(floor.workspace_bytes, 16);
-    DeviceScratch<unsigned char> kernel_workspace(kernel_ws), lt_workspace(lt_ws);
-    RLGEMM_CUDA_CHECK(cudaMemsetAsync(kernel_workspace.ptr, 0, kernel_ws, stream));
     bench::fill_random(a.ptr, size_t(p.a_elems()), bench::Fill::kNormal, 1, stream, p.dtype);
     bench::fill_random(b.ptr, size_t(p.b_elems()), bench::Fill::kNormal, 2, stream, p.dtype);
-    const std::vector<bench::Subject> subjects = {
-        {[&](cudaStream_t s) { launch(s, kernel_route, a.ptr, b.ptr, c.ptr, kernel_workspace.ptr, kernel_ws); }, {},
-         "predicted kernel"},
-        {[&](cudaStream_t s) { launch(s, floor, a.ptr, b.ptr, c.ptr, lt_workspace.ptr, lt_ws); }, {}, "cuBLASLt"}};
+    // A workspace each: a kernel's must start zeroed (its tickets), and cuBLASLt leaves its own as it likes.
+    std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> workspaces;
+    std::vector<bench::Subject> subjects;
+    for (Route* r : kernel_routes) {
+      const size_t bytes = std::max<size_t>(r->workspace_bytes, 16);
+      auto& ws = workspaces.emplace_back(std::make_unique<DeviceScratch<unsigned char>>(bytes));
+      RLGEMM_CUDA_CHECK(cudaMemsetAsync(ws->ptr, 0, bytes, stream));
+      subjects.push_back({[&, r, bytes, w = ws->ptr](cudaStream_t s) { launch(s, *r, a.ptr, b.ptr, c.ptr, w, bytes); },
+                          {}, "kernel " + to_string(r->choice.design)});
+    }
+    const size_t lt_bytes = std::max<size_t>(floor.workspace_bytes, 16);
+    auto& lt_ws = workspaces.emplace_back(std::make_unique<DeviceScratch<unsigned char>>(lt_bytes));
+    subjects.push_back({[&, w = lt_ws->ptr](cudaStream_t s) { launch(s, floor, a.ptr, b.ptr, c.ptr, w, lt_bytes); }, {},
+                        "cuBLASLt"});
     bench::TimingOptions options;
     options.seed = problem_seed(0, p);
     const auto times = bench::time_side_by_side(bench::Mode::kOffline, subjects, nullptr, stream, options);
     RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
-    const double gain = times[1].time_us / times[0].time_us;
+    std::vector<double> gains;
+    for (size_t i = 0; i < kernel_routes.size(); ++i) gains.push_back(times.back().time_us / times[i].time_us);
+    return gains;
+  }
+
+  // The floor of a problem: cuBLASLt with lt_auto's choice.
+  std::unique_ptr<Route> floor_route(const Problem& problem, cudaStream_t stream) {
+    auto floor = std::make_unique<Route>();
+    floor->problem = problem;
+    floor->choice = dispatch::floor_choice();
+    floor->description = floor->choice.describe();
+    plan_cublaslt(*floor, stream);
+    return floor;
+  }
+
+  // A proposed design's kernel route (path kPredicted), or null with `why` when it does not compile or load:
+  // a proposal that fails costs the shape nothing, the floor serves it.
+  std::unique_ptr<Route> proposed_route(const Problem& problem, const Design& design, std::string& why) {
+    auto r = std::make_unique<Route>();
+    r->problem = problem;
+    r->choice = dispatch::Choice{Path::kPredicted, design, std::nullopt, std::nullopt};
+    try {
+      plan_kernel(*r);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kNoDevice || e.kind() == ErrorKind::kOutOfMemory) throw;
+      const std::string what = e.what();
+      why = what.substr(0, what.find('\n'));
+      return nullptr;
+    }
+    return r;
+  }
+
+  // The predicted route: the dispatcher's one proposal, kept where it measured faster than the floor.
+  std::unique_ptr<Route> verify_predicted(std::unique_ptr<Route> r, cudaStream_t stream) {
+    r->description += predicted_note;
+    // The floor the kernel must beat, and that serves the shape where it does not (the kernel then stays
+    // compiled and cached).
+    std::unique_ptr<Route> floor = floor_route(r->problem, stream);
+    std::string why;
+    std::unique_ptr<Route> kernel = proposed_route(r->problem, r->choice.design, why);
+    if (!kernel) {
+      floor->description += " (predicted kernel not built: " + why + ")";
+      return floor;
+    }
+    if (capturing(stream)) {
+      floor->description += " (not timed: first seen in a capture)";
+      return floor;
+    }
+    const double gain = gains_over_floor({kernel.get()}, *floor, stream).front();
+    const bool kept = gain >= 1 + kKernelMargin;
     char text[96];
     std::snprintf(text, sizeof text, " (%s: %.2fx cuBLASLt, measured on first use)",
-                  gain >= 1 + kPredictedMargin ? "kept" : "predicted kernel not kept", gain);
-    verdict = text;
-    return gain >= 1 + kPredictedMargin;
+                  kept ? "kept" : "predicted kernel not kept", gain);
+    if (!kept) {
+      floor->description += text;
+      return floor;
+    }
+    kernel->description = r->description + text;
+    return kernel;
+  }
+
+  // The autotuned route (HandleOptions::autotune): what this machine chose before, else the predictor's few
+  // best designs measured against the floor now, the fastest kept where it is kKernelMargin faster; the
+  // choice is recorded either way.
+  std::unique_ptr<Route> autotune(const Problem& problem, cudaStream_t stream) {
+    std::unique_ptr<Route> floor = floor_route(problem, stream);
+    char text[160];
+    if (const std::optional<dispatch::AutotuneChoice> known = autotune_choices->find(problem)) {
+      if (!known->design) {
+        std::snprintf(text, sizeof text, " (autotuned on this machine: none of %d kernels beat it)", known->candidates);
+        floor->description += text;
+        return floor;
+      }
+      std::string why;
+      std::unique_ptr<Route> kernel = proposed_route(problem, *known->design, why);
+      if (!kernel) {
+        floor->description += " (the autotuned kernel is not built: " + why + ")";
+        return floor;
+      }
+      std::snprintf(text, sizeof text, " (%.2fx cuBLASLt, best of %d, measured on this machine before)", known->gain,
+                    known->candidates);
+      kernel->description = "autotuned " + to_string(*known->design) + text;
+      return kernel;
+    }
+    if (capturing(stream)) {
+      floor->description += " (not autotuned: first seen in a capture)";
+      return floor;
+    }
+    // The fp16 twin's guesses, in the problem's element type (as predict_design does).
+    Problem twin = problem;
+    twin.dtype = DType::kF16;
+    std::vector<std::unique_ptr<Route>> kernels;
+    for (const predict::Candidate& guess : predictor->best_guesses(gpu_traits, twin, options.autotune_candidates)) {
+      Design design = with_dtype(guess.design, problem.dtype);
+      design.static_shape = false;
+      if (dispatch::why_not_runnable(design, problem, dispatcher->target())) continue;
+      std::string why;
+      if (auto kernel = proposed_route(problem, design, why)) kernels.push_back(std::move(kernel));
+    }
+    dispatch::AutotuneChoice choice;
+    choice.candidates = int(kernels.size());
+    size_t best = 0;
+    if (!kernels.empty()) {
+      std::vector<Route*> routes;
+      for (auto& k : kernels) routes.push_back(k.get());
+      const std::vector<double> gains = gains_over_floor(routes, *floor, stream);
+      best = size_t(std::max_element(gains.begin(), gains.end()) - gains.begin());
+      choice.gain = gains[best];
+      if (choice.gain >= 1 + kKernelMargin) choice.design = kernels[best]->choice.design;
+    }
+    autotune_choices->record(problem, choice);
+    if (!choice.design) {
+      std::snprintf(text, sizeof text, " (autotuned on first use: the best of %d kernels measured %.2fx cuBLASLt)",
+                    choice.candidates, choice.gain);
+      floor->description += text;
+      return floor;
+    }
+    std::snprintf(text, sizeof text, " (%.2fx cuBLASLt, best of %d, measured on first use)", choice.gain,
+                  choice.candidates);
+    kernels[best]->description = "autotuned " + to_string(*choice.design) + text;
+    return std::move(kernels[best]);
   }
 
   Route& build_route(const Problem& problem, const ShapeKey& key, cudaStream_t stream, bool capture_check) {
@@ -400,32 +532,11 @@ struct Handle::Impl {
     r->problem = problem;
     r->choice = dispatcher->choose(problem);
     r->description = r->choice.describe();
-    if (r->choice.path == Path::kPredicted) {
-      r->description += predicted_note;
-      // The floor the kernel must beat, and that serves the shape where it does not (the kernel then stays
-      // compiled and cached).
-      auto floor = std::make_unique<Route>();
-      floor->problem = problem;
-      floor->choice = dispatch::floor_choice();
-      floor->description = floor->choice.describe();
-      plan_cublaslt(*floor, stream);
-      std::string verdict;
-      bool planned = false;
-      try {
-        plan_kernel(*r);
-        planned = true;
-      } catch (const Error& e) {
-        // A proposal that does not compile or load costs the shape nothing: the floor serves it.
-        if (e.kind() == ErrorKind::kNoDevice || e.kind() == ErrorKind::kOutOfMemory) throw;
-        const std::string why = e.what();
-        verdict = " (predicted kernel not built: " + why.substr(0, why.find('\n')) + ")";
-      }
-      if (planned && predicted_kernel_wins(*r, *floor, stream, verdict)) {
-        r->description += verdict;
-      } else {
-        floor->description += verdict;
-        r = std::move(floor);
-      }
+    const bool untuned = r->choice.path == Path::kPredicted || r->choice.floor;
+    if (autotune_choices && predictor && untuned) {
+      r = autotune(problem, stream);
+    } else if (r->choice.path == Path::kPredicted) {
+      r = verify_predicted(std::move(r), stream);
     } else if (r->choice.path == Path::kCublasLt) {
       plan_cublaslt(*r, stream);
     } else {

@@ -456,6 +456,49 @@ TEST_F(HandleGpu, PredictedRoutesAreCorrectAndSaySo) {
 
 // The cuBLASLt route launches the candidate lt_auto measured fastest (the table's last column); an index this
 // cuBLASLt does not offer falls back to the heuristic's first, and says so.
+// Autotuning: an untuned shape's first call measures the predictor's few best kernels against the floor and
+// keeps the fastest where it is 2% faster (describe() says "autotuned", or the floor says what it measured);
+// the choice is in the cache, so a second handle serves the same route without measuring.
+TEST_F(HandleGpu, AutotuneKeepsTheFastestAndASecondHandleFindsIt) {
+  HandleOptions options = options_with({});
+  options.autotune = true;
+  options.autotune_candidates = 3;
+  options.cache_dir = (dir_ / "cache").string();
+  const std::vector<Shape> shapes = {{1, 4096, 4096}, {300, 4608, 3584}, {2000, 576, 7168}};
+  std::vector<std::string> first;
+  {
+    Handle handle(options);
+    for (Shape shape : shapes) {
+      const Case c(shape, Layout::kTN, shape.m + 1);
+      c.poison();
+      c.run(handle);
+      c.run(handle);
+      const std::string route = handle.describe(shape.m, shape.n, shape.k, Layout::kTN);
+      EXPECT_EQ(c.check(), "") << route;
+      const bool kept = route.rfind("autotuned ", 0) == 0 && route.find("measured on first use") != std::string::npos;
+      const bool floor = route.rfind("cublaslt floor", 0) == 0 && route.find("autotuned on first use") != std::string::npos;
+      EXPECT_TRUE(kept || floor) << route;
+      first.push_back(route);
+    }
+    EXPECT_EQ(handle.stats().predicted + handle.stats().cublaslt, 2 * shapes.size());
+  }
+  ASSERT_TRUE(std::filesystem::exists(dir_ / "cache" / "autotune-choices.csv"));
+  Handle again(options);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Case c(shapes[i], Layout::kTN, shapes[i].m + 2);
+    c.poison();
+    c.run(again);
+    const std::string route = again.describe(shapes[i].m, shapes[i].n, shapes[i].k, Layout::kTN);
+    EXPECT_EQ(c.check(), "") << route;
+    if (first[i].rfind("autotuned ", 0) == 0) {
+      EXPECT_EQ(route.substr(0, route.find(" (")), first[i].substr(0, first[i].find(" (")));
+      EXPECT_NE(route.find("measured on this machine before"), std::string::npos) << route;
+    } else {
+      EXPECT_NE(route.find("autotuned on this machine: none of"), std::string::npos) << route;
+    }
+  }
+}
+
 TEST_F(HandleGpu, CublasLtRouteLaunchesTheRecordedCandidate) {
   const auto file = dir_ / "tuned-candidates.csv";
   {

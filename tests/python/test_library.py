@@ -40,6 +40,24 @@ def test_bad_tuned_table_names_the_line(tmp_path):
     assert f"{table}:2:" in str(info.value)
 
 
+def test_bad_autotune_options_name_the_rule():
+    library_or_skip()
+    with pytest.raises(rlgemm.RlgemmError) as info:
+        rlgemm.Handle(autotune=True, prefer_cublaslt=False)
+    assert info.value.status == rlgemm.ERROR_INVALID_INPUT
+    assert "needs prefer_cublaslt" in str(info.value)
+    with pytest.raises(rlgemm.RlgemmError) as info:
+        rlgemm.Handle(autotune=True, autotune_candidates=40)
+    assert "must be 1 to 16" in str(info.value)
+
+
+def test_default_options_are_the_handles():
+    options = library_or_skip().rlgemm_default_options()
+    assert (options.prefer_cublaslt, options.predicted_kernels, options.autotune, options.autotune_candidates) == \
+        (1, 1, 0, 4)
+    assert options.database is None and options.cache_dir is None
+
+
 def test_without_gpu_handle_creation_says_so():
     library_or_skip()
     try:

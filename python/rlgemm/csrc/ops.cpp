@@ -45,7 +45,8 @@ namespace {
 // ---------------------------------------------------------------------------------------------------------
 
 struct Api {
-  decltype(&rlgemm_create_ex) create_ex = nullptr;
+  decltype(&rlgemm_default_options) default_options = nullptr;
+  decltype(&rlgemm_create_with_options) create_with_options = nullptr;
   decltype(&rlgemm_hgemm_ex) hgemm_ex = nullptr;
   decltype(&rlgemm_gemm_bias_ex) gemm_bias_ex = nullptr;
   decltype(&rlgemm_workspace_size_ex) workspace_size_ex = nullptr;
@@ -56,6 +57,8 @@ struct Config {
   std::string library;  // path of librlgemm.so ("" : the dynamic linker's search)
   std::string database, tuned_table, policy, cache_dir;
   bool prefer_cublaslt = true;
+  bool autotune = false;
+  int64_t autotune_candidates = 4;
 };
 
 constexpr int kMaxDevices = 64;
@@ -82,7 +85,8 @@ const Api& api_locked() {
   TORCH_CHECK(lib, "rlgemm: cannot load ", path, " (", dlerror(),
               "). Build it (cmake --build build --target rlgemm_shared) and set RLGEMM_LIBRARY=/path/to/librlgemm.so");
   auto* api = new Api;  // for the life of the process, like the library
-  resolve(lib, "rlgemm_create_ex", api->create_ex, path);
+  resolve(lib, "rlgemm_default_options", api->default_options, path);
+  resolve(lib, "rlgemm_create_with_options", api->create_with_options, path);
   resolve(lib, "rlgemm_hgemm_ex", api->hgemm_ex, path);
   resolve(lib, "rlgemm_gemm_bias_ex", api->gemm_bias_ex, path);
   resolve(lib, "rlgemm_workspace_size_ex", api->workspace_size_ex, path);
@@ -116,8 +120,15 @@ rlgemm_handle_t handle_for(int device) {
   auto text = [](const std::string& s) { return s.empty() ? nullptr : s.c_str(); };
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   rlgemm_handle_t h = nullptr;
-  const int status = a.create_ex(&h, text(config.database), text(config.tuned_table), text(config.policy),
-                                 config.prefer_cublaslt ? 1 : 0, text(config.cache_dir));
+  rlgemm_options_t options = a.default_options();
+  options.database = text(config.database);
+  options.tuned_table = text(config.tuned_table);
+  options.policy = text(config.policy);
+  options.cache_dir = text(config.cache_dir);
+  options.prefer_cublaslt = config.prefer_cublaslt ? 1 : 0;
+  options.autotune = config.autotune ? 1 : 0;
+  options.autotune_candidates = static_cast<int>(config.autotune_candidates);
+  const int status = a.create_with_options(&h, &options);
   if (status != RLGEMM_OK) raise(a, status);
   handles[device].store(h, std::memory_order_release);
   return h;
@@ -427,7 +438,7 @@ at::Tensor mm_autograd(const at::Tensor& a, const at::Tensor& b) {
 
 // Where librlgemm is and the options of the handles created from now on; handles created before are retired.
 void configure(std::string library, std::string database, std::string tuned_table, std::string policy,
-               bool prefer_cublaslt, std::string cache_dir) {
+               bool prefer_cublaslt, std::string cache_dir, bool autotune, int64_t autotune_candidates) {
   std::lock_guard lock(state_mutex);
   if (api_loaded.load() && library != config.library && !library.empty()) {
     TORCH_WARN("rlgemm: librlgemm is already loaded from ", config.library.empty() ? "the default path" : config.library,
@@ -440,6 +451,8 @@ void configure(std::string library, std::string database, std::string tuned_tabl
   config.policy = std::move(policy);
   config.prefer_cublaslt = prefer_cublaslt;
   config.cache_dir = std::move(cache_dir);
+  config.autotune = autotune;
+  config.autotune_candidates = autotune_candidates;
   for (auto& h : handles)
     if (rlgemm_handle_t old = h.exchange(nullptr)) retired.push_back(old);
 }
@@ -454,7 +467,8 @@ int64_t handle_address(int64_t device) { return static_cast<int64_t>(reinterpret
 TORCH_LIBRARY(rlgemm, m) {
   m.def("mm(Tensor a, Tensor b) -> Tensor");
   m.def("linear(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor");
-  m.def("_configure(str library, str database, str tuned_table, str policy, bool prefer_cublaslt, str cache_dir) -> ()",
+  m.def("_configure(str library, str database, str tuned_table, str policy, bool prefer_cublaslt, str cache_dir, "
+        "bool autotune, int autotune_candidates) -> ()",
         &rlgemm_ops::configure);
   m.def("_handle(int device) -> int", &rlgemm_ops::handle_address);
 }
