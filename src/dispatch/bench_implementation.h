@@ -12,6 +12,9 @@ inline constexpr const char* kDispatchImplementation = "rlgemm";
 // The same library with the predicted route off (HandleOptions::predicted_kernels = false: every shape without
 // a tuned row on the cuBLASLt floor), so that one run measures both beside the same vendor calls.
 inline constexpr const char* kFloorDispatchImplementation = "rlgemm_floor";
+// The same library with autotuning (HandleOptions::autotune): the predictor's few best kernels timed against
+// the floor at each untuned shape's first use (in prepare(), before the harness's gate and timing).
+inline constexpr const char* kAutotuneDispatchImplementation = "rlgemm_autotune";
 
 // A handle made with `options` (default: the built-in tuned table of this GPU), named `name` in the results.
 bench::ImplementationPtr make_dispatch_implementation(const HandleOptions& options = {},
