@@ -67,7 +67,8 @@ class LtProblem {
   cublasLtMatrixLayout_t b_ = nullptr, a_ = nullptr, c_ = nullptr;
 };
 
-// lt_auto's choice among a problem's candidates: each candidate screened with a short offline timing, then the
+// lt_auto's choice among a problem's candidates: every candidate that launches screened with a short offline
+// timing, side by side in shuffled rounds (screen_options), then the
 // kFinalists fastest and the heuristic's first timed side by side with the harness's offline method, in
 // shuffled rounds; the heuristic's first stays unless a finalist beat it by more than kMargin there (a final
 // decided by less than its own noise keeps a slower algorithm as often as a faster one). A candidate that

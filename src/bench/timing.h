@@ -76,8 +76,8 @@ class RoundOrder {
 std::vector<Timing> time_side_by_side(Mode mode, const std::vector<Subject>& subjects, const Call& refresh,
                                       cudaStream_t stream, const TimingOptions& options);
 
-// A short offline measurement for choosing among candidates (a few batches, no long warm-up).
-double screen_time_us(const Call& call, cudaStream_t stream);
+// A short offline measurement for screening candidates side by side (a few batches, no long warm-up).
+TimingOptions screen_options();
 
 // Median of a non-empty list.
 double median(std::vector<double> values);
