@@ -14,6 +14,7 @@
 
 #include "bench/fill.h"
 #include "bench/timing.h"
+#include "compile/compiler.h"
 #include "compile/sha256.h"
 #include "core/seed.h"
 #include "core/cuda_util.h"
@@ -22,6 +23,7 @@
 #include "dispatch/cublaslt_gemm.h"
 #include "dispatch/dispatcher.h"
 #include "dispatch/tuned_table.h"
+#include "generate/generate.h"
 #include "predict/predictor.h"
 #include "rlgemm/rlgemm.h"
 #include "run/gemm_kernel.h"
@@ -484,11 +486,26 @@ struct Handle::Impl {
     // The fp16 twin's guesses, in the problem's element type (as predict_design does).
     Problem twin = problem;
     twin.dtype = DType::kF16;
-    std::vector<std::unique_ptr<Route>> kernels;
+    std::vector<Design> designs;
     for (const predict::Candidate& guess : predictor->best_guesses(gpu_traits, twin, options.autotune_candidates)) {
       Design design = with_dtype(guess.design, problem.dtype);
       design.static_shape = false;
-      if (dispatch::why_not_runnable(design, problem, dispatcher->target())) continue;
+      if (!dispatch::why_not_runnable(design, problem, dispatcher->target())) designs.push_back(design);
+    }
+    // Compiled together into the cubin cache first (one compiler process per core), so that the shape's first
+    // call waits for about one compile, not one per candidate; a failure surfaces again below, per design.
+    if (compile_options.cache_dir && designs.size() > 1) {
+      std::vector<GeneratedKernel> sources;
+      for (const Design& d : designs) {
+        try {
+          sources.push_back(generate_kernel(d, problem, arch_for_device(d, device.cc_major, device.cc_minor)));
+        } catch (const Error&) {
+        }
+      }
+      compile_all(sources, compile_options);
+    }
+    std::vector<std::unique_ptr<Route>> kernels;
+    for (const Design& design : designs) {
       std::string why;
       if (auto kernel = proposed_route(problem, design, why)) kernels.push_back(std::move(kernel));
     }
