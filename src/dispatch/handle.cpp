@@ -411,7 +411,8 @@ struct Handle::Impl {
   }
 
   // A proposed design's kernel route (path kPredicted), or null with `why` when it does not compile or load:
-  // a proposal that fails costs the shape nothing, the floor serves it.
+  // a proposal that fails costs the shape nothing, the floor serves it. Its description holds only what
+  // planning added (a SASS-rescheduled cubin's gain): the caller puts the route's name and evidence around it.
   std::unique_ptr<Route> proposed_route(const Problem& problem, const Design& design, std::string& why) {
     auto r = std::make_unique<Route>();
     r->problem = problem;
@@ -452,7 +453,7 @@ struct Handle::Impl {
       floor->description += text;
       return floor;
     }
-    kernel->description = r->description + text;
+    kernel->description = r->description + kernel->description + text;
     return kernel;
   }
 
@@ -476,7 +477,7 @@ struct Handle::Impl {
       }
       std::snprintf(text, sizeof text, " (%.2fx cuBLASLt, best of %d, measured on this machine before)", known->gain,
                     known->candidates);
-      kernel->description = "autotuned " + to_string(*known->design) + text;
+      kernel->description = "autotuned " + to_string(*known->design) + kernel->description + text;
       return kernel;
     }
     if (capturing(stream)) {
@@ -529,7 +530,7 @@ struct Handle::Impl {
     }
     std::snprintf(text, sizeof text, " (%.2fx cuBLASLt, best of %d, measured on first use)", choice.gain,
                   choice.candidates);
-    kernels[best]->description = "autotuned " + to_string(*choice.design) + text;
+    kernels[best]->description = "autotuned " + to_string(*choice.design) + kernels[best]->description + text;
     return std::move(kernels[best]);
   }
 
