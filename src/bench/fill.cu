@@ -44,4 +44,10 @@ void fill_random(half* data, size_t elems, Fill fill, uint64_t seed, cudaStream_
   RLGEMM_CHECK_LAUNCH();
 }
 
+ScratchOperands::ScratchOperands(const Problem& p, cudaStream_t stream)
+    : a(size_t(p.a_elems())), b(size_t(p.b_elems())), c(size_t(p.c_elems())) {
+  fill_random(a.ptr, size_t(p.a_elems()), Fill::kNormal, 1, stream, p.dtype);
+  fill_random(b.ptr, size_t(p.b_elems()), Fill::kNormal, 2, stream, p.dtype);
+}
+
 }  // namespace rlgemm::bench

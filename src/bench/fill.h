@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/cuda_util.h"
 #include "rlgemm/problem.h"
 
 namespace rlgemm::bench {
@@ -18,5 +19,13 @@ enum class Fill { kNormal, kUniformPositive };
 // uniform in [0, 1) (so that sums grow with K and a 16-bit accumulator loses the small terms). Counter-based:
 // the same seed gives the same data. `data` holds 16-bit elements of either type.
 void fill_random(half* data, size_t elems, Fill fill, uint64_t seed, cudaStream_t stream, DType dtype);
+
+// A problem's operands on the device for choosing among candidates by timing: A and B standard normal of
+// the problem's element type (seeds 1 and 2, filled on `stream`), C unwritten. Freed on destruction: the
+// caller synchronizes `stream` first.
+struct ScratchOperands {
+  ScratchOperands(const Problem& problem, cudaStream_t stream);
+  DeviceScratch<half> a, b, c;
+};
 
 }  // namespace rlgemm::bench

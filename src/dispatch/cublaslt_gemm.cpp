@@ -69,11 +69,9 @@ void CublasLtGemm::launch(cudaStream_t stream, const void* a, const void* b, voi
 bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& problem, cudaStream_t stream) {
   const bench::LtProblem lt(problem);
   const auto candidates = lt.candidates(context.handle());
-  DeviceScratch<half> a(size_t(problem.a_elems())), b(size_t(problem.b_elems())), c(size_t(problem.c_elems()));
+  const bench::ScratchOperands x(problem, stream);
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
-  bench::fill_random(a.ptr, size_t(problem.a_elems()), bench::Fill::kNormal, 1, stream, problem.dtype);
-  bench::fill_random(b.ptr, size_t(problem.b_elems()), bench::Fill::kNormal, 2, stream, problem.dtype);
-  const bench::LtChoice choice = bench::choose_fastest(lt, context.handle(), candidates, a.ptr, b.ptr, c.ptr,
+  const bench::LtChoice choice = bench::choose_fastest(lt, context.handle(), candidates, x.a.ptr, x.b.ptr, x.c.ptr,
                                                        workspace.ptr, bench::kLtWorkspaceBytes, stream);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return choice;

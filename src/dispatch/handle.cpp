@@ -374,9 +374,7 @@ struct Handle::Impl {
   // The floor's time over each kernel's: above 1 + kKernelMargin, the kernel wins.
   std::vector<double> gains_over_floor(const std::vector<Route*>& kernel_routes, Route& floor, cudaStream_t stream) {
     const Problem& p = floor.problem;
-    DeviceScratch<half> a(size_t(p.a_elems())), b(size_t(p.b_elems())), c(size_t(p.c_elems()));
-    bench::fill_random(a.ptr, size_t(p.a_elems()), bench::Fill::kNormal, 1, stream, p.dtype);
-    bench::fill_random(b.ptr, size_t(p.b_elems()), bench::Fill::kNormal, 2, stream, p.dtype);
+    const bench::ScratchOperands x(p, stream);
     // A workspace each: a kernel's must start zeroed (its tickets), and cuBLASLt leaves its own as it likes.
     std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> workspaces;
     std::vector<bench::Subject> subjects;
@@ -384,12 +382,12 @@ struct Handle::Impl {
       const size_t bytes = std::max<size_t>(r->workspace_bytes, 16);
       auto& ws = workspaces.emplace_back(std::make_unique<DeviceScratch<unsigned char>>(bytes));
       RLGEMM_CUDA_CHECK(cudaMemsetAsync(ws->ptr, 0, bytes, stream));
-      subjects.push_back({[&, r, bytes, w = ws->ptr](cudaStream_t s) { launch(s, *r, a.ptr, b.ptr, c.ptr, w, bytes); },
+      subjects.push_back({[&, r, bytes, w = ws->ptr](cudaStream_t s) { launch(s, *r, x.a.ptr, x.b.ptr, x.c.ptr, w, bytes); },
                           {}, "kernel " + to_string(r->choice.design)});
     }
     const size_t lt_bytes = std::max<size_t>(floor.workspace_bytes, 16);
     auto& lt_ws = workspaces.emplace_back(std::make_unique<DeviceScratch<unsigned char>>(lt_bytes));
-    subjects.push_back({[&, w = lt_ws->ptr](cudaStream_t s) { launch(s, floor, a.ptr, b.ptr, c.ptr, w, lt_bytes); }, {},
+    subjects.push_back({[&, w = lt_ws->ptr](cudaStream_t s) { launch(s, floor, x.a.ptr, x.b.ptr, x.c.ptr, w, lt_bytes); }, {},
                         "cuBLASLt"});
     bench::TimingOptions options;
     options.seed = problem_seed(0, p);
