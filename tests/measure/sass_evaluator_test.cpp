@@ -1,5 +1,5 @@
 // The SASS game on rlgemm's own designs.
-// CPU: the sass-opt CSV, bad input refused before anything is compiled, the GPU evaluator refused clearly
+// CPU: bad input refused before anything is compiled, the GPU evaluator refused clearly
 // without a GPU, and a whole --design run with the synthetic evaluator on an sm90 and an sm80 design.
 // GPU (Hopper): bitwise comparison, the compiled cubin judged against itself, a short search with the GPU
 // evaluator, and a --design run that records its CSV row.
@@ -82,33 +82,6 @@ bool hopper_available(std::string* why) {
   } while (0)
 
 // ---- CPU -----------------------------------------------------------------------------------------
-
-TEST(SassOptCsv, WritesTheHeaderOnceAndOneRowPerRun) {
-  const fs::path file = scratch("csv/sub/sass-opt.csv");  // parent folders are created
-  fs::remove(file);
-  SassOptCsvRow row{kSm90Design, {{4096, 2048, 1024}, Layout::kTN}, 100.0, 90.0, 100.0 / 90.0 - 1.0, true, 7};
-  append_sass_opt_csv(file.string(), row);
-  row.problem.layout = Layout::kNN;
-  row.bitwise_equal = false;
-  row.moves = 0;
-  row.time_after_us = row.time_before_us;
-  row.gain = 0;
-  append_sass_opt_csv(file.string(), row);
-  const auto lines = lines_of(file);
-  ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(lines[0], "kernel,M,N,K,layout,time_before_us,time_after_us,gain,bitwise_equal,moves");
-  EXPECT_EQ(lines[1], std::string(kSm90Design) + ",4096,2048,1024,tn,100.0000,90.0000,0.1111,true,7");
-  EXPECT_EQ(lines[2], std::string(kSm90Design) + ",4096,2048,1024,nn,100.0000,100.0000,0.0000,false,0");
-}
-
-TEST(SassOptCsv, QuotesFieldsWithCommasAndRefusesAForeignFile) {
-  SassOptCsvRow row{"odd,\"name\"", {{8, 8, 8}, Layout::kTN}, 1.0, 1.0, 0.0, true, 0};
-  EXPECT_EQ(format_sass_opt_csv_row(row), "\"odd,\"\"name\"\"\",8,8,8,tn,1.0000,1.0000,0.0000,true,0");
-  const fs::path file = scratch("foreign.csv");
-  std::ofstream(file) << "a,b,c\n1,2,3\n";
-  EXPECT_THROW(append_sass_opt_csv(file.string(), row), Error);
-  EXPECT_EQ(lines_of(file).size(), 2u) << "the foreign file was changed";
-}
 
 TEST(SassOptDesign, RefusesBadInputBeforeCompiling) {
   SassOptDesignOptions o;
