@@ -224,25 +224,12 @@ class ForeignKernelRunner {
   }
 
   void launch(CUfunction function) {
-    CUlaunchConfig config{};
-    config.gridDimX = spec_.grid[0], config.gridDimY = spec_.grid[1], config.gridDimZ = spec_.grid[2];
-    config.blockDimX = spec_.block[0], config.blockDimY = spec_.block[1], config.blockDimZ = spec_.block[2];
-    config.sharedMemBytes = unsigned(spec_.shared_bytes);
-    config.hStream = reinterpret_cast<CUstream>(stream_);
-    CUlaunchAttribute attribute{};
-    if (spec_.cluster[0] * spec_.cluster[1] * spec_.cluster[2] > 1) {
-      attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-      attribute.value.clusterDim.x = spec_.cluster[0];
-      attribute.value.clusterDim.y = spec_.cluster[1];
-      attribute.value.clusterDim.z = spec_.cluster[2];
-      config.attrs = &attribute;
-      config.numAttrs = 1;
-    }
     std::vector<void*> args(spec_.params.size());
     for (size_t p = 0; p < args.size(); ++p)
       args[p] = spec_.params[p].kind == ParamKind::kScalar ? static_cast<void*>(spec_.params[p].value.data())
                                                            : static_cast<void*>(&pointers_[p]);
-    RLGEMM_CU_CHECK(driver().cuLaunchKernelEx(&config, function, args.data(), nullptr));
+    launch_function(function, spec_.grid.data(), spec_.block.data(), spec_.cluster.data(), unsigned(spec_.shared_bytes),
+                    reinterpret_cast<CUstream>(stream_), args.data());
   }
 
   // The original's output on every draw, and the proof that it is reproducible: a second run on the first

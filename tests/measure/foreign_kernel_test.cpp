@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "measure/foreign_evaluator.h"
+#include "measure_test_util.h"
 #include "measure/sass_opt_foreign.h"
 #include "rlgemm/error.h"
 #include "sass/cubin.h"
@@ -33,11 +34,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("rlgemm-foreign-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
+fs::path scratch(const std::string& name) { return testing::scratch_file("foreign", name); }
 
 void write_bytes(const fs::path& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
@@ -282,21 +279,6 @@ TEST(ForeignKernelWorker, WithoutAGpuTheWorkerFailsWithNoDevice) {
 }
 
 // ---- GPU (Hopper) --------------------------------------------------------------------------------
-
-bool hopper_available(std::string* why) {
-  if (!cuda_device_available(why)) return false;
-  const DeviceInfo device = open_device(0);
-  if (device.cc_major == 9 && device.cc_minor == 0) return true;
-  *why = device.name + " is not a Hopper (sm_90) GPU";
-  return false;
-}
-
-#define REQUIRE_HOPPER()                                                          \
-  do {                                                                            \
-    RLGEMM_REQUIRE_GPU();                                                         \
-    std::string why_;                                                             \
-    if (!hopper_available(&why_)) GTEST_SKIP() << "needs a Hopper GPU: " << why_; \
-  } while (0)
 
 std::vector<uint8_t> read_all(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -27,6 +27,7 @@
 #include "sass/optimize.h"
 #include "support/cli.h"
 #include "support/gpu.h"
+#include "measure_test_util.h"
 
 namespace rlgemm::measure {
 namespace {
@@ -36,18 +37,8 @@ namespace fs = std::filesystem;
 constexpr const char* kSm90Design = "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg";
 constexpr const char* kSm80Design = "sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg";
 
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("rlgemm-sass-evaluator-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
-
-std::vector<std::string> lines_of(const fs::path& file) {
-  std::ifstream in(file);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
+fs::path scratch(const std::string& name) { return testing::scratch_file("sass-evaluator", name); }
+using testing::lines_of;
 
 ErrorKind kind_of(const SassOptDesignOptions& o, std::string* message = nullptr) {
   try {
@@ -59,21 +50,6 @@ ErrorKind kind_of(const SassOptDesignOptions& o, std::string* message = nullptr)
   ADD_FAILURE() << "no error for design '" << o.design << "' shape '" << o.shape << "'";
   return ErrorKind::kRuntime;
 }
-
-bool hopper_available(std::string* why) {
-  if (!cuda_device_available(why)) return false;
-  const DeviceInfo device = open_device(0);
-  if (device.cc_major == 9 && device.cc_minor == 0) return true;
-  *why = device.name + " is not a Hopper (sm_90) GPU";
-  return false;
-}
-
-#define REQUIRE_HOPPER()                                                        \
-  do {                                                                          \
-    RLGEMM_REQUIRE_GPU();                                                       \
-    std::string why_;                                                           \
-    if (!hopper_available(&why_)) GTEST_SKIP() << "needs a Hopper GPU: " << why_; \
-  } while (0)
 
 #define REQUIRE_NVDISASM()                                                                    \
   do {                                                                                        \

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "measure/sass_opt_record.h"
+#include "measure_test_util.h"
 #include "rlgemm/error.h"
 
 namespace rlgemm::measure {
@@ -20,18 +21,8 @@ namespace fs = std::filesystem;
 constexpr const char* kSm90Design = "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg";
 constexpr const char* kSm80Design = "sm80/128x128x32/w64x64/s4/swz/raster_m.g8/splitk1/epi_reg";
 
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("rlgemm-sass-record-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
-
-std::vector<std::string> lines_of(const fs::path& file) {
-  std::ifstream in(file);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
+fs::path scratch(const std::string& name) { return testing::scratch_file("sass-record", name); }
+using testing::lines_of;
 
 SassOptCsvRow design_row(const std::string& design, Shape shape, const std::string& actions) {
   SassOptCsvRow row;
