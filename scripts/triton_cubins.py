@@ -132,6 +132,16 @@ def build(config, out_dir, rlgemm, min_us):
     if us < min_us:
         print(f"triton_cubins: warning: {name} takes {us:.1f} us, under {min_us} us", file=sys.stderr)
 
+    entry = write_kernel(compiled, name, (m, n, k), programs, warps, out_dir, rlgemm)
+    print(f"{name}: kernel {entry['kernel']}, {us:.1f} us, {entry['shared_bytes']} bytes of shared memory, "
+          f"{entry['params']} parameters ({entry['params'] - USER_PARAMS} appended by Triton)")
+    entry.update({"time_us": us, "block": [bm, bn, bk], "group": group, "num_warps": warps, "num_stages": stages})
+    return entry
+
+
+def write_kernel(compiled, name, shape, programs, warps, out_dir, rlgemm):
+    """Writes the compiled kernel's cubin and launch SPEC; returns its manifest entry."""
+    m, n, k = shape
     kernel = meta(compiled, "name") or compiled.name
     ctas = meta(compiled, "num_ctas", 1)
     cluster = list(meta(compiled, "cluster_dims", (1, 1, 1)) or (1, 1, 1))
@@ -174,11 +184,8 @@ def build(config, out_dir, rlgemm, min_us):
     }
     spec_path = out_dir / f"{name}.json"
     write_atomically(spec_path, json.dumps(spec, indent=1) + "\n")
-    print(f"{name}: kernel {kernel}, {us:.1f} us, {spec['shared_bytes']} bytes of shared memory, "
-          f"{len(sizes)} parameters ({len(sizes) - USER_PARAMS} appended by Triton)")
-    return {"name": name, "kernel": kernel, "cubin": str(cubin_path), "launch": str(spec_path), "time_us": us,
-            "m": m, "n": n, "k": k, "block": [bm, bn, bk], "group": group, "num_warps": warps,
-            "num_stages": stages, "shared_bytes": spec["shared_bytes"]}
+    return {"name": name, "kernel": kernel, "cubin": str(cubin_path), "launch": str(spec_path), "m": m, "n": n,
+            "k": k, "shared_bytes": spec["shared_bytes"], "params": len(sizes)}
 
 
 def main():

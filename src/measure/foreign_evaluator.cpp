@@ -97,6 +97,7 @@ class ForeignKernelRunner {
   }
 
   const ForeignTarget& target() const { return target_; }
+  bool tainted() const { return tainted_; }
 
   json judge(const std::string& candidate_path, int draws, const bench::TimingOptions& timing) {
     if (draws < 1 || draws > target_.draws)
@@ -133,7 +134,12 @@ class ForeignKernelRunner {
       for (size_t p = 0; p < spec_.params.size(); ++p) {
         const LaunchParam& param = spec_.params[p];
         if (param.kind != ParamKind::kBuffer) continue;
-        if (!work_[p].guards_intact(stream_)) return failed("the candidate wrote outside buffer '" + param.name + "'");
+        if (!work_[p].guards_intact(stream_)) {
+          // A stray write may have reached the draws and outputs kept on the device too: the next request
+          // rebuilds them.
+          tainted_ = true;
+          return failed("the candidate wrote outside buffer '" + param.name + "'");
+        }
         if (!param.compared()) continue;
         const int64_t differ = count_bit_differences(work_[p].data(), expected_[p][size_t(d)].data(), words(p), stream_);
         if (differ != 0)
@@ -288,6 +294,7 @@ class ForeignKernelRunner {
   std::vector<std::vector<bench::GuardedBuffer>> expected_;  // per compared parameter, per draw: the original's output
   std::vector<CUdeviceptr> pointers_;                        // per parameter: the address passed (0 for null)
   double hang_limit_s_ = 10.0;
+  bool tainted_ = false;  // a candidate wrote outside its buffers: what is kept on the device may be changed
 };
 
 // The "sass-foreign" backend: judges rescheduled cubins of one foreign kernel at a time.
@@ -311,7 +318,7 @@ class ForeignKernelBackend : public search::Measurer {
 
   json evaluate(const json& request) override {
     const ForeignTarget target = ForeignTarget::from_json(request.at("foreign"));
-    if (!runner_ || !(runner_->target() == target)) {
+    if (!runner_ || !(runner_->target() == target) || runner_->tainted()) {
       runner_.reset();
       try {
         runner_ = std::make_unique<ForeignKernelRunner>(device_, target, stream_);
