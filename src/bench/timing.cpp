@@ -38,6 +38,7 @@ struct EventPair {
 
 Timing summarize(std::vector<double> per_call_us, int batch, bool use_mean) {
   Timing t;
+  t.rounds_us = per_call_us;
   t.samples = int(per_call_us.size());
   t.batch = batch;
   t.min_us = *std::min_element(per_call_us.begin(), per_call_us.end());

@@ -39,6 +39,9 @@ struct Timing {
   double max_us = 0;
   int samples = 0;     // batches or calls timed
   int batch = 1;       // calls per batch
+  // Per call, of every timed batch (offline, cold) or call (server, cudal2), in round order: entry r of two
+  // subjects' lists comes from the same round, for paired comparisons.
+  std::vector<double> rounds_us;
 };
 
 using Call = std::function<void(cudaStream_t)>;

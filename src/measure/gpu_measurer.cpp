@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "generate/generate.h"
+#include "measure/foreign_evaluator.h"
 #include "measure/sass_evaluator.h"
 #include "rlgemm/error.h"
 
@@ -37,12 +38,14 @@ GpuIdentity GpuMeasurer::gpu() { return identity_of(device_); }
 
 int GpuMeasurer::parallelism() const { return int(std::max(2u, std::thread::hardware_concurrency())); }
 
-void GpuMeasurer::context_lost(const std::string& what) {
+void end_worker_after_context_loss(const std::string& what) {
   std::fprintf(stderr, "rlgemm worker: %s; the CUDA context is lost, the worker ends so that it can restart\n",
                what.c_str());
   std::fflush(stderr);
   std::_Exit(70);
 }
+
+void GpuMeasurer::context_lost(const std::string& what) { end_worker_after_context_loss(what); }
 
 void GpuMeasurer::load_problem(const Problem& problem) {
   if (loaded_ && *loaded_ == problem) return;
@@ -163,6 +166,7 @@ void install_gpu_backends() {
   });
   search::register_backend_device_counter("gpu", gpu_count);
   install_sass_gpu_evaluator();
+  install_foreign_sass_backend();
 }
 
 }  // namespace rlgemm::measure

@@ -49,6 +49,11 @@ class GpuMeasurer : public search::Measurer {
   std::set<std::string> reported_;                 // kernels whose compile time was recorded already
 };
 
+// Ends a worker process whose CUDA context a kernel broke (an illegal address, a trap), saying `what` on stderr:
+// nothing can run in the process any more, so it exits (code 70) and the worker is restarted; only the kernel
+// that broke it is lost (worker.h).
+[[noreturn]] void end_worker_after_context_loss(const std::string& what);
+
 // Registers "gpu" with the search's backend registry, and the SASS game's GPU evaluator. Called once at
 // start-up by the programs that measure on the GPU.
 void install_gpu_backends();

@@ -12,30 +12,24 @@
 #include "run/module_cache.h"
 
 namespace rlgemm::measure {
-namespace {
-
-std::string hex_of(const std::vector<uint8_t>& bytes) {
+std::string cubin_digest(const std::vector<uint8_t>& bytes) {
   return Sha256().update(bytes.data(), bytes.size()).hex_digest();
 }
 
-// A candidate's module, unloaded when the judgement is over (kept or not, it is loaded afresh when needed).
-class CandidateModule {
- public:
-  explicit CandidateModule(std::string key) : key_(std::move(key)) {}
-  ~CandidateModule() {
-    try {
-      ModuleCache::instance().release(key_);
-    } catch (...) {  // a lost context: nothing left to unload
-    }
+CandidateModule::~CandidateModule() {
+  try {
+    ModuleCache::instance().release(key_);
+  } catch (...) {  // a lost context: nothing left to unload
   }
-  CandidateModule(const CandidateModule&) = delete;
-  CandidateModule& operator=(const CandidateModule&) = delete;
+}
 
- private:
-  std::string key_;
-};
-
-}  // namespace
+std::string save_faulting_cubin(const std::vector<uint8_t>& cubin) {
+  const auto path =
+      std::filesystem::temp_directory_path() / ("rlgemm-sass-fault-" + cubin_digest(cubin).substr(0, 16) + ".cubin");
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(cubin.data()), std::streamsize(cubin.size()));
+  return out ? path.string() : std::string();
+}
 
 DeviceInfo open_sass_device() {
   const DeviceInfo device = open_device(0);  // Error(kNoDevice) without a usable GPU
@@ -142,10 +136,8 @@ CubinComparison GpuSassEvaluator::compare(const std::vector<uint8_t>& cubin, int
     result.context_lost = context_lost();
     if (result.context_lost && lost_.find("saved as") == std::string::npos) {
       // The schedule that broke the kernel is what a reader needs to find the rule that let it through.
-      const auto path = std::filesystem::temp_directory_path() / ("rlgemm-sass-fault-" + hex_of(cubin).substr(0, 16) + ".cubin");
-      std::ofstream out(path, std::ios::binary);
-      out.write(reinterpret_cast<const char*>(cubin.data()), std::streamsize(cubin.size()));
-      if (out) lost_ += "; the faulting schedule is saved as " + path.string();
+      if (const std::string path = save_faulting_cubin(cubin); !path.empty())
+        lost_ += "; the faulting schedule is saved as " + path;
       why = lost_;
     }
     result.failure = std::move(why);
@@ -153,7 +145,7 @@ CubinComparison GpuSassEvaluator::compare(const std::vector<uint8_t>& cubin, int
   };
 
   // Load the candidate as a module of its own, under a key of its bytes.
-  const std::string key = "sass-candidate:" + hex_of(cubin);
+  const std::string key = "sass-candidate:" + cubin_digest(cubin);
   CandidateModule module(key);
   std::optional<GemmKernel> kernel;
   try {
@@ -219,6 +211,8 @@ CubinComparison GpuSassEvaluator::compare(const std::vector<uint8_t>& cubin, int
     result.original_us = times[0].time_us;
     result.candidate_us = times[1].time_us;
     result.samples = times[1].samples;
+    result.original_rounds_us = times[0].rounds_us;
+    result.candidate_rounds_us = times[1].rounds_us;
   } catch (const Error& e) {
     const std::string sticky = sticky_error("timing the candidate");
     return failed(sticky.empty() ? std::string("timing the candidate failed: ") + e.what() : sticky);
@@ -254,7 +248,7 @@ std::unique_ptr<sass::Evaluator> make_sass_gpu_evaluator(const sass::GpuEvaluati
   original.name = target.kernel;
   original.arch = "sm_" + std::to_string(target.cubin.sm_version());
   original.cubin.assign(target.cubin.bytes().begin(), target.cubin.bytes().end());
-  original.cache_key = "sass-original:" + hex_of(target.cubin.bytes());
+  original.cache_key = "sass-original:" + cubin_digest(target.cubin.bytes());
   return std::make_unique<GpuSassEvaluator>(design, target.problem, device, std::move(original));
 }
 

@@ -54,9 +54,40 @@ struct CubinComparison {
   double original_us = 0;     // both from the same offline rounds (valid when ok)
   double candidate_us = 0;
   int samples = 0;            // timed batches per cubin
+  // Per call, batch by batch, in round order: entry r of both lists comes from round r (gain_interval.h).
+  std::vector<double> original_rounds_us;
+  std::vector<double> candidate_rounds_us;
 };
 
-class GpuSassEvaluator : public sass::Evaluator {
+// Judges a cubin of the kernel (the same kernel, rescheduled) against its compiled schedule: bitwise on `draws`
+// fresh draws, then timed side by side with `timing`. Never throws for a bad candidate: see failure.
+class CubinJudge {
+ public:
+  virtual ~CubinJudge() = default;
+  virtual CubinComparison compare(const std::vector<uint8_t>& cubin, int draws, const bench::TimingOptions& timing) = 0;
+};
+
+// SHA-256 (hex) of a cubin's bytes: the key of its module and the name of its saved copy.
+std::string cubin_digest(const std::vector<uint8_t>& bytes);
+
+// A candidate's module, loaded under `key`, unloaded when the judgement is over (kept or not, it is loaded
+// afresh when needed), so that thousands of candidates do not accumulate modules.
+class CandidateModule {
+ public:
+  explicit CandidateModule(std::string key) : key_(std::move(key)) {}
+  ~CandidateModule();
+  CandidateModule(const CandidateModule&) = delete;
+  CandidateModule& operator=(const CandidateModule&) = delete;
+
+ private:
+  std::string key_;
+};
+
+// Saves a schedule that broke a kernel as <temp>/rlgemm-sass-fault-<digest>.cubin, for the reader who looks
+// for the rule that let it through; returns the path, or "" when it could not be written.
+std::string save_faulting_cubin(const std::vector<uint8_t>& cubin);
+
+class GpuSassEvaluator : public sass::Evaluator, public CubinJudge {
  public:
   // `original` is the compiled kernel of (design, problem): the schedule every candidate is checked and
   // timed against. Its cache_key names its module (a compile-cache key, or any key unique to its bytes).
@@ -72,7 +103,7 @@ class GpuSassEvaluator : public sass::Evaluator {
 
   // Checks `cubin` (the same kernel, rescheduled) bitwise against the compiled cubin on `draws` fresh draws,
   // then times the two side by side with `timing`. Never throws for a bad candidate: see failure.
-  CubinComparison compare(const std::vector<uint8_t>& cubin, int draws, const bench::TimingOptions& timing);
+  CubinComparison compare(const std::vector<uint8_t>& cubin, int draws, const bench::TimingOptions& timing) override;
 
   // The compiled cubin's offline time (reference_timing), measured on first use.
   double reference_time_us();

@@ -49,6 +49,25 @@ const DriverApi& driver() {
   return api;
 }
 
+void launch_function(CUfunction function, const unsigned* grid, const unsigned* block, const unsigned* cluster,
+                     unsigned smem_bytes, CUstream stream, void** args) {
+  CUlaunchConfig config{};
+  config.gridDimX = grid[0], config.gridDimY = grid[1], config.gridDimZ = grid[2];
+  config.blockDimX = block[0], config.blockDimY = block[1], config.blockDimZ = block[2];
+  config.sharedMemBytes = smem_bytes;
+  config.hStream = stream;
+  CUlaunchAttribute attribute{};
+  if (cluster[0] * cluster[1] * cluster[2] > 1) {
+    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attribute.value.clusterDim.x = cluster[0];
+    attribute.value.clusterDim.y = cluster[1];
+    attribute.value.clusterDim.z = cluster[2];
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  RLGEMM_CU_CHECK(driver().cuLaunchKernelEx(&config, function, args, nullptr));
+}
+
 int max_active_clusters(CUfunction function, unsigned cluster_size, unsigned block_threads, int smem_bytes) {
   CUlaunchConfig config{};
   // The grid is not part of the answer, but it must be a whole number of clusters.

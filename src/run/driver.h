@@ -31,6 +31,13 @@ void check_driver(CUresult status, const char* call);
 // CTAs wait on each other (sm90 stream-K) must launch no more clusters than this.
 int max_active_clusters(CUfunction function, unsigned cluster_size, unsigned block_threads, int smem_bytes);
 
+// Launches `function` on `stream` with cuLaunchKernelEx: `grid` and `block` extents (3 each), `smem_bytes` of
+// dynamic shared memory, and the cluster shape `cluster` (3 extents) when it holds more than one block. `args`
+// as cuLaunchKernelEx takes them: one pointer per kernel parameter. Throws Error(kRuntime) when the launch is
+// refused.
+void launch_function(CUfunction function, const unsigned* grid, const unsigned* block, const unsigned* cluster,
+                     unsigned smem_bytes, CUstream stream, void** args);
+
 #define RLGEMM_CU_CHECK(call) ::rlgemm::check_driver((call), #call)
 
 }  // namespace rlgemm

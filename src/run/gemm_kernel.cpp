@@ -118,25 +118,12 @@ void GemmKernel::launch(cudaStream_t stream, const Prepared& prepared, const Gem
 }
 
 void GemmKernel::launch_params(cudaStream_t stream, const LaunchPlan& p, const ParamBlock& params) const {
-  CUlaunchConfig config{};
-  config.gridDimX = p.grid[0], config.gridDimY = p.grid[1], config.gridDimZ = p.grid[2];
-  config.blockDimX = p.block[0], config.blockDimY = p.block[1], config.blockDimZ = p.block[2];
-  config.sharedMemBytes = unsigned(p.smem_bytes);
-  config.hStream = reinterpret_cast<CUstream>(stream);
-  CUlaunchAttribute attribute{};
-  if (p.cluster[0] * p.cluster[1] * p.cluster[2] > 1) {
-    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attribute.value.clusterDim.x = p.cluster[0];
-    attribute.value.clusterDim.y = p.cluster[1];
-    attribute.value.clusterDim.z = p.cluster[2];
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
   if (p.smem_bytes > smem_bytes_)
     fail("kernel " + compiled_.name + " asks for " + std::to_string(p.smem_bytes) +
          " bytes of shared memory, more than it was loaded with");
   void* args[] = {const_cast<std::byte*>(params.bytes)};
-  RLGEMM_CU_CHECK(driver().cuLaunchKernelEx(&config, function_, args, nullptr));
+  launch_function(function_, p.grid, p.block, p.cluster, unsigned(p.smem_bytes), reinterpret_cast<CUstream>(stream),
+                  args);
 }
 
 }  // namespace rlgemm

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <unistd.h>
 
 #include "rlgemm/error.h"
@@ -242,6 +243,64 @@ KernelText Cubin::kernel(const std::string& name) const {
                              [](auto& x, auto& y) { return x.first == y.first; }),
                  k.pinned.end());
   return k;
+}
+
+std::string KernelParams::to_string() const {
+  std::string text;
+  for (const auto& p : params)
+    text += (text.empty() ? "" : ", ") + std::to_string(p.ordinal) + ": " + std::to_string(p.size) + " bytes at " +
+            std::to_string(p.offset);
+  return (text.empty() ? std::string("no parameters") : text) + " (block " + std::to_string(block_bytes) + " bytes)";
+}
+
+KernelParams Cubin::kernel_params(const std::string& name) const {
+  const KernelText k = kernel(name);  // throws naming the kernels present
+  KernelParams out;
+  auto corrupt = [&](const std::string& why) {
+    fail("'" + origin_ + "': the parameter attributes of kernel '" + name + "' are inconsistent: " + why);
+  };
+  bool v2_only = false;
+  std::optional<uint32_t> block_bytes;
+  if (k.info_section >= 0) {
+    const size_t base = sections_[k.info_section].offset;
+    for (const auto& a : k.attributes) {
+      const size_t at = base + a.payload_offset;
+      if (a.id == 0x17 && a.format == AttrFormat::kSizedValue) {  // EIATTR_KPARAM_INFO
+        // {u32 index, u16 ordinal, u16 offset, u32 flags}; flags bits 18-31 hold the size in bytes (bits 12-16
+        // the constant bank, 0-7 the pointee's log2 alignment).
+        if (a.size != 12) corrupt("an EIATTR_KPARAM_INFO record of " + std::to_string(a.size) + " bytes, not 12");
+        KernelParam p;
+        p.ordinal = read_at<uint16_t>(bytes_, at + 4);
+        p.offset = read_at<uint16_t>(bytes_, at + 6);
+        p.size = read_at<uint32_t>(bytes_, at + 8) >> 18;
+        out.params.push_back(p);
+      } else if (a.id == 0x45) {  // EIATTR_KPARAM_INFO_V2
+        v2_only = true;
+      } else if (a.id == 0x19 && a.format == AttrFormat::kHalfValue) {  // EIATTR_CBANK_PARAM_SIZE
+        block_bytes = a.size;
+      } else if (a.id == 0x0a && a.format == AttrFormat::kSizedValue && a.size == 8 && !block_bytes) {
+        block_bytes = read_at<uint16_t>(bytes_, at + 6);  // EIATTR_PARAM_CBANK {u32 symbol, u16 offset, u16 size}
+      }
+    }
+  }
+  if (v2_only && out.params.empty())
+    fail("'" + origin_ + "': kernel '" + name + "' describes its parameters with EIATTR_KPARAM_INFO_V2 only, which "
+         "rlgemm does not read");
+  std::sort(out.params.begin(), out.params.end(), [](auto& a, auto& b) { return a.ordinal < b.ordinal; });
+  uint32_t end = 0;
+  for (size_t i = 0; i < out.params.size(); ++i) {
+    const auto& p = out.params[i];
+    if (p.ordinal != int(i)) corrupt("parameter ordinals are not 0.." + std::to_string(out.params.size() - 1));
+    if (p.size == 0) corrupt("parameter " + std::to_string(i) + " has size 0");
+    if (i > 0 && p.offset < out.params[i - 1].offset + out.params[i - 1].size)
+      corrupt("parameter " + std::to_string(i) + " overlaps the one before it");
+    end = std::max(end, p.offset + p.size);
+  }
+  out.block_bytes = block_bytes.value_or(end);
+  if (end > out.block_bytes)
+    corrupt("the parameters end at byte " + std::to_string(end) + ", past the " + std::to_string(out.block_bytes) +
+            "-byte block");
+  return out;
 }
 
 std::vector<uint8_t> Cubin::write(const KernelText& kernel, const std::vector<int>& order) const {

@@ -55,6 +55,21 @@ struct OffsetRef {
   uint64_t value = 0;          // the offset it holds now
 };
 
+// One kernel parameter as the cubin lays it out in the parameter constant bank (EIATTR_KPARAM_INFO).
+struct KernelParam {
+  int ordinal = 0;      // position in the kernel's signature
+  uint32_t offset = 0;  // byte offset within the parameter block
+  uint32_t size = 0;    // bytes
+};
+
+// A kernel's parameter block: every parameter in ordinal order and the block's size in bytes
+// (EIATTR_CBANK_PARAM_SIZE or EIATTR_PARAM_CBANK; the end of the last parameter when neither is present).
+struct KernelParams {
+  std::vector<KernelParam> params;
+  uint32_t block_bytes = 0;
+  std::string to_string() const;  // "0: 8 bytes at 0, 1: 4 bytes at 8 (block 12 bytes)"
+};
+
 struct KernelText {
   std::string name;
   int text_section = -1;
@@ -80,6 +95,9 @@ class Cubin {
   std::vector<std::string> kernel_names() const;
   // Throws Error naming the kernels present when `name` is not one of them.
   KernelText kernel(const std::string& name) const;
+  // The parameter block of kernel `name`, read from its .nv.info.<name> attributes. Throws Error
+  // (kInvalidInput) for an unknown kernel or attributes that do not describe a consistent block.
+  KernelParams kernel_params(const std::string& name) const;
 
   // The cubin with kernel `name`'s instructions in `order` (order[new_slot] = old index, a permutation of
   // 0..n-1): words moved, attribute offsets and relocation offsets rewritten to follow their instruction.

@@ -80,6 +80,24 @@ std::vector<std::string> verify_patch(const Cubin& original, const KernelCode& c
   return problems;
 }
 
+std::string ScheduleChanges::to_string() const {
+  return "displaced=" + std::to_string(displaced) + " stall=" + std::to_string(stall) +
+         " yield=" + std::to_string(yield) + " reuse=" + std::to_string(reuse);
+}
+
+ScheduleChanges schedule_changes(const KernelText& compiled, const std::vector<int>& order,
+                                 const std::vector<ControlFields>& controls) {
+  ScheduleChanges c;
+  for (size_t s = 0; s < order.size(); ++s) c.displaced += order[s] != int(s);
+  for (size_t i = 0; i < controls.size() && i < compiled.words.size(); ++i) {
+    const ControlFields was = decode_control(compiled.words[i]);
+    c.stall += controls[i].stall != was.stall;
+    c.yield += controls[i].yield != was.yield;
+    c.reuse += controls[i].reuse != was.reuse;
+  }
+  return c;
+}
+
 SassOptReport optimize_kernel(const Cubin& cubin, const std::string& kernel, Evaluator& evaluator,
                               const std::string& agent, int steps, uint64_t seed, ActionSpace actions) {
   if (steps < 1) fail("--steps must be at least 1");
@@ -107,6 +125,7 @@ SassOptReport optimize_kernel(const Cubin& cubin, const std::string& kernel, Eva
     if (!m.ok) report.problems.push_back("the best schedule failed its final evaluation: " + m.failure);
   }
   if (report.problems.empty()) report.patched = std::move(patched);
+  report.changes = schedule_changes(code.text(), report.search.best_order, report.search.best_controls);
   return report;
 }
 

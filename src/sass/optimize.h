@@ -51,6 +51,21 @@ struct SassOptOptions {
   uint64_t seed = 1;
 };
 
+// What a schedule changed against the compiled one: instructions now in another slot, and instructions whose
+// stall count, yield bit or operand-reuse flags differ from the compiled ones.
+struct ScheduleChanges {
+  int displaced = 0;
+  int stall = 0;
+  int yield = 0;
+  int reuse = 0;
+  std::string to_string() const;  // "displaced=4 stall=2 yield=0 reuse=1"
+  friend bool operator==(const ScheduleChanges&, const ScheduleChanges&) = default;
+};
+// `order` and `controls` as the search reports its best schedule (order[slot] = original index; controls per
+// original index, or empty when the action space left them alone).
+ScheduleChanges schedule_changes(const KernelText& compiled, const std::vector<int>& order,
+                                 const std::vector<ControlFields>& controls);
+
 struct SassOptReport {
   SearchResult search;
   std::vector<std::string> notes;     // pinned instructions, stale address maps
@@ -59,6 +74,7 @@ struct SassOptReport {
   size_t instructions = 0;
   size_t movable = 0;
   std::vector<uint8_t> patched;       // the best schedule's cubin, when it verified (else empty)
+  ScheduleChanges changes;            // of the best schedule
 };
 
 // Plays the game on kernel `kernel` of `cubin` with `agent` ("ppo", "anneal", "greedy") for `steps`

@@ -1,5 +1,5 @@
 // The SASS game on rlgemm's own designs.
-// CPU: the sass-opt CSV, bad input refused before anything is compiled, the GPU evaluator refused clearly
+// CPU: bad input refused before anything is compiled, the GPU evaluator refused clearly
 // without a GPU, and a whole --design run with the synthetic evaluator on an sm90 and an sm80 design.
 // GPU (Hopper): bitwise comparison, the compiled cubin judged against itself, a short search with the GPU
 // evaluator, and a --design run that records its CSV row.
@@ -27,6 +27,7 @@
 #include "sass/optimize.h"
 #include "support/cli.h"
 #include "support/gpu.h"
+#include "measure_test_util.h"
 
 namespace rlgemm::measure {
 namespace {
@@ -36,18 +37,8 @@ namespace fs = std::filesystem;
 constexpr const char* kSm90Design = "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg";
 constexpr const char* kSm80Design = "sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg";
 
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("rlgemm-sass-evaluator-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
-
-std::vector<std::string> lines_of(const fs::path& file) {
-  std::ifstream in(file);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
+fs::path scratch(const std::string& name) { return testing::scratch_file("sass-evaluator", name); }
+using testing::lines_of;
 
 ErrorKind kind_of(const SassOptDesignOptions& o, std::string* message = nullptr) {
   try {
@@ -60,21 +51,6 @@ ErrorKind kind_of(const SassOptDesignOptions& o, std::string* message = nullptr)
   return ErrorKind::kRuntime;
 }
 
-bool hopper_available(std::string* why) {
-  if (!cuda_device_available(why)) return false;
-  const DeviceInfo device = open_device(0);
-  if (device.cc_major == 9 && device.cc_minor == 0) return true;
-  *why = device.name + " is not a Hopper (sm_90) GPU";
-  return false;
-}
-
-#define REQUIRE_HOPPER()                                                        \
-  do {                                                                          \
-    RLGEMM_REQUIRE_GPU();                                                       \
-    std::string why_;                                                           \
-    if (!hopper_available(&why_)) GTEST_SKIP() << "needs a Hopper GPU: " << why_; \
-  } while (0)
-
 #define REQUIRE_NVDISASM()                                                                    \
   do {                                                                                        \
     std::string why_;                                                                         \
@@ -82,33 +58,6 @@ bool hopper_available(std::string* why) {
   } while (0)
 
 // ---- CPU -----------------------------------------------------------------------------------------
-
-TEST(SassOptCsv, WritesTheHeaderOnceAndOneRowPerRun) {
-  const fs::path file = scratch("csv/sub/sass-opt.csv");  // parent folders are created
-  fs::remove(file);
-  SassOptCsvRow row{kSm90Design, {{4096, 2048, 1024}, Layout::kTN}, 100.0, 90.0, 100.0 / 90.0 - 1.0, true, 7};
-  append_sass_opt_csv(file.string(), row);
-  row.problem.layout = Layout::kNN;
-  row.bitwise_equal = false;
-  row.moves = 0;
-  row.time_after_us = row.time_before_us;
-  row.gain = 0;
-  append_sass_opt_csv(file.string(), row);
-  const auto lines = lines_of(file);
-  ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(lines[0], "kernel,M,N,K,layout,time_before_us,time_after_us,gain,bitwise_equal,moves");
-  EXPECT_EQ(lines[1], std::string(kSm90Design) + ",4096,2048,1024,tn,100.0000,90.0000,0.1111,true,7");
-  EXPECT_EQ(lines[2], std::string(kSm90Design) + ",4096,2048,1024,nn,100.0000,100.0000,0.0000,false,0");
-}
-
-TEST(SassOptCsv, QuotesFieldsWithCommasAndRefusesAForeignFile) {
-  SassOptCsvRow row{"odd,\"name\"", {{8, 8, 8}, Layout::kTN}, 1.0, 1.0, 0.0, true, 0};
-  EXPECT_EQ(format_sass_opt_csv_row(row), "\"odd,\"\"name\"\"\",8,8,8,tn,1.0000,1.0000,0.0000,true,0");
-  const fs::path file = scratch("foreign.csv");
-  std::ofstream(file) << "a,b,c\n1,2,3\n";
-  EXPECT_THROW(append_sass_opt_csv(file.string(), row), Error);
-  EXPECT_EQ(lines_of(file).size(), 2u) << "the foreign file was changed";
-}
 
 TEST(SassOptDesign, RefusesBadInputBeforeCompiling) {
   SassOptDesignOptions o;

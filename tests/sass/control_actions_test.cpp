@@ -3,8 +3,10 @@
 // graph, and each kind of illegal change is refused with the rule it breaks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
+#include <set>
 
 #include "rlgemm/error.h"
 
@@ -259,6 +261,41 @@ TEST(ControlActions, AgentsPlayEveryActionSpaceAndTheResultVerifies) {
   int changed = 0;
   for (size_t i = 0; i < code.size(); ++i) changed += !(r.search.best_controls[i] == code.at(i).control);
   EXPECT_GT(changed, 0);
+  EXPECT_EQ(r.changes.displaced, 0);
+  // Each changed instruction counts once per field it changed.
+  EXPECT_GE(r.changes.stall + r.changes.yield + r.changes.reuse, changed) << r.changes.to_string();
+  EXPECT_LE(std::max({r.changes.stall, r.changes.yield, r.changes.reuse}), changed) << r.changes.to_string();
+}
+
+TEST(ControlActions, ScheduleChangesCountWhatASchedulesChanged) {
+  RLGEMM_REQUIRE_NVDISASM();
+  RLGEMM_SASS_CUBIN(path, "mma_sync_gemm");
+  const KernelCode code = KernelCode::load(Cubin::load(path), "mma_sync_gemm");
+  Schedule schedule(code, ActionSpace::kBoth);
+  EXPECT_EQ(schedule_changes(code.text(), schedule.order(), schedule.controls()), ScheduleChanges{});
+  // One move (two instructions change places), one stall change and one yield flip, each on an instruction of
+  // its own.
+  std::map<ActionKind, int> applied;
+  std::set<int> touched;
+  for (size_t a = 0; a < schedule.action_count(); ++a) {
+    const Move m = schedule.action_move(a);
+    if (m.kind == ActionKind::kReuse || applied[m.kind] > 0 || !schedule.legal(m)) continue;
+    const int neighbour = m.kind == ActionKind::kMove ? schedule.order()[size_t(schedule.slot(m.instruction) + m.direction)] : -1;
+    if (touched.count(m.instruction) || touched.count(neighbour)) continue;
+    schedule.apply(m);
+    ++applied[m.kind];
+    touched.insert(m.instruction);
+    if (neighbour >= 0) touched.insert(neighbour);
+  }
+  ASSERT_EQ(applied[ActionKind::kMove], 1);
+  ASSERT_EQ(applied[ActionKind::kStall], 1);
+  ASSERT_EQ(applied[ActionKind::kYield], 1);
+  const ScheduleChanges c = schedule_changes(code.text(), schedule.order(), schedule.controls());
+  EXPECT_EQ(c.displaced, 2) << c.to_string();
+  EXPECT_EQ(c.stall, 1) << c.to_string();
+  EXPECT_EQ(c.yield, 1) << c.to_string();
+  EXPECT_EQ(c.reuse, 0) << c.to_string();
+  EXPECT_EQ(c.to_string(), "displaced=2 stall=1 yield=1 reuse=0");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "compile/compiler.h"
 #include "sass/cubin.h"
 #include "sass/nvdisasm.h"
 
@@ -39,6 +40,15 @@ inline std::string compiled_cubin(const std::string& stem, std::string* why) {
   }
   fs::rename(tmp, out, ec);
   return out.string();
+}
+
+// A cubin NVRTC compiles from `source` for `arch` ("sm_90a", "sm_80") with the options rlgemm compiles its own
+// kernels with; `entry` is one of its extern "C" kernels. Nothing is cached.
+inline std::vector<uint8_t> nvrtc_cubin(const std::string& source, const std::string& entry, const std::string& arch) {
+  CompileOptions options;
+  options.cache_dir = std::nullopt;
+  const CompiledKernel k = compile_kernel({entry, source, arch}, options);
+  return std::vector<uint8_t>(k.cubin.begin(), k.cubin.end());
 }
 
 }  // namespace rlgemm::sass::testing
