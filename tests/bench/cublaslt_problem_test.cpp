@@ -64,6 +64,30 @@ TEST(LtProblem, NnReadsBStoredKByNAsIs) {
   EXPECT_EQ(lt.problem().shape, (Shape{1000, 72, 24}));
 }
 
+// The bias epilogue: C^T's rows are the N output features, so cuBLASLt's bias (one value per row of D) is
+// the row-major bias of N elements, of C's element type; a launch without its bias is refused before cuBLASLt.
+TEST(LtProblem, TheBiasEpilogueAddsOneValuePerOutputFeature) {
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    const LtProblem lt(Problem{Shape{7, 200, 136}, Layout::kTN, dtype}, LtEpilogue::kBias);
+    EXPECT_EQ(lt.epilogue(), LtEpilogue::kBias);
+    EXPECT_EQ(operation(lt.operation(), CUBLASLT_MATMUL_DESC_EPILOGUE), CUBLASLT_EPILOGUE_BIAS);
+    EXPECT_EQ(operation(lt.operation(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE),
+              dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F);
+    EXPECT_EQ(view(lt.c_layout()).rows, 200u);  // N: the bias's length
+    const cublasLtMatmulAlgo_t algo{};
+    try {
+      lt.launch(nullptr, algo, nullptr, nullptr, nullptr, nullptr, 0, nullptr);
+      FAIL() << "launched without its bias";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+      EXPECT_NE(std::string(e.what()).find("without its bias"), std::string::npos) << e.what();
+    }
+  }
+  const LtProblem plain(Problem{Shape{7, 200, 136}, Layout::kTN});
+  EXPECT_EQ(plain.epilogue(), LtEpilogue::kNone);
+  EXPECT_EQ(operation(plain.operation(), CUBLASLT_MATMUL_DESC_EPILOGUE), CUBLASLT_EPILOGUE_DEFAULT);
+}
+
 TEST(LtProblem, AFailedCallNamesItself) {
   try {
     check_cublas_status(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul(...)");
