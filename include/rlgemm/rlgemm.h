@@ -179,9 +179,11 @@ class Handle {
             DType dtype, void* workspace, size_t workspace_bytes);
 
   // C = A * B + bias: `bias` holds N elements of `dtype` (a device pointer, 16-byte aligned), added to every
-  // row of C. A cuBLASLt route adds it in cuBLASLt's epilogue, in fp32 before C is rounded (one rounding); a
+  // row of C. A cuBLASLt route adds it in cuBLASLt's epilogue, in fp32 before C is rounded (one rounding). A
   // kernel route adds it with a second launch on the stream (C rounded, then C + bias rounded: as a separate
-  // torch add). Otherwise gemm's rules, routes and workspaces.
+  // torch add), unless cuBLASLt with its fused bias measured faster than the kernel and that launch at the
+  // route's first call with a bias (with prefer_cublaslt; describe() then says which serves). Otherwise
+  // gemm's rules, routes and workspaces.
   void gemm_bias(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const void* A, const void* B, Layout layout,
                  void* C, DType dtype, const void* bias);
   void gemm_bias(cudaStream_t stream, int64_t M, int64_t N, int64_t K, const void* A, const void* B, Layout layout,

@@ -44,14 +44,21 @@ std::unique_ptr<CublasLtGemm> CublasLtGemm::with_bias() const {
     plan->note_ = note_;
     return plan;
   }
-  const auto results = plan->problem_.candidates(context_.handle(), workspace_bytes_);
+  plan = bias_first(context_, problem_.problem(), workspace_bytes_);
+  plan->note_ = "with the bias epilogue, the heuristic's first: the algorithm chosen without it does not run it";
+  return plan;
+}
+
+std::unique_ptr<CublasLtGemm> CublasLtGemm::bias_first(const CublasLtContext& context, const Problem& problem,
+                                                       size_t max_workspace) {
+  std::unique_ptr<CublasLtGemm> plan(new CublasLtGemm(context, problem, bench::LtEpilogue::kBias));
+  const auto results = plan->problem_.candidates(context.handle(), max_workspace);
   if (results.front().state != CUBLAS_STATUS_SUCCESS)
     throw Error(ErrorKind::kRuntime, "cuBLASLt's first algorithm with a bias epilogue for " +
-                                         problem_.problem().shape.to_string() + " is not usable: " +
+                                         problem.shape.to_string() + " is not usable: " +
                                          cublasLtGetStatusString(results.front().state));
   plan->algo_ = results.front().algo;
   plan->workspace_bytes_ = results.front().workspaceSize;
-  plan->note_ = "with the bias epilogue, the heuristic's first: the algorithm chosen without it does not run it";
   return plan;
 }
 

@@ -49,6 +49,10 @@ class CublasLtGemm {
   // cuBLASLt runs it with the epilogue, else the heuristic's first for the epilogue; never more workspace
   // than this plan's (a caller sized its workspace by the shape's route), so note() may say it changed.
   std::unique_ptr<CublasLtGemm> with_bias() const;
+  // The problem with a bias epilogue on its own: the heuristic's first algorithm within `max_workspace`
+  // bytes. Throws Error(kRuntime) when cuBLASLt offers none.
+  static std::unique_ptr<CublasLtGemm> bias_first(const CublasLtContext& context, const Problem& problem,
+                                                  size_t max_workspace);
 
   size_t workspace_bytes() const { return workspace_bytes_; }
   // Empty, or why the algorithm is not the candidate asked for.

@@ -58,10 +58,16 @@ struct Route {
   const GemmKernel* kernel = nullptr;  // owned by Impl::kernels
   std::optional<GemmKernel::Prepared> prepared;
   std::unique_ptr<dispatch::CublasLtGemm> lt;
-  // lt with cuBLASLt's bias epilogue, planned at the route's first call with a bias (lt_bias_plan under
-  // Impl::build_mutex; lt_bias published once it is whole).
+  // Calls with a bias. A cuBLASLt route: `lt` with cuBLASLt's bias epilogue (lt_bias_plan), planned at the
+  // route's first call with a bias. A kernel route: the kernel then add_bias, or cuBLASLt with its bias
+  // epilogue and no workspace (lt_bias_plan), whichever measured faster with the bias at the route's first
+  // call with one outside a capture (bias_way). Written under Impl::build_mutex; lt_bias and bias_way are
+  // published once what they name (and bias_note) is whole.
   std::unique_ptr<dispatch::CublasLtGemm> lt_bias_plan;
   std::atomic<const dispatch::CublasLtGemm*> lt_bias{nullptr};
+  std::atomic<int> bias_way{kBiasUndecided};
+  std::string bias_note;  // what the choice measured, for describe()
+  static constexpr int kBiasUndecided = 0, kBiasAdded = 1, kBiasInCublasLt = 2;
   size_t workspace_bytes = 0;
   size_t zero_bytes = 0;        // of the workspace, the first bytes a launch needs zeroed (it leaves them so)
   bool sass_optimized = false;  // `kernel` is a SASS-rescheduled cubin
@@ -608,8 +614,60 @@ struct Handle::Impl {
     return *r.lt_bias_plan;
   }
 
-  // C = A B, plus the bias when one is given: cuBLASLt adds it in its epilogue, a kernel route in a second
-  // launch on the stream.
+  // How a kernel route serves calls with a bias: decided at its first such call outside a capture, by timing
+  // the kernel followed by add_bias beside cuBLASLt with its bias epilogue (no workspace, so that the
+  // kernel's zeroed workspace is never cuBLASLt's scratch), on scratch operands. The extra launch costs a
+  // few microseconds, which can undo a kernel's small win over cuBLASLt's fused bias. Inside a capture
+  // nothing can be timed: the kernel and add_bias serve the call (correct either way), and the choice waits.
+  // Kernels only (prefer_cublaslt off): always the kernel and add_bias.
+  int bias_way(Route& r, cudaStream_t stream) {
+    if (const int way = r.bias_way.load(std::memory_order_acquire)) return way;
+    if (!options.prefer_cublaslt) return Route::kBiasAdded;
+    if (capturing(stream)) return Route::kBiasAdded;
+    std::lock_guard build(build_mutex);
+    if (const int way = r.bias_way.load(std::memory_order_acquire)) return way;
+    int way = Route::kBiasAdded;
+    try {
+      if (!lt_context) lt_context = std::make_unique<dispatch::CublasLtContext>();
+      r.lt_bias_plan = dispatch::CublasLtGemm::bias_first(*lt_context, r.problem, 0);
+      const Problem& p = r.problem;
+      const bench::ScratchOperands x(p, stream);
+      DeviceScratch<half> bias(size_t(p.shape.n));
+      bench::fill_random(bias.ptr, size_t(p.shape.n), bench::Fill::kNormal, 3, stream, p.dtype);
+      const size_t bytes = std::max<size_t>(r.workspace_bytes, 16);
+      DeviceScratch<unsigned char> ws(bytes);
+      RLGEMM_CUDA_CHECK(cudaMemsetAsync(ws.ptr, 0, bytes, stream));
+      const dispatch::CublasLtGemm& lt = *r.lt_bias_plan;
+      const std::vector<bench::Subject> subjects = {
+          {[&](cudaStream_t s) {
+             r.kernel->launch(s, *r.prepared, GemmOperands{x.a.ptr, x.b.ptr, x.c.ptr, ws.ptr, bytes});
+             dispatch::add_bias(s, x.c.ptr, bias.ptr, p.shape.m, p.shape.n, p.dtype);
+           },
+           {}, "kernel and bias"},
+          {[&](cudaStream_t s) { lt.launch(s, x.a.ptr, x.b.ptr, x.c.ptr, nullptr, bias.ptr); }, {}, "cuBLASLt with bias"}};
+      bench::TimingOptions timing;
+      timing.seed = problem_seed(2, p);
+      const auto times = bench::time_side_by_side(bench::Mode::kOffline, subjects, nullptr, stream, timing);
+      RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
+      const double ratio = times[1].time_us / times[0].time_us;
+      if (ratio < 1) {
+        way = Route::kBiasInCublasLt;
+        r.lt_bias.store(r.lt_bias_plan.get(), std::memory_order_release);
+      }
+      char text[128];
+      std::snprintf(text, sizeof text, " (with a bias: %s, the kernel and its bias launch at %.2fx cuBLASLt's fused bias)",
+                    way == Route::kBiasInCublasLt ? "cuBLASLt" : "the kernel", ratio);
+      r.bias_note = text;
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kNoDevice || e.kind() == ErrorKind::kOutOfMemory) throw;
+      r.bias_note = " (with a bias: the kernel; cuBLASLt's bias epilogue is not available here)";
+    }
+    r.bias_way.store(way, std::memory_order_release);
+    return way;
+  }
+
+  // C = A B, plus the bias when one is given: cuBLASLt adds it in its epilogue; a kernel route in a second
+  // launch on the stream, or through cuBLASLt where that measured faster with the bias (bias_way).
   void launch(cudaStream_t stream, Route& r, const void* a, const void* b, void* c, void* ws, size_t ws_bytes,
               const void* bias = nullptr) {
     if (r.lt) {
@@ -617,6 +675,10 @@ struct Handle::Impl {
         bias_plan(r).launch(stream, a, b, c, ws, bias);
       else
         r.lt->launch(stream, a, b, c, ws);
+      return;
+    }
+    if (bias && bias_way(r, stream) == Route::kBiasInCublasLt) {
+      r.lt_bias.load(std::memory_order_acquire)->launch(stream, a, b, c, nullptr, bias);
       return;
     }
     r.kernel->launch(stream, *r.prepared, GemmOperands{a, b, c, ws, ws_bytes});
@@ -752,7 +814,9 @@ Stats Handle::stats() const {
 std::string Handle::describe(int64_t M, int64_t N, int64_t K, Layout layout, DType dtype) {
   require(impl_.get());
   impl_->check_device();
-  return impl_->route(make_problem(M, N, K, layout, dtype), nullptr, false).description;
+  const Route& r = impl_->route(make_problem(M, N, K, layout, dtype), nullptr, false);
+  // What calls with a bias take, once a kernel route has decided it (bias_note is whole before bias_way is set).
+  return r.bias_way.load(std::memory_order_acquire) ? r.description + r.bias_note : r.description;
 }
 
 const std::string& Handle::device_name() const {

@@ -295,6 +295,15 @@ TEST_F(HandleGpu, BiasIsAddedOnEveryRoute) {
           c.run_bias(handle);
           EXPECT_EQ(c.check(), "") << "with a bias, call " << repeat << ", " << route;
         }
+        // A kernel route with cuBLASLt preferred timed its bias both ways, and says which serves.
+        const std::string after = handle.describe(shapes[i].m, shapes[i].n, shapes[i].k, layout);
+        const bool kernel_route = route.rfind("cublaslt", 0) != 0;
+        EXPECT_EQ(after.find("(with a bias: ") != std::string::npos, kernel_route && prefer_cublaslt) << after;
+        // Calls without a bias still take the route without one, after calls with one.
+        const Case plain(shapes[i], layout, 300 + 10 * i + int(layout));
+        plain.poison();
+        plain.run(handle);
+        EXPECT_EQ(plain.check(), "") << "without a bias, after calls with one, " << after;
       }
   }
   // A cuBLASLt route warmed up without a bias, then captured with one.
