@@ -279,7 +279,7 @@ struct Handle::Impl {
 
   // The route rule of the handle's predicted route: one standard deviation, where the unverified rule
   // (predict::kRouteZ) asks for three, because every kernel it proposes is then timed against the floor before
-  // it serves (predicted_kernel_wins). On the measured picks for the LLM tuning shapes, z = 1 proposed 62
+  // it serves (verify_predicted). On the measured picks for the LLM tuning shapes, z = 1 proposed 62
   // kernels of which 40 measured more than 2% faster than cuBLASLt (z = 0: 204 and 64; z = 3: 9 and 9), so each
   // first-use compile is more often worth it.
   static constexpr double kPredictedRouteZ = 1.0;
@@ -291,7 +291,7 @@ struct Handle::Impl {
     // The built-in predictors learned fp16 kernels against fp16 cuBLASLt. A bf16 problem gets the fp16 twin's
     // guess in bf16: wgmma and mma.sync take bf16 at fp16's rate with the same tiles, and cuBLASLt's bf16
     // algorithms mirror its fp16 ones. The guess is only a proposal: its kernel is timed against the bf16 floor
-    // at first use and kept only where it measured faster (predicted_kernel_wins).
+    // at first use and kept only where it measured faster (verify_predicted).
     Problem twin = problem;
     twin.dtype = DType::kF16;
     const auto guesses = predictor->best_guesses(gpu_traits, twin, 1);
@@ -554,8 +554,9 @@ struct Handle::Impl {
     r->problem = problem;
     r->choice = dispatcher->choose(problem);
     r->description = r->choice.describe();
-    const bool untuned = r->choice.path == Path::kPredicted || r->choice.floor;
-    if (autotune_choices && predictor && untuned) {
+    // With autotuning the dispatcher proposes no predicted design (see the constructor): untuned shapes come
+    // as the floor, which autotune() starts from.
+    if (autotune_choices && predictor && r->choice.floor) {
       r = autotune(problem, stream);
     } else if (r->choice.path == Path::kPredicted) {
       r = verify_predicted(std::move(r), stream);
