@@ -25,7 +25,7 @@ namespace {
 
 class CublasGemmEx final : public Implementation {
  public:
-  explicit CublasGemmEx(Layout layout) : layout_(layout) { CUBLAS_CHECK(cublasCreate(&handle_)); }
+  explicit CublasGemmEx(Layout layout) : layout_(layout), workspace_(kLtWorkspaceBytes) { CUBLAS_CHECK(cublasCreate(&handle_)); }
   ~CublasGemmEx() override {
     if (!device_hung()) cublasDestroy(handle_);  // it synchronizes the device
   }
@@ -34,6 +34,9 @@ class CublasGemmEx final : public Implementation {
   void run(const Problem& p, const Operands& x, cudaStream_t stream) override {
     const float alpha = 1.0f, beta = 0.0f;
     CUBLAS_CHECK(cublasSetStream(handle_, stream));
+    // A workspace of its own, as PyTorch gives cuBLAS: setting the stream resets it to cuBLAS's pool, which a
+    // call being captured into a CUDA graph (graph mode) must not allocate from.
+    CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_.ptr, kLtWorkspaceBytes));
     const auto op_b = p.layout == Layout::kNN ? CUBLAS_OP_N : CUBLAS_OP_T;
     const cudaDataType type = cuda_data_type(p.dtype);  // A, B and C alike, fp32 compute either way
     CUBLAS_CHECK(cublasGemmEx(handle_, op_b, CUBLAS_OP_N, int(p.shape.n), int(p.shape.m), int(p.shape.k), &alpha,
@@ -43,6 +46,7 @@ class CublasGemmEx final : public Implementation {
 
  private:
   Layout layout_;
+  DeviceScratch<unsigned char> workspace_;
   cublasHandle_t handle_ = nullptr;
 };
 

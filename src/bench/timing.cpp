@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -61,14 +62,15 @@ std::string_view to_string(Mode mode) {
     case Mode::kServer: return "server";
     case Mode::kCold: return "cold";
     case Mode::kCudal2: return "cudal2";
+    case Mode::kGraph: return "graph";
   }
   return "?";
 }
 
 Mode parse_mode(std::string_view text) {
-  for (Mode m : {Mode::kOffline, Mode::kServer, Mode::kCold, Mode::kCudal2})
+  for (Mode m : {Mode::kOffline, Mode::kServer, Mode::kCold, Mode::kCudal2, Mode::kGraph})
     if (text == to_string(m)) return m;
-  fail("unknown mode '" + std::string(text) + "': use offline, server, cold or cudal2");
+  fail("unknown mode '" + std::string(text) + "': use offline, server, cold, cudal2 or graph");
 }
 
 std::vector<Mode> parse_modes(const std::vector<std::string>& names) {
@@ -135,12 +137,105 @@ std::vector<Timing> time_batched(const std::vector<std::function<void(int)>>& ne
   return out;
 }
 
+// Graph mode: one subject's calls captured back to back in a CUDA graph, instantiated once. The capture runs on
+// a stream of its own (the legacy default stream cannot capture); replays go on the caller's stream.
+class CapturedCalls {
+ public:
+  CapturedCalls(const Call& call, int calls, const std::string& what) : calls_(calls) {
+    cudaStream_t capture = nullptr;
+    RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking));
+    struct DestroyStream {
+      cudaStream_t s;
+      ~DestroyStream() { cudaStreamDestroy(s); }
+    } destroy{capture};
+    RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
+    std::string broke;
+    try {
+      for (int i = 0; i < calls; ++i) call(capture);
+    } catch (const std::exception& e) {
+      broke = e.what();
+    }
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(capture, &graph);
+    (void)cudaGetLastError();
+    if (broke.empty() && ended != cudaSuccess) broke = cudaGetErrorString(ended);
+    if (!broke.empty()) {
+      if (graph) cudaGraphDestroy(graph);
+      throw Error(ErrorKind::kRuntime, what + " cannot be captured in a CUDA graph: " + broke);
+    }
+    const cudaError_t made = cudaGraphInstantiate(&exec_, graph, 0);
+    cudaGraphDestroy(graph);
+    if (made == cudaErrorMemoryAllocation) throw Error(ErrorKind::kOutOfMemory, what + ": no memory to instantiate its graph");
+    RLGEMM_CUDA_CHECK(made);
+  }
+  ~CapturedCalls() {
+    if (exec_ && !device_hung()) cudaGraphExecDestroy(exec_);
+  }
+  CapturedCalls(const CapturedCalls&) = delete;
+  CapturedCalls& operator=(const CapturedCalls&) = delete;
+  int calls() const { return calls_; }
+  void launch(cudaStream_t stream) const { RLGEMM_CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
+
+ private:
+  int calls_;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+// The GPU is kept busy this long before each timed replay, so that its start event does not wait for the host
+// to submit the graph.
+constexpr double kSpinBeforeReplayUs = 30;
+// A graph holds at most this many calls (a 1 us kernel then replays for 10 ms at least).
+constexpr int kMaxGraphCalls = 10000;
+
+std::vector<Timing> time_graphs(const std::vector<Subject>& subjects, cudaStream_t stream, const TimingOptions& o) {
+  EventPair ev;
+  const size_t n = subjects.size();
+  std::vector<std::unique_ptr<CapturedCalls>> graphs(n);
+  auto replay_us = [&](size_t i) {  // per call, of one replay
+    const CapturedCalls& g = *graphs[i];
+    gpu_spin(stream, kSpinBeforeReplayUs);
+    return ev.time_ms(1, [&](int) { g.launch(stream); }, stream, "a replay of " + subjects[i].name) * 1e3 / g.calls();
+  };
+  // Each subject's graph size from a probe graph of a few calls (its first replay pays for first touches).
+  constexpr int kProbeCalls = 8;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string what = subjects[i].name.empty() ? std::string("an implementation") : subjects[i].name;
+    graphs[i] = std::make_unique<CapturedCalls>(subjects[i].call, kProbeCalls, what);
+    graphs[i]->launch(stream);
+    const double per_call = replay_us(i);
+    const int calls = int(std::clamp(std::ceil(o.batch_target_us / std::max(per_call, 0.1)), 1.0, double(kMaxGraphCalls)));
+    if (calls != kProbeCalls) {
+      graphs[i].reset();
+      graphs[i] = std::make_unique<CapturedCalls>(subjects[i].call, calls, what);
+    }
+  }
+  RoundOrder order(n, o.seed);
+  std::vector<double> previous(n);
+  for (size_t i : order.next()) previous[i] = replay_us(i);
+  for (int w = 1; w < o.max_warmup_batches; ++w) {
+    bool stable = true;
+    for (size_t i : order.next()) {
+      const double now = replay_us(i);
+      stable = stable && std::fabs(now - previous[i]) <= 0.02 * previous[i];
+      previous[i] = now;
+    }
+    if (stable) break;
+  }
+  std::vector<std::vector<double>> per_call(n);
+  for (int b = 0; b < o.batches; ++b)
+    for (size_t i : order.next()) per_call[i].push_back(replay_us(i));
+  std::vector<Timing> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(summarize(std::move(per_call[i]), graphs[i]->calls(), false));
+  return out;
+}
+
 }  // namespace
 
 std::vector<Timing> time_side_by_side(Mode mode, const std::vector<Subject>& subjects, const Call& refresh,
                                       cudaStream_t stream, const TimingOptions& o) {
   const size_t n = subjects.size();
   if (n == 0) return {};
+  if (mode == Mode::kGraph) return time_graphs(subjects, stream, o);
   if (mode == Mode::kOffline || mode == Mode::kCold) {
     std::vector<std::function<void(int)>> next;
     std::vector<std::string> what;

@@ -5,6 +5,10 @@
 //   cold     back to back, but rotating among input sets totalling >= 2x L2: no call finds its inputs in L2.
 //   cudal2   one call between device synchronizations, host wall clock, inputs freshly written: CUDA-L2's
 //            published method, so that their figures can sit beside ours.
+//   graph    the GPU's own time: N back-to-back calls captured in one CUDA graph (N chosen so that a replay
+//            lasts at least batch_target_us), replays interleaved like offline batches, the median replay over
+//            N. No host launch cost is in it: what a server that replays captured decode steps pays, and the
+//            only mode in which a kernel can be called faster than another for its own sake.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,16 +22,16 @@
 
 namespace rlgemm::bench {
 
-enum class Mode { kOffline, kServer, kCold, kCudal2 };
+enum class Mode { kOffline, kServer, kCold, kCudal2, kGraph };
 
 std::string_view to_string(Mode mode);
 Mode parse_mode(std::string_view text);                 // throws Error naming the accepted modes
 std::vector<Mode> parse_modes(const std::vector<std::string>& names);
 
 struct TimingOptions {
-  double batch_target_us = 1000;  // offline/cold: a batch lasts at least this long (>> event resolution)
-  int batches = 7;                // offline/cold: timed batches; the median batch gives the time
-  int max_warmup_batches = 30;    // offline/cold: warm-up stops when two batches agree within 2%
+  double batch_target_us = 1000;  // offline/cold/graph: a batch (a replay) lasts at least this long
+  int batches = 7;                // offline/cold/graph: timed batches; the median batch gives the time
+  int max_warmup_batches = 30;    // offline/cold/graph: warm-up stops when two batches agree within 2%
   int samples = 15;               // server/cudal2: timed calls
   double gap_mean_ms = 10.0;      // server: mean idle gap before each call
   uint64_t seed = 1;              // every mode: the order of the subjects in each round; server: the gaps
@@ -38,7 +42,7 @@ struct Timing {
   double min_us = 0;
   double max_us = 0;
   int samples = 0;     // batches or calls timed
-  int batch = 1;       // calls per batch
+  int batch = 1;       // calls per batch (graph: calls per captured graph)
   // Per call, of every timed batch (offline, cold) or call (server, cudal2), in round order: entry r of two
   // subjects' lists comes from the same round, for paired comparisons.
   std::vector<double> rounds_us;
@@ -75,12 +79,20 @@ class RoundOrder {
 // (clocks, host scheduling) falls on all of them alike rather than on whichever happened to be measured
 // then, and no subject always runs after the same neighbour. In server mode every single call waits its own
 // idle gap first, of one length for all subjects of a round (an exponential draw per round). `refresh`
-// (cudal2 only) rewrites the inputs before each call, untimed.
+// (cudal2 only) rewrites the inputs before each call, untimed. In graph mode every subject's calls must be
+// capturable (no allocation but stream-ordered, no synchronization, nothing loaded): a call that breaks the
+// capture throws Error(kRuntime) naming the subject.
+
 std::vector<Timing> time_side_by_side(Mode mode, const std::vector<Subject>& subjects, const Call& refresh,
                                       cudaStream_t stream, const TimingOptions& options);
 
 // A short offline measurement for screening candidates side by side (a few batches, no long warm-up).
 TimingOptions screen_options();
+
+// Keeps the GPU busy on `stream` for about `microseconds` (one thread spinning on the global timer): queued
+// before a timed region, it lets the host finish submitting the region's work while the GPU is still busy,
+// so that the region's first event does not time the host's launch.
+void gpu_spin(cudaStream_t stream, double microseconds);
 
 // Median of a non-empty list.
 double median(std::vector<double> values);
