@@ -92,12 +92,6 @@ const std::vector<size_t>& RoundOrder::next() {
   return order_;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 namespace {
 
 // Offline and cold: each subject gets a batch size from a single timed call, then warm-up rounds until

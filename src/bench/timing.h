@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/gain_interval.h"
+
 namespace rlgemm::bench {
 
 enum class Mode { kOffline, kServer, kCold, kCudal2, kGraph };
@@ -94,7 +96,7 @@ TimingOptions screen_options();
 // so that the region's first event does not time the host's launch.
 void gpu_spin(cudaStream_t stream, double microseconds);
 
-// Median of a non-empty list.
-double median(std::vector<double> values);
+// Median of a non-empty list (core/gain_interval.h).
+using rlgemm::median;
 
 }  // namespace rlgemm::bench

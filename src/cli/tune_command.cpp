@@ -51,7 +51,7 @@ struct CommonArgs {
   std::string db = "rlgemm-tune.db";
   std::string backend;  // "": the GPU where there is one (backend_of)
   std::string gpus = "1";
-  std::string mode = "offline";
+  std::string mode = "graph";
   int round = 8;
   uint64_t seed = 1;
   double timeout_s = 0;
@@ -68,7 +68,10 @@ void add_common(CLI::App* cmd, CommonArgs& a) {
                   "Measuring backend: gpu (the default, where a GPU is present) or synthetic (the CPU cost model: "
                   "estimates, not measurements)");
   cmd->add_option("--gpus", a.gpus, "all, a count, or ordinals (0,2): one worker per GPU")->default_val("1");
-  cmd->add_option("--mode", a.mode, "Timing method: offline or server")->default_val("offline");
+  cmd->add_option("--mode", a.mode,
+                  "Timing method of the paired reward: graph (the GPU's time alone, calls captured in a CUDA graph), "
+                  "offline (back to back, host launch cost included) or server (each call after an idle gap)")
+      ->default_val("graph");
   cmd->add_option("--round", a.round, "Candidates per strategy round")->default_val(8);
   cmd->add_option("--seed", a.seed, "Seed of the strategies")->default_val(1);
   cmd->add_option("--timeout", a.timeout_s, "Watchdog per candidate, seconds (default 300 gpu, 30 synthetic)");
@@ -185,11 +188,11 @@ struct JobSummary {
   std::string label;
   size_t problems = 0;
   size_t tuned = 0;   // problems with a correct design
-  size_t faster = 0;  // ... faster than lt_auto
+  size_t faster = 0;  // ... faster than lt_auto beyond the interval (its lower bound above 0)
   int64_t evaluations = 0;
   double wall_s = 0;
-  double geomean_kernel = 0;      // best design / lt_auto
-  double geomean_with_floor = 0;  // max(that, 1): cuBLASLt where the kernel is slower
+  double geomean_kernel = 0;      // the best design's paired gain over lt_auto
+  double geomean_with_floor = 0;  // that where it is faster beyond its interval, else 1 (cuBLASLt serves)
 };
 
 JobSummary summarize_job(const Job& job, const std::vector<search::ProblemOutcome>& outcomes, double wall_s) {
@@ -201,11 +204,11 @@ JobSummary summarize_job(const Job& job, const std::vector<search::ProblemOutcom
   for (const auto& o : outcomes) {
     if (std::find(job.problems.begin(), job.problems.end(), o.problem) == job.problems.end()) continue;
     s.evaluations += int64_t(o.evaluations.size());
-    if (!(o.best_us > 0)) continue;
+    if (o.best_design.empty()) continue;
     ++s.tuned;
-    s.faster += o.speedup() > 1 ? 1 : 0;
-    log_kernel += std::log(o.speedup());
-    log_floor += std::log(std::max(1.0, o.speedup()));
+    s.faster += o.faster() ? 1 : 0;
+    log_kernel += o.best.log_ratio;
+    log_floor += o.faster() ? o.best.log_ratio : 0.0;
   }
   if (s.tuned) {
     s.geomean_kernel = std::exp(log_kernel / double(s.tuned));
@@ -216,8 +219,10 @@ JobSummary summarize_job(const Job& job, const std::vector<search::ProblemOutcom
 
 void report_jobs(const TuneArgs& args, const CommonArgs& a, const GpuIdentity& gpu,
                  const std::vector<JobSummary>& summaries) {
-  std::fprintf(stderr, "\nrlgemm tune: summary%s (gain = lt_auto time / best design time, geometric mean)\n",
-               a.backend == "synthetic" ? " of SYNTHETIC estimates" : "");
+  std::fprintf(stderr,
+               "\nrlgemm tune: summary%s, %s mode (gain = lt_auto time / best design time in the same interleaved "
+               "rounds, geometric mean; a kernel counts as faster where the 95%% interval of its gain lies above 1)\n",
+               a.backend == "synthetic" ? " of SYNTHETIC estimates" : "", a.mode.c_str());
   for (const JobSummary& s : summaries)
     std::fprintf(stderr,
                  "  %-32s %4zu shapes  %6lld evaluations  wall %8.1f s  gain %.4f (kernel), %.4f (with the cuBLASLt "
@@ -336,23 +341,33 @@ search::TuneOptions tune_options(const TuneArgs& args, const std::vector<Problem
   return options;
 }
 
-void print_outcomes(const std::vector<search::ProblemOutcome>& outcomes) {
-  std::printf("layout,m,n,k,evaluations,measured_now,reference_us,best_us,speedup,design\n");
+// One CSV row per problem on stdout: the best design's paired gain over lt_auto with its 95% interval (as
+// ratios), the rounds it rests on, and whether it is faster beyond the interval.
+void print_outcomes(const std::vector<search::ProblemOutcome>& outcomes, const CommonArgs& a) {
+  std::printf("layout,dtype,m,n,k,mode,evaluations,measured_now,reference_us,best_us,speedup,speedup_low,speedup_high,"
+              "rounds,faster,design\n");
   double log_sum = 0;
-  int counted = 0;
+  int counted = 0, faster = 0;
   for (const auto& o : outcomes) {
-    std::printf("%s,%lld,%lld,%lld,%zu,%d,%.4f,%.4f,%.4f,%s\n", std::string(to_string(o.problem.layout)).c_str(),
+    const bool tuned = !o.best_design.empty();
+    std::printf("%s,%s,%lld,%lld,%lld,%s,%zu,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%d,%d,%s\n",
+                std::string(to_string(o.problem.layout)).c_str(), std::string(to_string(o.problem.dtype)).c_str(),
                 static_cast<long long>(o.problem.shape.m), static_cast<long long>(o.problem.shape.n),
-                static_cast<long long>(o.problem.shape.k), o.evaluations.size(), o.measured_now, o.reference_us,
-                o.best_us, o.speedup(), o.best_design.c_str());
-    if (o.best_us > 0) {
-      log_sum += std::log(o.speedup());
+                static_cast<long long>(o.problem.shape.k), a.mode.c_str(), o.evaluations.size(), o.measured_now,
+                o.reference_us(), o.best_us, o.speedup(), tuned ? 1 + o.best.low : 0.0, tuned ? 1 + o.best.high : 0.0,
+                o.best.rounds, o.faster() ? 1 : 0, o.best_design.c_str());
+    if (tuned) {
+      log_sum += o.best.log_ratio;
       ++counted;
+      faster += o.faster() ? 1 : 0;
     }
   }
   std::fflush(stdout);
-  if (counted) std::fprintf(stderr, "rlgemm tune: geometric mean speedup over lt_auto %.4f on %d problems\n",
-                            std::exp(log_sum / counted), counted);
+  if (counted)
+    std::fprintf(stderr,
+                 "rlgemm tune: geometric mean paired gain over lt_auto %.4f on %d problems (%s mode); faster beyond "
+                 "the 95%% interval on %d\n",
+                 std::exp(log_sum / counted), counted, a.mode.c_str(), faster);
 }
 
 void check_tune_args(const TuneArgs& args) {
@@ -413,7 +428,7 @@ int run_tune_mpi(const TuneArgs& args) {
                    args.strategy.c_str(), a.db.c_str());
       outcomes = search::tune_distributed(store, lanes, strategies.factory, spec, options);
     }
-    print_outcomes(outcomes);
+    print_outcomes(outcomes, a);
     if (!args.models.empty()) {
       // The ranks tune every model's shapes at once: the wall time is the whole run's, on every line.
       const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -472,7 +487,7 @@ int run_tune(const TuneArgs& args) {
         summarize_job(job, part, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
     outcomes.insert(outcomes.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
   }
-  print_outcomes(outcomes);
+  print_outcomes(outcomes, a);
   if (!args.models.empty()) report_jobs(args, a, gpu, summaries);
   warn_if_synthetic(a, "end");
   return 0;

@@ -179,7 +179,9 @@ std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, co
   Store store(path);
   std::vector<TunedRow> rows;
   for (const BestDesign& best : store.best_designs()) {
-    if (best.mode != wanted) continue;
+    // A design serves a shape only where it measured faster than lt_auto beyond the interval of its paired
+    // gain; elsewhere the handle's floor (cuBLASLt with lt_auto's choice) serves it.
+    if (best.mode != wanted || !best.paired.better()) continue;
     TunedRow row;
     row.gpu = best.gpu_name;
     row.problem = best.problem;

@@ -13,7 +13,8 @@
 // without the last column (rows of fp16) or the last two (the header up to speedup_vs_lt_auto) are read too.
 // Blank
 // lines and lines starting with '#' are skipped. The same rows can also come from a tuning database (the
-// store's best_designs view).
+// store's best_designs view): the shapes whose best design measured faster than lt_auto beyond the 95% interval
+// of its paired gain (load_tuning_database).
 #pragma once
 
 #include <cstdint>

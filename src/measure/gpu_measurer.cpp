@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
 
+#include "core/gain_interval.h"
 #include "generate/generate.h"
 #include "measure/foreign_evaluator.h"
 #include "measure/sass_evaluator.h"
@@ -14,7 +16,18 @@
 namespace rlgemm::measure {
 namespace {
 
-bench::Mode bench_mode(TimingMode mode) { return mode == TimingMode::kServer ? bench::Mode::kServer : bench::Mode::kOffline; }
+bench::Mode bench_mode(TimingMode mode) {
+  switch (mode) {
+    case TimingMode::kServer: return bench::Mode::kServer;
+    case TimingMode::kGraph: return bench::Mode::kGraph;
+    case TimingMode::kOffline: break;
+  }
+  return bench::Mode::kOffline;
+}
+
+// Interleaved rounds of a paired measurement: each gives one log ratio of the candidate against the reference,
+// and the 95% interval of their mean narrows with their number (t(0.975, 14) = 2.145).
+constexpr int kPairedRounds = 15;
 
 std::string compile_key(const Design& design, const Problem& problem) {
   return to_string(design) + "|" + std::string(to_string(problem.layout)) +
@@ -53,24 +66,37 @@ void GpuMeasurer::load_problem(const Problem& problem) {
   loaded_ = problem;
 }
 
-TimingStats GpuMeasurer::time(bench::Implementation& impl, const Problem& problem, TimingMode mode) {
+std::vector<bench::Timing> GpuMeasurer::time(const std::vector<bench::Implementation*>& impls, const Problem& problem,
+                                              TimingMode mode) {
   const bench::Operands x = gate_.operands();
-  std::vector<bench::Subject> subjects{{[&impl, problem, x](cudaStream_t s) { impl.run(problem, x, s); }, {}, impl.name()}};
+  std::vector<bench::Subject> subjects;
+  for (bench::Implementation* impl : impls)
+    subjects.push_back({[impl, problem, x](cudaStream_t s) { impl->run(problem, x, s); }, {}, impl->name()});
   bench::TimingOptions options;
-  options.seed = seed_;
-  const bench::Timing t =
-      bench::time_side_by_side(bench_mode(mode), subjects, [](cudaStream_t) {}, stream_, options)[0];
-  return {t.time_us, t.min_us, t.max_us, t.samples};
+  options.seed = ++seed_;
+  options.batches = kPairedRounds;
+  options.samples = kPairedRounds;
+  return bench::time_side_by_side(bench_mode(mode), subjects, [](cudaStream_t) {}, stream_, options);
 }
 
-TimingStats GpuMeasurer::reference(const Problem& problem, TimingMode mode) {
-  validate(problem.shape);
+bench::Implementation& GpuMeasurer::reference_for(const Problem& problem) {
   load_problem(problem);
+  if (reference_ && reference_problem_ == problem) return *reference_;
+  reference_.reset();
+  reference_problem_.reset();
   auto lt = bench::make_cublas_implementation("lt_auto");
   lt->prepare(problem, gate_.operands(), stream_);
   const bench::CheckResult check = gate_.check(*lt, stream_);
   if (!check.ok) throw Error(ErrorKind::kRuntime, "lt_auto failed the correctness gate on " + problem.shape.to_string() + ": " + check.why);
-  return time(*lt, problem, mode);
+  reference_ = std::move(lt);
+  reference_problem_ = problem;
+  return *reference_;
+}
+
+TimingStats GpuMeasurer::reference(const Problem& problem, TimingMode mode) {
+  validate(problem.shape);
+  const bench::Timing t = time({&reference_for(problem)}, problem, mode)[0];
+  return {t.time_us, t.min_us, t.max_us, t.samples};
 }
 
 Measurement GpuMeasurer::measure(const Design& design, const Problem& problem, TimingMode mode) {
@@ -120,7 +146,12 @@ Measurement GpuMeasurer::measure(const Design& design, const Problem& problem, T
       if (cudaDeviceSynchronize() != cudaSuccess) context_lost(text + " broke the context while being checked");
       return out;
     }
-    out.timing = time(*impl, problem, mode);
+    // Side by side with the reference, in the same rounds: the reward is their paired log ratio.
+    bench::Implementation& reference = reference_for(problem);
+    const std::vector<bench::Timing> t = time({impl.get(), &reference}, problem, mode);
+    const GainInterval g = gain_interval(t[1].rounds_us, t[0].rounds_us);
+    out.timing = {t[0].time_us, t[0].min_us, t[0].max_us, t[0].samples};
+    out.paired = PairedGain{t[1].time_us, std::log1p(g.gain), g.low, g.high, g.rounds};
     out.status = MeasureStatus::kOk;
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::kHang) context_lost(text + " on " + problem.shape.to_string() + ": " + e.what());

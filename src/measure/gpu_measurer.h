@@ -1,6 +1,7 @@
 // The tuner's GPU backend ("gpu"): a candidate design is compiled (through the cubin cache, concurrently
 // for a batch), passed through the benchmark harness's correctness gate and timed with the harness's own
-// methods; the reference is cuBLASLt with every heuristic candidate timed (lt_auto).
+// methods side by side with the reference, cuBLASLt with every heuristic candidate timed (lt_auto: the
+// library's floor), in interleaved rounds of one process: the paired gain is the tuner's reward.
 //
 // A CUDA error that poisons the context (an illegal address, a kernel trap) cannot be survived by this
 // process: the backend reports it on stderr and ends the process, so that the worker that hosts it is
@@ -12,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "bench/correctness.h"
 #include "bench/timing.h"
@@ -35,7 +37,11 @@ class GpuMeasurer : public search::Measurer {
 
  private:
   void load_problem(const Problem& problem);
-  TimingStats time(bench::Implementation& impl, const Problem& problem, TimingMode mode);
+  // lt_auto for the loaded problem, chosen and through the gate once per problem.
+  bench::Implementation& reference_for(const Problem& problem);
+  // Times `subjects` (implementations of the loaded problem) side by side in `mode`.
+  std::vector<bench::Timing> time(const std::vector<bench::Implementation*>& subjects, const Problem& problem,
+                                  TimingMode mode);
   [[noreturn]] void context_lost(const std::string& what);
 
   DeviceInfo device_;
@@ -43,6 +49,8 @@ class GpuMeasurer : public search::Measurer {
   cudaStream_t stream_ = nullptr;
   bench::Gate gate_;
   std::optional<Problem> loaded_;
+  bench::ImplementationPtr reference_;      // lt_auto, prepared for reference_problem_
+  std::optional<Problem> reference_problem_;
   uint64_t seed_;
   std::map<std::string, std::unique_ptr<DesignImplementation>> designs_;
   std::map<std::string, double> compiled_ahead_;  // kernel -> compile seconds, for batches compiled ahead

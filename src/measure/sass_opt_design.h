@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "measure/gain_interval.h"
+#include "core/gain_interval.h"
 #include "measure/sass_opt_record.h"
 #include "rlgemm/problem.h"
 #include "sass/optimize.h"

@@ -5,7 +5,7 @@
 // Columns: kernel,M,N,K,layout,time_before_us,time_after_us,gain,bitwise_equal,moves,set,actions,ci_low,ci_high,
 // changes. `kernel` is a design's text form or a foreign kernel's name; M,N,K,layout are empty for a foreign
 // kernel whose launch SPEC names no problem; `set` groups rows (sm80, sm90, triton, ...); `actions` is the
-// game's action space; ci_low and ci_high bound the re-measured gain (95%, measure/gain_interval.h; empty when
+// game's action space; ci_low and ci_high bound the re-measured gain (95%, core/gain_interval.h; empty when
 // there was nothing to re-measure); `changes` says what the best schedule changed (sass::ScheduleChanges).
 // Files of the first format (the columns up to `moves`) are rewritten in this one when a row is appended to
 // them, their rows marked as moves-only runs of the set their design's family names.
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "measure/gain_interval.h"
+#include "core/gain_interval.h"
 #include "measure/sass_evaluator.h"
 #include "rlgemm/problem.h"
 #include "sass/optimize.h"

@@ -117,16 +117,18 @@ std::vector<Sample> samples_from_store(const std::string& path) {
   std::map<int64_t, GpuTraits> gpus;
   for (const auto& [id, identity] : store.gpus()) gpus[id] = traits_of(identity);
   std::vector<Sample> out;
-  // Every problem with a correct measurement appears in best_designs, once per (GPU, problem, mode).
+  // Every problem with a paired correct measurement appears in best_designs, once per (GPU, problem, mode). Only
+  // paired rows teach: each design's time comes with lt_auto's of the same rounds (a reference timed apart, as
+  // older files hold, differs from it by the GPU's drift between the two moments, up to 11% on an H200).
   for (const BestDesign& best : store.best_designs()) {
     if (best.problem.dtype != DType::kF16) continue;  // fp16 kernels only, as above
     const GpuTraits& gpu = gpus.at(best.gpu_id);
     const std::string mode(to_string(best.mode));
-    const std::optional<TimingStats> ref = store.reference(best.gpu_id, best.problem, best.mode);
-    if (ref && ref->median_us > 0) out.push_back({gpu, best.problem, mode, "lt_auto", ref->median_us, 0, path});
+    out.push_back({gpu, best.problem, mode, "lt_auto", best.paired.reference_us, 0, path});
     for (const MeasurementRecord& r : store.measurements(best.gpu_id, best.problem, best.mode)) {
-      if (r.measurement.status != MeasureStatus::kOk || !(r.measurement.timing.median_us > 0)) continue;
-      out.push_back({gpu, best.problem, mode, r.design, r.measurement.timing.median_us, ref ? ref->median_us : 0, path});
+      const auto& m = r.measurement;
+      if (m.status != MeasureStatus::kOk || !m.paired || !(m.timing.median_us > 0)) continue;
+      out.push_back({gpu, best.problem, mode, r.design, m.timing.median_us, m.paired->reference_us, path});
     }
   }
   return out;

@@ -9,10 +9,10 @@
 
 namespace rlgemm::search {
 
-int evaluations_to_reach(const ProblemOutcome& outcome, double target_us) {
+int evaluations_to_reach(const ProblemOutcome& outcome, double target_speedup) {
   for (size_t i = 0; i < outcome.evaluations.size(); ++i) {
     const auto& e = outcome.evaluations[i];
-    if (e.status == MeasureStatus::kOk && e.time_us > 0 && e.time_us <= target_us) return int(i) + 1;
+    if (e.status == MeasureStatus::kOk && e.paired && e.paired->speedup() >= target_speedup) return int(i) + 1;
   }
   return 0;
 }
@@ -77,9 +77,8 @@ CompareResult compare_strategies(Store& store, Measurer& measurer, const Compare
   result.gpu_name = measurer.gpu().name;
   for (size_t p = 0; p < options.problems.size(); ++p) {
     double best = 0;
-    for (auto& run : runs)
-      if (run.outcomes[p].best_us > 0 && (best == 0 || run.outcomes[p].best_us < best)) best = run.outcomes[p].best_us;
-    const double target = best / options.quality;
+    for (auto& run : runs) best = std::max(best, run.outcomes[p].speedup());
+    const double target = best * options.quality;
     for (auto& run : runs) {
       const ProblemOutcome& o = run.outcomes[p];
       CompareRow row;
@@ -91,8 +90,9 @@ CompareResult compare_strategies(Store& store, Measurer& measurer, const Compare
       row.reached = reached > 0;
       row.evaluations_to_target = reached > 0 ? reached : options.budget;
       row.best_us = o.best_us;
-      row.target_us = target;
-      row.reference_us = o.reference_us;
+      row.reference_us = o.reference_us();
+      row.best_speedup = o.speedup();
+      row.target_speedup = target;
       result.rows.push_back(row);
     }
   }
@@ -104,8 +104,8 @@ CompareResult compare_strategies(Store& store, Measurer& measurer, const Compare
       if (row.strategy != name) continue;
       evals.push_back(row.evaluations_to_target);
       reached += row.reached ? 1 : 0;
-      if (row.best_us > 0) {
-        log_speedup += std::log(row.reference_us / row.best_us);
+      if (row.best_speedup > 0) {
+        log_speedup += std::log(row.best_speedup);
         ++speedups;
       }
     }
@@ -123,8 +123,8 @@ CompareResult compare_strategies(Store& store, Measurer& measurer, const Compare
 }
 
 void write_compare_csv(const CompareResult& result, std::ostream& out) {
-  out << "gpu,layout,m,n,k,strategy,seed,budget,evals_to_target,reached,best_us,target_us,reference_us,"
-         "best_speedup\n";
+  out << "gpu,layout,m,n,k,strategy,seed,budget,evals_to_target,reached,best_us,reference_us,best_speedup,"
+         "target_speedup\n";
   char buf[512];
   for (const auto& r : result.rows) {
     std::snprintf(buf, sizeof buf, "%s,%s,%lld,%lld,%lld,%s,%llu,%d,%d,%d,%.4f,%.4f,%.4f,%.4f\n",
@@ -132,7 +132,7 @@ void write_compare_csv(const CompareResult& result, std::ostream& out) {
                   static_cast<long long>(r.problem.shape.m), static_cast<long long>(r.problem.shape.n),
                   static_cast<long long>(r.problem.shape.k), r.strategy.c_str(),
                   static_cast<unsigned long long>(r.seed), r.budget, r.evaluations_to_target, r.reached ? 1 : 0,
-                  r.best_us, r.target_us, r.reference_us, r.best_us > 0 ? r.reference_us / r.best_us : 0.0);
+                  r.best_us, r.reference_us, r.best_speedup, r.target_speedup);
     out << buf;
   }
 }

@@ -41,9 +41,10 @@ struct CompareRow {
   int budget = 0;
   int evaluations_to_target = 0;  // the budget when the target was not reached
   bool reached = false;
-  double best_us = 0;       // this run's best
-  double target_us = 0;     // best of every run / quality
-  double reference_us = 0;
+  double best_us = 0;          // this run's best design's time
+  double reference_us = 0;     // the reference's, in that design's own rounds
+  double best_speedup = 0;     // this run's best paired speedup over the reference
+  double target_speedup = 0;   // the best of every run * quality
 };
 
 struct CompareSummary {
@@ -51,7 +52,7 @@ struct CompareSummary {
   double mean_evaluations = 0;  // unreached runs count as the budget
   double median_evaluations = 0;
   double reached_fraction = 0;
-  double geomean_speedup = 0;   // of each run's best over the reference
+  double geomean_speedup = 0;   // of each run's best paired speedup over the reference
 };
 
 struct CompareResult {
@@ -60,13 +61,15 @@ struct CompareResult {
   std::vector<CompareSummary> summary;
 };
 
-// Evaluations (1-based) until an evaluation at or below `target_us`, or 0 when none reached it.
-int evaluations_to_reach(const ProblemOutcome& outcome, double target_us);
+// Evaluations (1-based) until an evaluation whose paired speedup over the reference reaches `target_speedup`,
+// or 0 when none reached it. Speedups, not times: each is measured beside the reference in its own rounds,
+// so evaluations made at different moments compare.
+int evaluations_to_reach(const ProblemOutcome& outcome, double target_speedup);
 
 CompareResult compare_strategies(Store& store, Measurer& measurer, const CompareOptions& options);
 
-// CSV with a header: gpu,layout,m,n,k,strategy,seed,budget,evals_to_target,reached,best_us,target_us,
-// reference_us,best_speedup; one row per (strategy, seed, problem).
+// CSV with a header: gpu,layout,m,n,k,strategy,seed,budget,evals_to_target,reached,best_us,reference_us,
+// best_speedup,target_speedup; one row per (strategy, seed, problem).
 void write_compare_csv(const CompareResult& result, std::ostream& out);
 // Summary CSV: strategy,runs,mean_evals_to_target,median_evals_to_target,reached_fraction,geomean_speedup
 void write_compare_summary_csv(const CompareResult& result, std::ostream& out);

@@ -54,7 +54,6 @@ json serve_job(Measurer& measurer, const json& job) {
     const std::string op = job.at("op").get<std::string>();
     const Problem problem = problem_from_json(job);
     const TimingMode mode = parse_timing_mode(job.at("mode").get<std::string>());
-    if (op == "reference") return {{"ok", true}, {"timing", to_json(measurer.reference(problem, mode))}};
     if (op == "measure") {
       std::vector<Design> designs;
       for (const auto& text : job.at("designs")) designs.push_back(parse_design(text.get<std::string>()));
@@ -157,7 +156,7 @@ std::string describe(const GpuIdentity& g) {
 struct Work {
   size_t index = 0;
   StrategyPtr strategy;
-  std::unique_ptr<ProblemTuning> tuning;  // once the reference time is known
+  std::unique_ptr<ProblemTuning> tuning;  // from the problem's first job on
   json job;                               // the job in flight; sent again if its lane is retired
 };
 
@@ -219,7 +218,7 @@ std::vector<ProblemOutcome> tune_distributed(Store& store, LaneChannel& channel,
 
   auto healthy_lanes = [&] { return std::max<long>(1, std::count(healthy.begin(), healthy.end(), true)); };
 
-  auto begin_tuning = [&](Work& w, double reference_us) {
+  auto begin_tuning = [&](Work& w) {
     const Problem& problem = options.problems[w.index];
     auto problem_deadline = Clock::time_point::max();
     if (options.budget.minutes > 0) {
@@ -229,7 +228,7 @@ std::vector<ProblemOutcome> tune_distributed(Store& store, LaneChannel& channel,
       problem_deadline = std::min(deadline, Clock::now() + left / std::max<int64_t>(rounds, 1));
     }
     w.tuning = std::make_unique<ProblemTuning>(store, gpu_id, *gpu, space(problem.layout), *w.strategy, options,
-                                               problem, reference_us, batch, problem_deadline);
+                                               problem, batch, problem_deadline);
   };
 
   auto finish = [&](int lane, Work& w) {
@@ -253,17 +252,7 @@ std::vector<ProblemOutcome> tune_distributed(Store& store, LaneChannel& channel,
   // Sends `w`'s next job to `lane`, or finishes the problem; false when the lane is free again.
   auto advance = [&](int lane, std::unique_ptr<Work> w) -> bool {
     const Problem& problem = options.problems[w->index];
-    if (!w->tuning) {
-      if (auto ref = store.reference(gpu_id, problem, options.mode)) {
-        begin_tuning(*w, ref->median_us);
-      } else {
-        w->job = problem_json(problem, options.mode);
-        w->job["op"] = "reference";
-        channel.send(lane, w->job);
-        busy[size_t(lane)] = std::move(w);
-        return true;
-      }
-    }
+    if (!w->tuning) begin_tuning(*w);
     const std::vector<Design> designs = w->tuning->next_batch();
     if (designs.empty()) {
       finish(lane, *w);
@@ -324,15 +313,9 @@ std::vector<ProblemOutcome> tune_distributed(Store& store, LaneChannel& channel,
       continue;
     }
     try {
-      if (w->job.at("op") == "reference") {
-        const TimingStats t = timing_from_json(answer.at("timing"));
-        store.put_reference(gpu_id, problem, options.mode, t);
-        begin_tuning(*w, t.median_us);
-      } else {
-        std::vector<Measurement> results;
-        for (const auto& m : answer.at("measurements")) results.push_back(measurement_from_json(m));
-        w->tuning->complete(results);
-      }
+      std::vector<Measurement> results;
+      for (const auto& m : answer.at("measurements")) results.push_back(measurement_from_json(m));
+      w->tuning->complete(results);
     } catch (const nlohmann::json::exception& e) {
       throw Error(ErrorKind::kRuntime, channel.lane_name(lane) + " answered a job with '" +
                                            answer.dump().substr(0, 200) + "': " + e.what());

@@ -9,8 +9,7 @@
 // so any number of lanes records what one process tuning the same problems would.
 //
 // Jobs and answers are JSON objects in the forms of the worker protocol (worker.h):
-//   {"op":"reference", <problem>}                   -> {"ok":true,"timing":{...}}
-//   {"op":"measure", <problem>, "designs":[...]}    -> {"ok":true,"measurements":[{...}, ...]}
+//   {"op":"measure", <problem>, "designs":[...]}    -> {"ok":true,"measurements":[{...}, ...]} (each paired)
 //   {"op":"stop"}                                   (no answer: the lane ends)
 //   a lane that cannot answer                       -> {"ok":false,"error":"...","kind":N}
 // A lane that fails (its GPUs became unusable) is retired and its problem, with the job it had in flight,

@@ -26,13 +26,16 @@ class Measurer {
   // The GPU this backend measures on (recorded with every measurement).
   virtual GpuIdentity gpu() = 0;
 
-  // The vendor reference time (cuBLASLt with every heuristic candidate timed, "lt_auto") for a problem:
-  // the denominator of every reward. Throws Error when the reference cannot be measured.
+  // The vendor reference time (cuBLASLt with every heuristic candidate timed, "lt_auto") for a problem, timed
+  // alone: for reports only. No reward divides by it: a time taken at another moment is not comparable.
+  // Throws Error when the reference cannot be measured.
   virtual TimingStats reference(const Problem& problem, TimingMode mode) = 0;
 
-  // Compiles (or reuses the compiled) design, runs the correctness gate, times it. Never throws for a bad
-  // candidate: a compile error, a wrong result, a launch failure is reported in the Measurement's status.
-  // Throws Error only when the backend itself is unusable (no device, lost worker that cannot restart).
+  // Compiles (or reuses the compiled) design, runs the correctness gate, and times it side by side with the
+  // reference (lt_auto's choice, the library's cuBLASLt floor) in interleaved rounds in `mode`: a kOk result
+  // carries its PairedGain, the reward. Never throws for a bad candidate: a compile error, a wrong result, a
+  // launch failure is reported in the Measurement's status. Throws Error only when the backend itself is
+  // unusable (no device, lost worker that cannot restart).
   virtual Measurement measure(const Design& design, const Problem& problem, TimingMode mode) = 0;
 
   // Several candidates of one problem. Backends that can overlap work (compile the next designs on the CPU
@@ -60,6 +63,10 @@ struct BackendOptions {
   std::string backend = "synthetic";  // "synthetic" | "gpu" | any registered name
   int gpu_ordinal = 0;                // which GPU of the machine
   double delay_ms = 0;                // synthetic: sleep per measurement, to simulate a slow GPU
+  // synthetic: the simulated GPU gets faster by this fraction with every measurement (clocks and power state
+  // that move between moments, as a real GPU's do by up to 10%): what a reward that divides times taken at
+  // different moments takes for a gain. The paired reward is blind to it.
+  double drift = 0;
   bool simulate_faults = false;       // synthetic: act out test.* designs (segfault, hang), only in a worker
 };
 

@@ -140,13 +140,13 @@ bool learn_from_outcome(Policy& policy, const SpaceSpec& spec, int smem_limit_by
   const DesignSpace space(spec, outcome.problem.layout, smem_limit_bytes);
   std::vector<LoggedResult> results;
   for (const Evaluation& e : outcome.evaluations) {
-    if (e.status != MeasureStatus::kOk || !(e.time_us > 0) || !(outcome.reference_us > 0)) continue;
+    if (e.status != MeasureStatus::kOk || !e.paired) continue;
     try {
       if (space.encode(parse_design(e.design)).empty()) continue;
     } catch (const Error&) {
       continue;  // a design text this rlgemm cannot read (another version's row)
     }
-    results.push_back({outcome.problem, e.design, outcome.reference_us / e.time_us});
+    results.push_back({outcome.problem, e.design, e.paired->speedup()});
   }
   if (results.size() < 2) return false;
   PretrainOptions options;

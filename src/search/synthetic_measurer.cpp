@@ -3,10 +3,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <random>
 #include <thread>
+#include <vector>
 
+#include "core/gain_interval.h"
 #include "rlgemm/error.h"
 
 namespace rlgemm::search {
@@ -21,14 +26,30 @@ std::string hex_hash(std::string_view text) {
   return buf;
 }
 
+// The per-round times of one side: `t` with a deterministic noise of spread kSyntheticNoise drawn from `seed`.
+std::vector<double> noisy_rounds(double t, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> noise(0.0, kSyntheticNoise);
+  std::vector<double> rounds(kSyntheticRounds);
+  for (double& r : rounds) r = t * std::exp(noise(rng));
+  return rounds;
+}
+
+double mode_factor(TimingMode mode) { return mode == TimingMode::kServer ? kSyntheticServerSlowdown : 1.0; }
+
 }  // namespace
 
 SyntheticMeasurer::SyntheticMeasurer(BackendOptions options, CostModel model)
     : options_(std::move(options)), model_(model) {}
 
+double SyntheticMeasurer::next_moment_speed() {
+  const int64_t moment = moments_.fetch_add(1);
+  return 1.0 + options_.drift * double(moment);
+}
+
 TimingStats SyntheticMeasurer::reference(const Problem& problem, TimingMode mode) {
   validate(problem.shape);
-  const double t = model_.reference_us(problem) * (mode == TimingMode::kServer ? kSyntheticServerSlowdown : 1.0);
+  const double t = model_.reference_us(problem) * mode_factor(mode) / next_moment_speed();
   return {t, t * 0.99, t * 1.06, 50};
 }
 
@@ -77,9 +98,19 @@ Measurement SyntheticMeasurer::measure(const Design& design, const Problem& prob
       out.compile_seconds = 0.35 + 0.05 * design.stages;  // what NVRTC with a precompiled header costs
     }
   }
-  const double t = model_.time_us(design, problem) * (mode == TimingMode::kServer ? kSyntheticServerSlowdown : 1.0);
+  // The candidate and the reference in the same rounds, on a GPU whose speed is this moment's.
+  const double speed = next_moment_speed();
+  // The noise depends on what is measured only, so that the same candidate measures the same in any order.
+  const uint64_t seed = std::stoull(hex_hash(key + "|" + problem.shape.to_string() + "|" + std::string(to_string(mode))), nullptr, 16);
+  const std::vector<double> candidate =
+      noisy_rounds(model_.time_us(design, problem) * mode_factor(mode) / speed, seed);
+  const std::vector<double> reference =
+      noisy_rounds(model_.reference_us(problem) * mode_factor(mode) / speed, seed ^ 0x5eed5eed5eed5eedull);
+  const GainInterval g = gain_interval(reference, candidate);
   out.status = MeasureStatus::kOk;
-  out.timing = {t, t * 0.995, t * 1.04, 50};
+  out.timing = {median(candidate), *std::min_element(candidate.begin(), candidate.end()),
+                *std::max_element(candidate.begin(), candidate.end()), kSyntheticRounds};
+  out.paired = PairedGain{median(reference), std::log1p(g.gain), g.low, g.high, g.rounds};
   return out;
 }
 

@@ -1,8 +1,10 @@
 // The synthetic measuring backend: the cost model behind the Measurer interface. It behaves like the GPU
 // backend where the tuner can tell: it keeps a compile cache (a design compiled once serves every shape,
-// unless it bakes the shape in), reports source hashes and compile times, and, inside a worker process,
-// acts out the fault-injection designs (test.fault segfaults, test.hang loops forever, test.wrong fails the
-// correctness gate).
+// unless it bakes the shape in), reports source hashes and compile times, times every candidate side by side
+// with the reference in rounds with a little noise (a PairedGain with its interval), lets the simulated GPU's
+// speed drift between measurements when asked (BackendOptions::drift), and, inside a worker process, acts out
+// the fault-injection designs (test.fault segfaults, test.hang loops forever, test.wrong fails the correctness
+// gate).
 #pragma once
 
 #include <atomic>
@@ -34,7 +36,14 @@ class SyntheticMeasurer : public Measurer {
   std::set<std::string> compiled_;  // compile-cache keys
   std::atomic<int64_t> measure_calls_{0};
   std::atomic<int64_t> compilations_{0};
+  std::atomic<int64_t> moments_{0};  // measurements and references taken: the drift's clock
+  // How fast the simulated GPU runs now (1 without drift), advancing its clock by one moment.
+  double next_moment_speed();
 };
+
+// Rounds of a synthetic paired measurement, and the spread of each side's time within them.
+inline constexpr int kSyntheticRounds = 15;
+inline constexpr double kSyntheticNoise = 0.005;
 
 // Server mode leaves the GPU idle between calls: clocks and caches are colder, the first instructions of
 // each call pay more. The synthetic backend models that as a fixed slowdown.

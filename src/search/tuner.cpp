@@ -60,11 +60,18 @@ std::string format_duration(double seconds) {
 std::string progress_line(size_t index, size_t count, const ProblemOutcome& outcome, size_t cap,
                           bool evaluation_budget, double seconds_left) {
   char line[512];
-  std::snprintf(line, sizeof line, "[%zu/%zu] %s %s  evals %zu/%s  best %.3fx  %s left", index + 1, count,
+  std::snprintf(line, sizeof line, "[%zu/%zu] %s %s  evals %zu/%s  best %s  %s left", index + 1, count,
                 std::string(to_string(outcome.problem.layout)).c_str(), outcome.problem.shape.to_string().c_str(),
                 outcome.evaluations.size(), evaluation_budget ? std::to_string(cap).c_str() : "-",
-                outcome.speedup(), format_duration(seconds_left).c_str());
+                outcome.best_design.empty() ? "-" : gain_text(outcome.best).c_str(),
+                format_duration(seconds_left).c_str());
   return line;
+}
+
+std::string gain_text(const PairedGain& g) {
+  char text[96];
+  std::snprintf(text, sizeof text, "%.3fx (95%% CI %.3f .. %.3f)", g.speedup(), 1 + g.low, 1 + g.high);
+  return text;
 }
 
 int effective_batch(const TuneOptions& options, int parallelism) { return std::max({options.batch, parallelism, 1}); }
@@ -72,12 +79,11 @@ int effective_batch(const TuneOptions& options, int parallelism) { return std::m
 // ---- one problem ----
 
 ProblemTuning::ProblemTuning(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const DesignSpace& space,
-                             Strategy& strategy, const TuneOptions& options, const Problem& problem,
-                             double reference_us, int batch, Clock::time_point deadline)
+                             Strategy& strategy, const TuneOptions& options, const Problem& problem, int batch,
+                             Clock::time_point deadline)
     : store_(store), gpu_id_(gpu_id), gpu_(gpu), space_(space), strategy_(strategy), options_(options),
       batch_(batch), deadline_(deadline) {
   outcome_.problem = problem;
-  outcome_.reference_us = reference_us;
   cap_ = options.budget.evaluations > 0 ? size_t(options.budget.evaluations) : space.size();
   // Seeds first, as one batch: the common ones, then the problem's own guesses, those this problem can run
   // and the store does not hold yet.
@@ -102,14 +108,18 @@ ProblemTuning::ProblemTuning(Store& store, int64_t gpu_id, const GpuIdentity& gp
 }
 
 double ProblemTuning::reward_of(const Measurement& m) const {
-  return m.status == MeasureStatus::kOk && m.timing.median_us > 0 ? std::log(outcome_.reference_us / m.timing.median_us)
-                                                                 : options_.penalty;
+  if (m.status != MeasureStatus::kOk) return options_.penalty;
+  if (!m.paired)
+    fail("tuning " + outcome_.problem.shape.to_string() + ": the backend timed a candidate without the reference "
+         "beside it; the tuner learns only from paired measurements");
+  return m.paired->log_ratio;
 }
 
 void ProblemTuning::add(Evaluation e) {
-  if (e.status == MeasureStatus::kOk && (outcome_.best_us == 0 || e.time_us < outcome_.best_us)) {
+  if (e.status == MeasureStatus::kOk && (outcome_.best_design.empty() || e.reward > outcome_.best.log_ratio)) {
     outcome_.best_us = e.time_us;
     outcome_.best_design = e.design;
+    outcome_.best = *e.paired;
   }
   known_[e.design] = outcome_.evaluations.size();
   outcome_.measured_now += e.measured_now ? 1 : 0;
@@ -139,7 +149,7 @@ void ProblemTuning::begin_search() {
   if (!options_.own_evaluations_only) {
     for (auto& r : store_.measurements(gpu_id_, outcome_.problem, options_.mode)) {
       Evaluation e{r.design, r.measurement.status, r.measurement.timing.median_us, reward_of(r.measurement),
-                   seeded_now_.count(r.design) > 0};
+                   seeded_now_.count(r.design) > 0, r.measurement.paired};
       try {
         Point p = space_.encode(parse_design(r.design));
         if (!p.empty()) history.push_back({std::move(p), e.reward});
@@ -169,7 +179,8 @@ std::vector<Design> ProblemTuning::next_batch() {
       if (known_.count(text) || queued.count(text)) continue;
       if (outcome_.evaluations.size() + queued.size() >= cap_) continue;
       if (auto row = store_.find(gpu_id_, outcome_.problem, text, options_.mode)) {
-        add({text, row->measurement.status, row->measurement.timing.median_us, reward_of(row->measurement), false});
+        add({text, row->measurement.status, row->measurement.timing.median_us, reward_of(row->measurement), false,
+             row->measurement.paired});
         continue;
       }
       queued.insert(text);
@@ -198,7 +209,7 @@ void ProblemTuning::complete(const std::vector<Measurement>& results) {
       Point p = space_.encode(pending_[i]);
       if (!p.empty()) seeded_.push_back({std::move(p), reward});
     }
-    add({pending_text_[i], results[i].status, results[i].timing.median_us, reward, true});
+    add({pending_text_[i], results[i].status, results[i].timing.median_us, reward, true, results[i].paired});
   }
   pending_.clear();
   pending_text_.clear();
@@ -248,14 +259,6 @@ std::vector<ProblemOutcome> Tuner::run(const TuneOptions& options) {
     const Problem& problem = options.problems[index];
     validate(problem.shape);
     const DesignSpace& space = this->space(problem.layout);
-    double reference_us = 0;
-    if (auto ref = store_.reference(gpu_id, problem, options.mode)) {
-      reference_us = ref->median_us;
-    } else {
-      const TimingStats t = measurer_.reference(problem, options.mode);
-      store_.put_reference(gpu_id, problem, options.mode, t);
-      reference_us = t.median_us;
-    }
     auto problem_deadline = Clock::time_point::max();
     if (options.budget.minutes > 0) {
       const auto left = deadline - Clock::now();
@@ -263,8 +266,7 @@ std::vector<ProblemOutcome> Tuner::run(const TuneOptions& options) {
     }
     StrategyPtr own;
     Strategy& strategy = strategy_ ? *strategy_ : *(own = factory_(problem));
-    ProblemTuning tuning(store_, gpu_id, gpu, space, strategy, options, problem, reference_us, batch,
-                         problem_deadline);
+    ProblemTuning tuning(store_, gpu_id, gpu, space, strategy, options, problem, batch, problem_deadline);
 
     auto last_print = Clock::now();
     auto print = [&](const ProblemOutcome& outcome, bool final) {

@@ -1,6 +1,10 @@
 // The tuning loop: for each problem, ask the strategy for candidates, measure the new ones (in a batch,
-// through the Measurer), record every result in the store, reward the strategy with
-// log(t_reference / t_candidate) (a fixed penalty for wrong, failed, timed-out or crashed candidates).
+// through the Measurer), record every result in the store, reward the strategy with the paired log ratio: the
+// mean over interleaved rounds of ln(t_reference / t_candidate), the candidate timed side by side with the
+// reference in one process (Measurement::paired), in the mode being tuned (graph by default: the kernel's own
+// speed). A fixed penalty goes to wrong, failed, timed-out or crashed candidates. No reward divides times taken
+// at different moments: between two such moments the same cuBLASLt kernel drifted by 11% on an H200, which a
+// reference timed once per problem would have credited to the candidates measured after it.
 //
 // Seed designs (TuneOptions::seed_designs) are measured first and recorded with strategy "seed", then the
 // problem's own first guesses (TuneOptions::seeds_for), recorded with strategy "predicted".
@@ -23,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -47,7 +52,7 @@ struct Budget {
 struct TuneOptions {
   std::vector<Problem> problems;
   Budget budget;
-  TimingMode mode = TimingMode::kOffline;
+  TimingMode mode = TimingMode::kGraph;
   int batch = 8;            // candidates per strategy round (at least the measurer's parallelism)
   double penalty = -1.0;    // reward of a candidate that is not correct and timed
   // Comparison runs: count only this run's evaluations (stored rows still spare re-measuring) and tell
@@ -71,17 +76,24 @@ struct Evaluation {
   double time_us = 0;   // median, when ok
   double reward = 0;
   bool measured_now = false;  // false: taken from the store
+  std::optional<PairedGain> paired;  // when ok
 };
 
 struct ProblemOutcome {
   Problem problem;
-  double reference_us = 0;
   std::vector<Evaluation> evaluations;  // distinct designs, in the order they were evaluated
-  std::string best_design;              // "" when nothing correct was found
+  std::string best_design;              // the highest paired gain; "" when nothing correct was found
   double best_us = 0;
+  PairedGain best;                      // the best design's comparison with the reference
   int measured_now = 0;
-  double speedup() const { return best_us > 0 ? reference_us / best_us : 0; }
+  double reference_us() const { return best.reference_us; }  // in the best design's own rounds
+  double speedup() const { return best_design.empty() ? 0 : best.speedup(); }
+  // The best design is faster than the reference beyond its interval.
+  bool faster() const { return !best_design.empty() && best.better(); }
 };
+
+// "1.034x (95% CI 1.021 .. 1.047)": a paired gain as a ratio with its interval.
+std::string gain_text(const PairedGain& gain);
 
 // Makes the strategy of one problem (independent problems).
 using StrategyFactory = std::function<StrategyPtr(const Problem&)>;
@@ -95,10 +107,9 @@ int effective_batch(const TuneOptions& options, int parallelism);
 class ProblemTuning {
  public:
   using Clock = std::chrono::steady_clock;
-  // `reference_us` is the problem's lt_auto time on this GPU (the store's, or measured by the caller);
-  // the search stops at `deadline` (minutes budgets).
+  // The search stops at `deadline` (minutes budgets).
   ProblemTuning(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const DesignSpace& space, Strategy& strategy,
-                const TuneOptions& options, const Problem& problem, double reference_us, int batch,
+                const TuneOptions& options, const Problem& problem, int batch,
                 Clock::time_point deadline = Clock::time_point::max());
   ProblemTuning(const ProblemTuning&) = delete;
   ProblemTuning& operator=(const ProblemTuning&) = delete;

@@ -22,9 +22,13 @@ using nlohmann::json;
 // ---- JSON forms ----
 
 json to_json(const Measurement& m) {
-  return {{"status", std::string(to_string(m.status))}, {"error", m.error}, {"source_hash", m.source_hash},
-          {"compile_seconds", m.compile_seconds}, {"median_us", m.timing.median_us},
-          {"min_us", m.timing.min_us}, {"max_us", m.timing.max_us}, {"samples", m.timing.samples}};
+  json j = {{"status", std::string(to_string(m.status))}, {"error", m.error}, {"source_hash", m.source_hash},
+            {"compile_seconds", m.compile_seconds}, {"median_us", m.timing.median_us},
+            {"min_us", m.timing.min_us}, {"max_us", m.timing.max_us}, {"samples", m.timing.samples}};
+  if (m.paired)
+    j["paired"] = {{"reference_us", m.paired->reference_us}, {"log_ratio", m.paired->log_ratio},
+                   {"low", m.paired->low}, {"high", m.paired->high}, {"rounds", m.paired->rounds}};
+  return j;
 }
 
 Measurement measurement_from_json(const json& j) {
@@ -34,6 +38,11 @@ Measurement measurement_from_json(const json& j) {
   m.source_hash = j.value("source_hash", "");
   m.compile_seconds = j.value("compile_seconds", 0.0);
   m.timing = {j.value("median_us", 0.0), j.value("min_us", 0.0), j.value("max_us", 0.0), j.value("samples", 0)};
+  if (j.contains("paired")) {
+    const json& p = j.at("paired");
+    m.paired = PairedGain{p.at("reference_us").get<double>(), p.at("log_ratio").get<double>(),
+                          p.at("low").get<double>(), p.at("high").get<double>(), p.at("rounds").get<int>()};
+  }
   return m;
 }
 

@@ -9,11 +9,13 @@
 
 namespace rlgemm {
 
-// How samples were taken (the harness's two methods): back to back, or with idle gaps between calls.
-enum class TimingMode { kOffline, kServer };
+// How samples were taken (the harness's methods): back to back (offline: the GPU's time and the host's launch
+// cost), with idle gaps between calls (server), or as replays of calls captured in a CUDA graph (graph: the
+// GPU's time alone, what a kernel is faster for its own sake in; the tuner's default).
+enum class TimingMode { kOffline, kServer, kGraph };
 
 std::string_view to_string(TimingMode mode);
-TimingMode parse_timing_mode(std::string_view text);  // "offline" | "server"
+TimingMode parse_timing_mode(std::string_view text);  // "offline" | "server" | "graph"
 
 // The outcome of one candidate. Everything but kOk earns the tuner's fixed penalty.
 enum class MeasureStatus {
@@ -34,12 +36,30 @@ struct TimingStats {
   int samples = 0;
 };
 
+// A candidate timed side by side with the reference (the floor's cuBLASLt choice, lt_auto) in the same
+// interleaved rounds of one process: the only comparison the tuner learns from. A ratio of two times taken at
+// different moments measures the GPU's clocks and power state as much as the kernels (the same cuBLASLt kernel
+// drifted 357 -> 397 us between such moments on an H200); within a round both sides see the same GPU.
+struct PairedGain {
+  double reference_us = 0;  // the reference's median over the rounds
+  double log_ratio = 0;     // mean over the rounds of ln(t_reference / t_candidate): the tuner's reward
+  double low = 0;           // the 95% interval of the gain exp(log_ratio) - 1 (core/gain_interval.h)
+  double high = 0;
+  int rounds = 0;
+  double speedup() const;   // exp(log_ratio)
+  // Faster than the reference beyond the interval: its lower bound is above zero.
+  bool better() const { return rounds >= 2 && low > 0; }
+};
+
 struct Measurement {
   MeasureStatus status = MeasureStatus::kFailed;
   std::string error;          // why, when status is not kOk
   std::string source_hash;    // content hash of the generated source ("" when nothing was generated)
   double compile_seconds = 0; // 0 when a compiled design was reused
   TimingStats timing;         // valid when status is kOk
+  // When status is kOk: the comparison with the reference in the same rounds. A row of an older database,
+  // whose reference was timed apart, has none: it is unpaired, and nothing trusts its time.
+  std::optional<PairedGain> paired;
 };
 
 // The identity of the GPU a measurement was taken on; identical GPUs of one machine share one identity.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <thread>
 #include <utility>
@@ -13,13 +14,22 @@
 
 namespace rlgemm {
 
-std::string_view to_string(TimingMode mode) { return mode == TimingMode::kOffline ? "offline" : "server"; }
+std::string_view to_string(TimingMode mode) {
+  switch (mode) {
+    case TimingMode::kOffline: return "offline";
+    case TimingMode::kServer: return "server";
+    case TimingMode::kGraph: return "graph";
+  }
+  return "offline";
+}
 
 TimingMode parse_timing_mode(std::string_view text) {
-  if (text == "offline") return TimingMode::kOffline;
-  if (text == "server") return TimingMode::kServer;
-  fail("unknown timing mode '" + std::string(text) + "': use offline or server");
+  for (TimingMode m : {TimingMode::kOffline, TimingMode::kServer, TimingMode::kGraph})
+    if (text == to_string(m)) return m;
+  fail("unknown timing mode '" + std::string(text) + "': use offline, server or graph");
 }
+
+double PairedGain::speedup() const { return std::exp(log_ratio); }
 
 std::string_view to_string(MeasureStatus status) {
   switch (status) {
@@ -311,9 +321,85 @@ CREATE TABLE evaluations (
 CREATE INDEX evaluations_by_problem ON evaluations (m, n, k, layout, verdict);
 )sql";
 
+// Version 5: graph mode (replays of calls captured in a CUDA graph) joins offline and server, and every
+// measurement says whether it was paired: timed side by side with the reference in the same interleaved rounds,
+// with the reference's time of those rounds, the mean log ratio (the reward) and its 95% interval. Rows of older
+// files are unpaired (their reference was timed once per problem, apart): they keep their failures (a wrong
+// kernel is wrong whenever it was timed), but their times are trusted by nothing (measured(), find(),
+// measurements() and best_designs leave them out, and a paired measurement of the same key replaces them).
+// SQLite cannot widen a CHECK constraint in place: the two tables with a mode column are rebuilt.
+constexpr const char* kMeasurementsV5 = R"sql(
+CREATE TABLE measurements_v5 (
+  id INTEGER PRIMARY KEY,
+  gpu_id INTEGER NOT NULL REFERENCES gpus(id),
+  m INTEGER NOT NULL, n INTEGER NOT NULL, k INTEGER NOT NULL,
+  layout TEXT NOT NULL CHECK (layout IN ('nn', 'tn')),
+  design TEXT NOT NULL,
+  mode TEXT NOT NULL CHECK (mode IN ('offline', 'server', 'graph')),
+  status TEXT NOT NULL CHECK (status IN ('ok', 'wrong', 'failed', 'timeout', 'crashed')),
+  error TEXT NOT NULL DEFAULT '',
+  source_hash TEXT NOT NULL DEFAULT '',
+  compile_seconds REAL NOT NULL DEFAULT 0,
+  correct INTEGER NOT NULL,
+  median_us REAL, min_us REAL, max_us REAL, samples INTEGER NOT NULL DEFAULT 0,
+  reward REAL NOT NULL,
+  strategy TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  dtype TEXT NOT NULL DEFAULT 'fp16' CHECK (dtype IN ('fp16', 'bf16')),
+  paired INTEGER NOT NULL DEFAULT 0,
+  reference_us REAL, log_ratio REAL, gain_low REAL, gain_high REAL, rounds INTEGER NOT NULL DEFAULT 0,
+  UNIQUE (gpu_id, m, n, k, layout, design, mode));
+INSERT INTO measurements_v5 (id, gpu_id, m, n, k, layout, design, mode, status, error, source_hash, compile_seconds,
+                             correct, median_us, min_us, max_us, samples, reward, strategy, created_at, dtype)
+  SELECT id, gpu_id, m, n, k, layout, design, mode, status, error, source_hash, compile_seconds, correct, median_us,
+         min_us, max_us, samples, reward, strategy, created_at, dtype FROM measurements;
+DROP TABLE measurements;
+ALTER TABLE measurements_v5 RENAME TO measurements;
+CREATE INDEX measurements_by_problem ON measurements (gpu_id, m, n, k, layout, mode, status, median_us);
+CREATE TABLE reference_times_v5 (
+  gpu_id INTEGER NOT NULL REFERENCES gpus(id),
+  m INTEGER NOT NULL, n INTEGER NOT NULL, k INTEGER NOT NULL,
+  layout TEXT NOT NULL CHECK (layout IN ('nn', 'tn')),
+  dtype TEXT NOT NULL DEFAULT 'fp16' CHECK (dtype IN ('fp16', 'bf16')),
+  mode TEXT NOT NULL CHECK (mode IN ('offline', 'server', 'graph')),
+  median_us REAL NOT NULL, min_us REAL NOT NULL, max_us REAL NOT NULL, samples INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  PRIMARY KEY (gpu_id, m, n, k, layout, dtype, mode));
+INSERT INTO reference_times_v5 SELECT gpu_id, m, n, k, layout, dtype, mode, median_us, min_us, max_us, samples,
+                                      created_at FROM reference_times;
+DROP TABLE reference_times;
+ALTER TABLE reference_times_v5 RENAME TO reference_times;
+)sql";
+// The best design of a (GPU, problem, mode): the highest paired log ratio over the reference (never a time
+// compared with a time taken at another moment), with that row's own reference time and interval.
+constexpr const char* kBestDesignsV5 = R"sql(
+CREATE VIEW best_designs AS
+  SELECT b.gpu_id, g.name AS gpu_name, b.m, b.n, b.k, b.layout, b.dtype, b.mode, b.design, b.median_us,
+         b.reference_us, b.log_ratio, b.measurements, b.gain_low, b.gain_high, b.rounds
+  FROM (SELECT gpu_id, m, n, k, layout, dtype, mode, design, median_us, reference_us, log_ratio, gain_low, gain_high,
+               rounds,
+               ROW_NUMBER() OVER (PARTITION BY gpu_id, m, n, k, layout, dtype, mode
+                                  ORDER BY log_ratio DESC, id ASC) AS rank,
+               (SELECT COUNT(*) FROM measurements a
+                 WHERE a.gpu_id = x.gpu_id AND a.m = x.m AND a.n = x.n AND a.k = x.k
+                   AND a.layout = x.layout AND a.dtype = x.dtype AND a.mode = x.mode) AS measurements
+          FROM measurements x WHERE status = 'ok' AND correct = 1 AND paired = 1) b
+  JOIN gpus g ON g.id = b.gpu_id
+  WHERE b.rank = 1;
+)sql";
+
+void migrate_to_v5(sqlite3* db) {
+  exec(db, "DROP VIEW IF EXISTS best_designs");
+  exec(db, kMeasurementsV5);
+  exec(db, kBestDesignsV5);
+}
+
+// The rows whose time may be used: paired measurements, and every failure (unpaired or not).
+constexpr const char* kTrusted = " AND (paired = 1 OR status <> 'ok')";
+
 constexpr const char* kMeasurementColumns =
     "gpu_id, m, n, k, layout, dtype, design, mode, status, error, source_hash, compile_seconds, median_us, min_us, "
-    "max_us, samples, reward, strategy, created_at";
+    "max_us, samples, reward, strategy, created_at, paired, reference_us, log_ratio, gain_low, gain_high, rounds";
 
 MeasurementRecord read_record(const Statement& s) {
   MeasurementRecord r;
@@ -329,12 +415,14 @@ MeasurementRecord read_record(const Statement& s) {
   r.reward = s.f64(16);
   r.strategy = s.text(17);
   r.created_at = s.text(18);
+  if (s.i64(19) != 0)
+    r.measurement.paired = PairedGain{s.f64(20), s.f64(21), s.f64(22), s.f64(23), int(s.i64(24))};
   return r;
 }
 
 constexpr const char* kBestColumns =
-    "SELECT gpu_id, gpu_name, m, n, k, layout, dtype, mode, design, median_us, reference_us, speedup, measurements "
-    "FROM best_designs ";
+    "SELECT gpu_id, gpu_name, m, n, k, layout, dtype, mode, design, median_us, reference_us, log_ratio, measurements, "
+    "gain_low, gain_high, rounds FROM best_designs ";
 
 BestDesign read_best(const Statement& s) {
   BestDesign b;
@@ -344,8 +432,9 @@ BestDesign read_best(const Statement& s) {
   b.mode = parse_timing_mode(s.text(7));
   b.design = s.text(8);
   b.median_us = s.f64(9);
-  if (!s.is_null(10)) b.reference_us = s.f64(10);
-  if (!s.is_null(11)) b.speedup = s.f64(11);
+  b.paired = PairedGain{s.f64(10), s.f64(11), s.f64(13), s.f64(14), int(s.i64(15))};
+  b.reference_us = b.paired.reference_us;
+  b.speedup = b.paired.speedup();
   b.measurements = s.i64(12);
   return b;
 }
@@ -400,6 +489,7 @@ void Store::migrate() {
     exec(db_, kSchemaV2);
     migrate_to_v3(db_);
     exec(db_, kSchemaV4);
+    migrate_to_v5(db_);
     Statement v(db_, "INSERT INTO schema_version (version) VALUES (?)");
     v.bind(1, kSchemaVersion).step();
     tx.commit();
@@ -426,6 +516,11 @@ void Store::migrate() {
     exec(db_, kSchemaV4);
     exec(db_, "UPDATE schema_version SET version = 4");
     version = 4;
+  }
+  if (version == 4) {
+    migrate_to_v5(db_);
+    exec(db_, "UPDATE schema_version SET version = 5");
+    version = 5;
   }
   if (version != kSchemaVersion)
     fail("tuning database " + path_.string() + " has schema version " + std::to_string(version) +
@@ -502,8 +597,8 @@ void Store::put_reference(int64_t gpu, const Problem& p, TimingMode mode, const 
 
 bool Store::measured(int64_t gpu, const Problem& p, const std::string& design, TimingMode mode) {
   Statement s(db_,
-              "SELECT 1 FROM measurements WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND "
-              "dtype = ? AND design = ? AND mode = ?");
+              (std::string("SELECT 1 FROM measurements WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND "
+                           "dtype = ? AND design = ? AND mode = ?") + kTrusted).c_str());
   s.bind(1, gpu).bind_problem(2, p).bind(7, std::string_view(design)).bind(8, to_string(mode));
   return s.step();
 }
@@ -512,7 +607,7 @@ std::optional<MeasurementRecord> Store::find(int64_t gpu, const Problem& p, cons
                                              TimingMode mode) {
   const std::string sql = std::string("SELECT ") + kMeasurementColumns +
                           " FROM measurements WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND "
-                          "dtype = ? AND design = ? AND mode = ?";
+                          "dtype = ? AND design = ? AND mode = ?" + kTrusted;
   Statement s(db_, sql.c_str());
   s.bind(1, gpu).bind_problem(2, p).bind(7, std::string_view(design)).bind(8, to_string(mode));
   if (!s.step()) return std::nullopt;
@@ -523,8 +618,16 @@ bool Store::record(const MeasurementRecord& r) {
   const auto& m = r.measurement;
   const bool ok = m.status == MeasureStatus::kOk;
   WriteTransaction tx(db_);
+  {
+    // An unpaired time of the same key (an older file's) gives way to this measurement.
+    Statement old(db_,
+                  "DELETE FROM measurements WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND "
+                  "dtype = ? AND design = ? AND mode = ? AND paired = 0 AND status = 'ok'");
+    old.bind(1, r.gpu_id).bind_problem(2, r.problem).bind(7, std::string_view(r.design)).bind(8, to_string(r.mode));
+    old.step();
+  }
   const std::string sql = std::string("INSERT OR IGNORE INTO measurements (") + kMeasurementColumns +
-                          ", correct) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+                          ", correct) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
   Statement s(db_, sql.c_str());
   s.bind(1, r.gpu_id).bind_problem(2, r.problem).bind(7, std::string_view(r.design)).bind(8, to_string(r.mode));
   s.bind(9, to_string(m.status)).bind(10, std::string_view(m.error)).bind(11, std::string_view(m.source_hash));
@@ -533,7 +636,14 @@ bool Store::record(const MeasurementRecord& r) {
     s.bind(13, m.timing.median_us).bind(14, m.timing.min_us).bind(15, m.timing.max_us);
   }
   s.bind(16, ok ? m.timing.samples : 0).bind(17, r.reward).bind(18, std::string_view(r.strategy));
-  s.bind(19, utc_now()).bind(20, int64_t(ok ? 1 : 0));
+  s.bind(19, utc_now());
+  const bool paired = ok && m.paired;
+  s.bind(20, int64_t(paired ? 1 : 0));
+  if (paired) {
+    s.bind(21, m.paired->reference_us).bind(22, m.paired->log_ratio).bind(23, m.paired->low);
+    s.bind(24, m.paired->high);
+  }
+  s.bind(25, paired ? m.paired->rounds : 0).bind(26, int64_t(ok ? 1 : 0));
   s.step();
   const bool inserted = sqlite3_changes(db_) == 1;
   tx.commit();
@@ -543,7 +653,7 @@ bool Store::record(const MeasurementRecord& r) {
 std::vector<MeasurementRecord> Store::measurements(int64_t gpu, const Problem& p, TimingMode mode) {
   const std::string sql = std::string("SELECT ") + kMeasurementColumns +
                           " FROM measurements WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND "
-                          "dtype = ? AND mode = ? ORDER BY id";
+                          "dtype = ? AND mode = ?" + kTrusted + " ORDER BY id";
   Statement s(db_, sql.c_str());
   s.bind(1, gpu).bind_problem(2, p).bind(7, to_string(mode));
   std::vector<MeasurementRecord> out;

@@ -10,8 +10,8 @@
 //   measurements(id, gpu_id, m, n, k, layout, design, mode, status, error, source_hash, compile_seconds,
 //                correct, median_us, min_us, max_us, samples, reward, strategy, created_at, dtype)
 //   reference_times(gpu_id, m, n, k, layout, dtype, mode, median_us, min_us, max_us, samples, created_at)
-//   view best_designs: per (gpu, M, N, K, layout, dtype, mode) the fastest correct design, with its speedup
-//                      over the reference when one is recorded.
+//   view best_designs: per (gpu, M, N, K, layout, dtype, mode) the correct design of the highest paired gain
+//                      over the reference, with that gain and its interval (see version 5).
 //   (dtype, fp16 or bf16, since version 3: the rows of older files are fp16)
 //   optimized_cubins(gpu_id, m, n, k, layout, design, kernel, source_key, cubin, time_before_us, time_after_us,
 //                    gain, moves, created_at, dtype)                                  (since version 2)
@@ -23,6 +23,11 @@
 //               speedup, record, created_at)                                            (since version 4)
 //     every submission the evaluation service (`rlgemm serve`) judged, with its JSON record; gpu_id is NULL
 //     for one rejected before reaching a GPU (a compile error).
+//   (since version 5) mode may be graph, and measurements gain paired, reference_us, log_ratio, gain_low,
+//     gain_high, rounds: whether the row was timed side by side with the reference in the same interleaved
+//     rounds, and what those rounds gave (PairedGain). Older rows are unpaired: their failures still count, their
+//     times are trusted by nothing (measured, find, measurements and best_designs leave them out, and a paired
+//     measurement of the same key replaces them). best_designs ranks by the paired log ratio, not by time.
 #pragma once
 
 #include <cstdint>
@@ -87,14 +92,15 @@ struct BestDesign {
   TimingMode mode = TimingMode::kOffline;
   std::string design;
   double median_us = 0;
-  std::optional<double> reference_us;
-  std::optional<double> speedup;  // reference / median
-  int64_t measurements = 0;       // rows of this (gpu, problem, mode), every status
+  std::optional<double> reference_us;  // the reference's time in the design's own rounds
+  std::optional<double> speedup;       // the paired ratio exp(log_ratio)
+  PairedGain paired;                   // the comparison with the reference (better(): beyond its interval)
+  int64_t measurements = 0;            // rows of this (gpu, problem, mode), every status
 };
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   // Opens or creates the database. Throws Error(kInvalidInput) when the file holds a schema this build does
   // not know (newer, or not an rlgemm database), Error(kRuntime) on I/O failures.
@@ -115,13 +121,14 @@ class Store {
   std::optional<TimingStats> reference(int64_t gpu_id, const Problem& problem, TimingMode mode);
   void put_reference(int64_t gpu_id, const Problem& problem, TimingMode mode, const TimingStats& stats);
 
-  // Resume: was this design measured already on this GPU, problem and mode (any status)?
+  // Resume: was this design measured already on this GPU, problem and mode (a paired time, or any failure)?
   bool measured(int64_t gpu_id, const Problem& problem, const std::string& design, TimingMode mode);
   std::optional<MeasurementRecord> find(int64_t gpu_id, const Problem& problem, const std::string& design,
                                         TimingMode mode);
-  // Inserts the record; returns false (and changes nothing) when its key was recorded already.
+  // Inserts the record; returns false (and changes nothing) when its key was recorded already, except that an
+  // unpaired time of the key is replaced.
   bool record(const MeasurementRecord& record);
-  // Every measurement of a problem on a GPU in one mode, oldest first.
+  // Every measurement of a problem on a GPU in one mode that may be used (paired, or a failure), oldest first.
   std::vector<MeasurementRecord> measurements(int64_t gpu_id, const Problem& problem, TimingMode mode);
   int64_t count_measurements();
   int64_t count_measurements(int64_t gpu_id, const Problem& problem, TimingMode mode);

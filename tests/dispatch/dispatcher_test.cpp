@@ -209,30 +209,26 @@ TEST(TunedTable, TuningDatabaseGivesTheBestDesignPerShapeAndMode) {
     Store store(file);
     const int64_t gpu = store.gpu_id(GpuIdentity{kH100, 132, 9, 0, 1980000, 2619000, 13000, 232448});
     const Problem p{{256, 512, 1024}, Layout::kTN};
-    auto record = [&](const std::string& design, double us, TimingMode mode) {
+    // Each design timed beside lt_auto (`ref` us) in the same rounds, with a 95% interval of +-`spread`.
+    auto record = [&](const Problem& problem, const std::string& design, double us, double ref, double spread,
+                      TimingMode mode) {
       MeasurementRecord r;
       r.gpu_id = gpu;
-      r.problem = p;
+      r.problem = problem;
       r.design = design;
       r.mode = mode;
       r.measurement.status = MeasureStatus::kOk;
       r.measurement.timing = TimingStats{us, us, us, 5};
+      r.reward = std::log(ref / us);
+      r.measurement.paired = PairedGain{ref, r.reward, ref / us * (1 - spread) - 1, ref / us * (1 + spread) - 1, 15};
       store.record(r);
     };
-    record(kSm80, 20.0, TimingMode::kOffline);
-    record(kSm90Big, 10.0, TimingMode::kOffline);
-    record(kSm90Small, 5.0, TimingMode::kServer);
-    store.put_reference(gpu, p, TimingMode::kOffline, TimingStats{8.0, 8.0, 8.0, 5});
+    record(p, kSm80, 20.0, 12.0, 0.01, TimingMode::kOffline);
+    record(p, kSm90Big, 10.0, 12.0, 0.01, TimingMode::kOffline);
+    record(p, kSm90Small, 5.0, 5.1, 0.03, TimingMode::kServer);  // 1.02x, but its interval holds 1
+    record(p, kSm90Small, 9.0, 8.0, 0.01, TimingMode::kGraph);   // slower than cuBLASLt
     // The same shape in bf16: a problem of its own, with its own reference.
-    MeasurementRecord r;
-    r.gpu_id = gpu;
-    r.problem = Problem{p.shape, p.layout, DType::kBF16};
-    r.design = kSm80 + "/bf16";
-    r.mode = TimingMode::kOffline;
-    r.measurement.status = MeasureStatus::kOk;
-    r.measurement.timing = TimingStats{4.0, 4.0, 4.0, 5};
-    store.record(r);
-    store.put_reference(gpu, r.problem, TimingMode::kOffline, TimingStats{6.0, 6.0, 6.0, 5});
+    record(Problem{p.shape, p.layout, DType::kBF16}, kSm80 + "/bf16", 4.0, 6.0, 0.01, TimingMode::kOffline);
   }
   auto offline = load_tuning_database(file, "offline");
   ASSERT_EQ(offline.size(), 2u);
@@ -240,17 +236,16 @@ TEST(TunedTable, TuningDatabaseGivesTheBestDesignPerShapeAndMode) {
                    [](const TunedRow& a, const TunedRow& b) { return a.problem.dtype < b.problem.dtype; });
   EXPECT_EQ(offline[1].problem.dtype, DType::kBF16);
   EXPECT_EQ(to_string(offline[1].design), kSm80 + "/bf16");
-  EXPECT_DOUBLE_EQ(*offline[1].speedup_vs_lt_auto, 1.5);  // against the bf16 reference
+  EXPECT_DOUBLE_EQ(*offline[1].speedup_vs_lt_auto, 1.5);  // against the bf16 reference of its rounds
   EXPECT_EQ(offline[0].problem.dtype, DType::kF16);
   EXPECT_EQ(offline[0].gpu, kH100);
-  EXPECT_EQ(to_string(offline[0].design), kSm90Big);
+  EXPECT_EQ(to_string(offline[0].design), kSm90Big);  // the highest paired gain
   EXPECT_DOUBLE_EQ(offline[0].time_us, 10.0);
   ASSERT_TRUE(offline[0].speedup_vs_lt_auto);
-  EXPECT_DOUBLE_EQ(*offline[0].speedup_vs_lt_auto, 0.8);  // cuBLASLt was faster
-  const auto server = load_tuning_database(file, "server");
-  ASSERT_EQ(server.size(), 1u);
-  EXPECT_EQ(to_string(server[0].design), kSm90Small);
-  EXPECT_FALSE(server[0].speedup_vs_lt_auto);
+  EXPECT_DOUBLE_EQ(*offline[0].speedup_vs_lt_auto, 1.2);
+  // Gains that do not clear their interval, and losses, give no row: the floor serves those shapes.
+  EXPECT_TRUE(load_tuning_database(file, "server").empty());
+  EXPECT_TRUE(load_tuning_database(file, "graph").empty());
   EXPECT_THROW(load_tuning_database(file, "cold"), Error);
   EXPECT_THROW(load_tuning_database(dir / "missing.db", "offline"), Error);
   EXPECT_FALSE(std::filesystem::exists(dir / "missing.db"));  // never created by a lookup

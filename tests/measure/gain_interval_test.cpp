@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "measure/gain_interval.h"
+#include "core/gain_interval.h"
 #include "measure/sass_opt_record.h"
 #include "rlgemm/error.h"
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -63,6 +64,8 @@ TEST(Sources, HarnessRowsWithTheirGpuAndLtAuto) {
   EXPECT_EQ(merged.size(), 4u);
 }
 
+// Paired rows only: each design's sample carries lt_auto's time of its own rounds; an unpaired row (a reference
+// timed apart) teaches nothing.
 TEST(Sources, TuningDatabaseRowsWithTheReference) {
   Dir dir;
   const auto db = dir.path / "t.db";
@@ -71,16 +74,22 @@ TEST(Sources, TuningDatabaseRowsWithTheReference) {
     GpuIdentity gpu{"NVIDIA H100 80GB HBM3", 132, 9, 0, 1980000, 2619000, 13000, 232448};
     const int64_t id = store.gpu_id(gpu);
     const Problem p{{256, 512, 1024}, Layout::kTN};
-    store.put_reference(id, p, TimingMode::kOffline, TimingStats{10.0, 9.0, 11.0, 7});
+    store.put_reference(id, p, TimingMode::kOffline, TimingStats{12.0, 11.0, 13.0, 7});  // apart: never used
     MeasurementRecord r;
     r.gpu_id = id;
     r.problem = p;
     r.design = kDesign;
     r.measurement.status = MeasureStatus::kOk;
     r.measurement.timing = TimingStats{8.0, 7.5, 9.0, 7};
+    r.measurement.paired = PairedGain{10.0, std::log(10.0 / 8.0), 0.2, 0.3, 15};
     store.record(r);
     r.design = "sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/splitk1/epi_reg";
     r.measurement.status = MeasureStatus::kWrong;
+    r.measurement.paired.reset();
+    store.record(r);
+    r.design = "sm90.ws.pingpong/128x64x64/s6/c1x1/raster_m.g8/splitk1/epi_reg";
+    r.measurement.status = MeasureStatus::kOk;
+    r.measurement.timing = TimingStats{6.0, 6.0, 6.0, 7};  // unpaired
     store.record(r);
   }
   const auto before = std::filesystem::last_write_time(db);

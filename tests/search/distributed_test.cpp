@@ -64,7 +64,7 @@ TEST(Distributed, LanesRecordWhatOneProcessRecordsAndASlowLaneTunesLess) {
   TempDir dir;
   Plan plan;
   const auto expected = one_process(dir / "one.db", plan);
-  ASSERT_EQ(expected.size(), kProblems.size() * (kBudget + 1));
+  ASSERT_EQ(expected.size(), kProblems.size() * kBudget);
 
   BackendOptions slow;
   slow.delay_ms = 15;

@@ -82,11 +82,13 @@ TEST(Pretrain, LearnsFromATunedProblemsOutcome) {
   CostModel model;
   ProblemOutcome outcome;
   outcome.problem = problem;
-  outcome.reference_us = model.reference_us(problem);
+  const double reference_us = model.reference_us(problem);
   Design best;
   for (const Design& d : design_set(space)) {
     const double t = model.time_us(d, problem);
-    outcome.evaluations.push_back({to_string(d), MeasureStatus::kOk, t, std::log(outcome.reference_us / t), true});
+    const double log_ratio = std::log(reference_us / t);
+    outcome.evaluations.push_back({to_string(d), MeasureStatus::kOk, t, log_ratio, true,
+                                   PairedGain{reference_us, log_ratio, std::expm1(log_ratio), std::expm1(log_ratio), 15}});
     if (outcome.best_us == 0 || t < outcome.best_us) {
       outcome.best_us = t;
       best = d;

@@ -28,27 +28,23 @@ inline SpaceSpec small_spec() {
   return s;
 }
 
-// What a store holds for these problems on this GPU, one line per reference time and per measurement,
+// What a store holds for these problems on this GPU, one line per measurement with its paired comparison,
 // sorted: what two runs of the same problems and seeds must agree on. Left out: row ids, times of day and
 // compile times (which worker compiled a design first depends on how problems were spread over workers).
 inline std::vector<std::string> recorded(Store& store, const GpuIdentity& gpu, const std::vector<Problem>& problems,
-                                         TimingMode mode = TimingMode::kOffline) {
+                                         TimingMode mode = TimingMode::kGraph) {
   std::vector<std::string> lines;
   const int64_t id = store.gpu_id(gpu);
   char buf[1024];
   for (const Problem& p : problems) {
     const std::string problem = std::string(to_string(p.layout)) + " " + p.shape.to_string();
-    if (auto t = store.reference(id, p, mode)) {
-      std::snprintf(buf, sizeof buf, "reference %s %.17g %.17g %.17g %d", problem.c_str(), t->median_us, t->min_us,
-                    t->max_us, t->samples);
-      lines.push_back(buf);
-    }
     for (const auto& r : store.measurements(id, p, mode)) {
       const auto& m = r.measurement;
-      std::snprintf(buf, sizeof buf, "%s %s %s [%s] %s %.17g %.17g %.17g %d %.17g %s", problem.c_str(),
-                    r.design.c_str(), std::string(to_string(m.status)).c_str(), m.error.c_str(),
+      const PairedGain g = m.paired.value_or(PairedGain{});
+      std::snprintf(buf, sizeof buf, "%s %s %s [%s] %s %.17g %.17g %.17g %d %.17g %s paired %d %.17g %.17g %.17g %d",
+                    problem.c_str(), r.design.c_str(), std::string(to_string(m.status)).c_str(), m.error.c_str(),
                     m.source_hash.c_str(), m.timing.median_us, m.timing.min_us, m.timing.max_us, m.timing.samples,
-                    r.reward, r.strategy.c_str());
+                    r.reward, r.strategy.c_str(), m.paired ? 1 : 0, g.reference_us, g.low, g.high, g.rounds);
       lines.push_back(buf);
     }
   }

@@ -38,7 +38,7 @@ TEST(TuneCli, ModelLayersAreTunedWithAPerModelSummary) {
   // Every distinct GEMM of the model at both token counts is one row of the result table.
   const auto gemms = model_gemms(load_model_config(kModels + "llama-3.2-1b.json"), {1, 64});
   EXPECT_EQ(count(r.output, "\ntn,"), gemms.size()) << r.output;
-  EXPECT_NE(r.output.find("tn,64,128256,2048,"), std::string::npos);  // lm_head
+  EXPECT_NE(r.output.find("tn,fp16,64,128256,2048,graph,"), std::string::npos);  // lm_head, in the default mode
   // The synthetic backend says so at the start and at the end.
   EXPECT_EQ(count(r.output, "SYNTHETIC BACKEND"), 2u) << r.output;
   EXPECT_NE(r.output.find("summary of SYNTHETIC estimates"), std::string::npos);
@@ -59,7 +59,7 @@ TEST(TuneCli, ShapesStartFromThePredictorsGuesses) {
     Store store(dir / "t.db");
     const auto gpus = store.gpus();
     ASSERT_EQ(gpus.size(), 1u);
-    const auto rows = store.measurements(gpus[0].first, {{512, 4096, 4096}, Layout::kTN}, TimingMode::kOffline);
+    const auto rows = store.measurements(gpus[0].first, {{512, 4096, 4096}, Layout::kTN}, TimingMode::kGraph);
     ASSERT_EQ(rows.size(), 3u);
     EXPECT_EQ(rows[0].strategy, "predicted");
     EXPECT_EQ(rows[1].strategy, "predicted");

@@ -41,6 +41,14 @@ TEST(Worker, AnswersLikeTheBackendInProcess) {
   EXPECT_EQ(m.status, MeasureStatus::kOk) << m.error;
   EXPECT_DOUBLE_EQ(m.timing.median_us, l.timing.median_us);
   EXPECT_EQ(m.source_hash, l.source_hash);
+  // The paired comparison crosses the protocol whole.
+  ASSERT_TRUE(m.paired && l.paired);
+  EXPECT_DOUBLE_EQ(m.paired->reference_us, l.paired->reference_us);
+  EXPECT_DOUBLE_EQ(m.paired->log_ratio, l.paired->log_ratio);
+  EXPECT_DOUBLE_EQ(m.paired->low, l.paired->low);
+  EXPECT_DOUBLE_EQ(m.paired->high, l.paired->high);
+  EXPECT_EQ(m.paired->rounds, l.paired->rounds);
+  EXPECT_EQ(measurement_from_json(to_json(Measurement{})).paired, std::nullopt);
   EXPECT_NEAR(worker->reference(kProblem, TimingMode::kServer).median_us,
               local.reference(kProblem, TimingMode::kServer).median_us, 1e-9);
   // A design the backend rejects is a failed candidate, not a broken worker.

@@ -29,6 +29,7 @@ class StoreTest : public ::testing::Test {
 
 GpuIdentity h100() { return {"NVIDIA H100 80GB HBM3", 132, 9, 0, 1980000, 2619000, 13000, 232448}; }
 
+// A measurement timed side by side with a reference of `ref` us in the same 15 rounds (an interval of +-1%).
 MeasurementRecord ok_record(int64_t gpu, const Problem& p, const std::string& design, double us, double ref) {
   MeasurementRecord r;
   r.gpu_id = gpu;
@@ -39,7 +40,15 @@ MeasurementRecord ok_record(int64_t gpu, const Problem& p, const std::string& de
   r.measurement.compile_seconds = 0.5;
   r.measurement.timing = {us, us * 0.99, us * 1.1, 50};
   r.reward = std::log(ref / us);
+  r.measurement.paired = PairedGain{ref, r.reward, ref / us * 0.99 - 1, ref / us * 1.01 - 1, 15};
   r.strategy = "rl";
+  return r;
+}
+
+// What an older tuner recorded: a time with no reference beside it.
+MeasurementRecord unpaired_record(int64_t gpu, const Problem& p, const std::string& design, double us, double ref) {
+  MeasurementRecord r = ok_record(gpu, p, design, us, ref);
+  r.measurement.paired.reset();
   return r;
 }
 
@@ -115,6 +124,10 @@ TEST_F(StoreTest, MigratesAVersion2FileToElementTypes) {
   Store store(file());
   EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
   EXPECT_EQ(store.integrity_check(), "ok");
+  // The old row was timed apart from its reference: kept, but trusted by nothing.
+  EXPECT_EQ(store.count_measurements(gpu, p, TimingMode::kOffline), 1);
+  EXPECT_FALSE(store.best(gpu, p, TimingMode::kOffline));
+  store.record(ok_record(gpu, p, design, 5, 10));
   const auto best = store.best(gpu, p, TimingMode::kOffline);
   ASSERT_TRUE(best);
   EXPECT_EQ(best->problem.dtype, DType::kF16);
@@ -190,11 +203,74 @@ TEST_F(StoreTest, BestViewPicksTheFastestCorrectDesignWithItsSpeedup) {
   EXPECT_EQ(best->gpu_name, h100().name);
   const auto all = store.best_designs();
   ASSERT_EQ(all.size(), 2u);
-  EXPECT_FALSE(all[0].speedup);  // 64,64,64 has no reference recorded
+  EXPECT_NEAR(*all[0].speedup, 6.0 / 5.0, 1e-12);  // 64,64,64: its own reference, no reference_times row
   auto rows = store.measurements(gpu, p, TimingMode::kOffline);
   ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(rows[3].measurement.status, MeasureStatus::kCrashed);
   EXPECT_EQ(rows[3].measurement.error, "worker died on signal 11");
+}
+
+// Rows whose reference was timed apart (an older tuner's) keep their failures, but their times count for
+// nothing: not measured, not found, not history, never the best; a paired measurement of the key replaces them.
+TEST_F(StoreTest, UnpairedTimesAreTrustedByNothing) {
+  Store store(file());
+  const int64_t gpu = store.gpu_id(h100());
+  const Problem p{{2048, 8192, 8192}, Layout::kTN};
+  const std::string fast = "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma";
+  const std::string broken = "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_tma";
+  // The drift an unpaired ratio takes for a gain: 357 us for the reference, 350 us for the design minutes later.
+  EXPECT_TRUE(store.record(unpaired_record(gpu, p, fast, 350, 397)));
+  auto wrong = unpaired_record(gpu, p, broken, 100, 397);
+  wrong.measurement.status = MeasureStatus::kWrong;
+  wrong.reward = -1;
+  EXPECT_TRUE(store.record(wrong));
+  EXPECT_FALSE(store.measured(gpu, p, fast, TimingMode::kOffline));
+  EXPECT_FALSE(store.find(gpu, p, fast, TimingMode::kOffline));
+  EXPECT_TRUE(store.measured(gpu, p, broken, TimingMode::kOffline));
+  const auto usable = store.measurements(gpu, p, TimingMode::kOffline);
+  ASSERT_EQ(usable.size(), 1u);
+  EXPECT_EQ(usable[0].design, broken);
+  EXPECT_FALSE(store.best(gpu, p, TimingMode::kOffline));
+  EXPECT_TRUE(store.best_designs().empty());
+
+  // Measured again, paired: 360 us beside the reference's 357 in the same rounds.
+  EXPECT_TRUE(store.record(ok_record(gpu, p, fast, 360, 357)));
+  const auto found = store.find(gpu, p, fast, TimingMode::kOffline);
+  ASSERT_TRUE(found && found->measurement.paired);
+  EXPECT_DOUBLE_EQ(found->measurement.paired->reference_us, 357);
+  EXPECT_EQ(found->measurement.paired->rounds, 15);
+  const auto best = store.best(gpu, p, TimingMode::kOffline);
+  ASSERT_TRUE(best);
+  EXPECT_NEAR(*best->speedup, 357.0 / 360.0, 1e-12);
+  EXPECT_FALSE(best->paired.better());
+  EXPECT_EQ(store.count_measurements(gpu, p, TimingMode::kOffline), 2);
+  EXPECT_FALSE(store.record(ok_record(gpu, p, fast, 300, 357)));  // a paired row stays as it was
+}
+
+// Graph mode is a mode of its own, and the best design is the highest paired gain, not the lowest time: a time
+// of another moment may be lower on a faster GPU state.
+TEST_F(StoreTest, GraphModeAndTheBestByPairedGain) {
+  Store store(file());
+  const int64_t gpu = store.gpu_id(h100());
+  const Problem p{{64, 128, 4096}, Layout::kTN};
+  EXPECT_TRUE(store.record([&] {
+    auto r = ok_record(gpu, p, "slow-moment", 5.9, 6.1);  // 1.034x
+    r.mode = TimingMode::kGraph;
+    return r;
+  }()));
+  EXPECT_TRUE(store.record([&] {
+    auto r = ok_record(gpu, p, "fast-moment", 5.5, 5.4);  // lower time, but 0.98x its own reference
+    r.mode = TimingMode::kGraph;
+    return r;
+  }()));
+  EXPECT_FALSE(store.best(gpu, p, TimingMode::kOffline));
+  const auto best = store.best(gpu, p, TimingMode::kGraph);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->design, "slow-moment");
+  EXPECT_EQ(best->mode, TimingMode::kGraph);
+  EXPECT_TRUE(best->paired.better());
+  EXPECT_EQ(parse_timing_mode("graph"), TimingMode::kGraph);
+  EXPECT_THROW(parse_timing_mode("replay"), Error);
 }
 
 TEST_F(StoreTest, TwoProcessesWritingAtOnceLeaveAConsistentDatabase) {

@@ -1,11 +1,19 @@
-#include "measure/gain_interval.h"
+#include "core/gain_interval.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "rlgemm/error.h"
 
-namespace rlgemm::measure {
+namespace rlgemm {
+
+double median(std::vector<double> v) {
+  if (v.empty()) fail("the median of no values");
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 double student_t_975(int dof) {
   if (dof < 1) fail("Student's t needs at least one degree of freedom");
@@ -55,4 +63,4 @@ std::string GainInterval::to_string() const {
   return buf;
 }
 
-}  // namespace rlgemm::measure
+}  // namespace rlgemm

@@ -1,4 +1,6 @@
-// Whether a rescheduled kernel is really faster: a gain with a confidence interval from interleaved rounds.
+// Whether a candidate (a kernel design, a rescheduled cubin, a route) is really faster than what it is compared
+// with: a gain with a confidence interval from interleaved rounds. The tuner's reward, the handle's route checks and
+// the SASS game's final check all rest on it.
 //
 // The original and the candidate are timed in rounds; in each round both run one batch, in an order shuffled
 // afresh per round (bench::time_side_by_side), so that the GPU's slow spells (clocks, power, a neighbour on
@@ -16,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace rlgemm::measure {
+namespace rlgemm {
 
 struct GainInterval {
   int rounds = 0;
@@ -27,6 +29,9 @@ struct GainInterval {
   std::string to_string() const;  // "+3.10% (95% CI +2.41% .. +3.80%, 60 rounds)"
 };
 
+// Median of a non-empty list (of rounds' times).
+double median(std::vector<double> values);
+
 // Two-sided 95% quantile of Student's t with `dof` degrees of freedom (dof >= 1).
 double student_t_975(int dof);
 
@@ -35,4 +40,4 @@ double student_t_975(int dof);
 // than two rounds, or a time that is not positive and finite.
 GainInterval gain_interval(const std::vector<double>& original_us, const std::vector<double>& candidate_us);
 
-}  // namespace rlgemm::measure
+}  // namespace rlgemm
