@@ -20,8 +20,18 @@
 // Which kernel runs (the route of a shape, see describe()). A kernel runs only where a measurement on this GPU
 // says it beats cuBLASLt; everywhere else the handle calls cuBLASLt, so it is never slower than cuBLASLt's
 // best algorithm (the floor). Tables and caches are keyed by the GPU as the CUDA runtime names it.
+//
+// Routes earn their place, in each way they are called. With prefer_cublaslt, every kernel a route would run
+// (a table's, a policy's, the predictor's, autotuning's) is timed at the shape's first use side by side with
+// the floor, on scratch operands, in interleaved paired rounds, twice: with the calls captured in a CUDA graph
+// (the GPU's time alone) and as eager back-to-back calls (the host's launch cost too). It serves a way of
+// calling only where the 95% interval of its gain over the floor in that way lies above 1%. Calls made while
+// their stream is being captured (cudaStreamIsCapturing) take the GPU-time winner, eager calls the eager one:
+// a kernel that is faster only by its lighter launch never ends up inside a CUDA graph. describe() says what
+// serves each way and what was measured ("eager calls: ...; CUDA graphs: ..."); the check costs tens of
+// milliseconds at first use (HandleOptions::check_routes turns it off for table rows).
 //   tuned     the shape (and layout) is in the tuned table for this GPU, measured against lt_auto and not 3%
-//             or more slower: its measured-best design;
+//             or more slower: its measured-best design, where it passes the check above;
 //   cublaslt  the table records that cuBLASLt beat every rlgemm kernel for this exact shape by 3% or more
 //             offline (speedup_vs_lt_auto < 0.97): the cuBLASLt algorithm lt_auto measured fastest;
 //             "cublaslt floor": any other shape, on any GPU (one without a table too): cuBLASLt with the
@@ -33,12 +43,12 @@
 //   predicted any shape without a tuned row (unless HandleOptions::predicted_kernels is off): the design the
 //             built-in speed predictor (data/predictors/, by GPU name, else one of the same architecture)
 //             expects to beat cuBLASLt by the most, where its predicted gain clears one standard deviation of
-//             its uncertainty, and only once that kernel, timed beside the floor's cuBLASLt choice at the shape's
-//             first use, measured at least 2% faster (else the floor serves the shape, and describe() says
-//             what was measured); choosing costs about half a second at the shape's first use, a kernel's first
-//             compile a second or two (then cached on disk), the timing milliseconds; with
-//             HandleOptions::autotune, the predictor's few best designs are all measured against the floor,
-//             whatever their predicted gain, and the fastest is kept (describe() says "autotuned");
+//             its uncertainty, and only in the ways of calling where that kernel passed the check above (else
+//             the floor serves them, and describe() says what was measured); choosing costs about half a
+//             second at the shape's first use, a kernel's first compile a second or two (then cached on disk),
+//             the timing milliseconds; with HandleOptions::autotune, the predictor's few best designs are all
+//             checked against the floor, whatever their predicted gain, and the fastest of each way of calling
+//             is kept (describe() says "autotuned");
 //   With HandleOptions::prefer_cublaslt = false (kernels only), shapes without a tuned row take instead:
 //   nearest   the design of the nearest tuned shape of this GPU and layout, distance measured between
 //             (log M, log N, log K), among designs valid for the layout and the GPU;
@@ -103,22 +113,28 @@ struct HandleOptions {
   std::string database;
   // A tuned-table CSV (data/tuned/ format) to use instead of the built-in one; ignored with `database`.
   std::string tuned_table;
-  std::string mode = "offline";  // the database's timing mode to take the best designs of: offline|server
+  // The database's timing mode to take the best designs of: graph (tune's default), offline or server.
+  std::string mode = "graph";
   // A policy file (`rlgemm tune --strategy rl --policy FILE`): zero-shot designs for untuned shapes.
   std::string policy;
   // Call cuBLASLt for the exact shapes where the table records that it is faster, and for every shape where
   // nothing measured says a kernel beats it (the floor). false: rlgemm kernels everywhere.
   bool prefer_cublaslt = true;
+  // With prefer_cublaslt: check a table's (or database's, or policy's) kernel against the floor at the shape's
+  // first use, in GPU time (CUDA-graph replay) and in eager calls, and serve it only in the ways of calling where
+  // it measured faster (see "Routes earn their place" above). false: trust the table as it is (a table verified
+  // on this very GPU and driver). Predicted and autotuned kernels are always checked.
+  bool check_routes = true;
   // Let the speed predictor put kernels on shapes without a tuned row, where it expects them to beat
   // cuBLASLt beyond its uncertainty (the "predicted" route); off: every such shape takes the cuBLASLt floor.
   // On by default: a kernel takes a shape only where it measured faster than the floor at first use.
   bool predicted_kernels = true;
   // Autotuning: a shape without a tuned row measures, at its first use, the built-in predictor's
-  // `autotune_candidates` best designs (compiled, then timed side by side with the floor's cuBLASLt choice)
-  // and keeps the fastest where it measured at least 2% faster, else the floor. The choice persists in the
-  // cache directory (autotune-choices.csv, per GPU and library build), so that a shape costs its compiles (a
-  // second or two each, cached) and its timing once per machine. A shape first seen inside a capture, where
-  // nothing can be timed, keeps the floor. Needs prefer_cublaslt. Off: the predicted route (one design, timed).
+  // `autotune_candidates` best designs (compiled, then checked side by side with the floor's cuBLASLt choice,
+  // in CUDA graphs and eager calls) and keeps for each way of calling the fastest that passed, else the floor.
+  // The choices persist in the cache directory (autotune-choices.csv, per GPU and library build), so that a
+  // shape costs its compiles (a second or two each, cached) once per machine; a later handle builds and checks
+  // only the kernels kept. Needs prefer_cublaslt. Off: the predicted route (one design, checked).
   bool autotune = false;
   int autotune_candidates = 4;  // 1..16
   // Where compiled kernels are cached: empty for the default ($RLGEMM_CACHE_DIR, else ~/.cache/rlgemm/cubins).

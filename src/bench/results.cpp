@@ -333,9 +333,55 @@ void print_table(std::ostream& out, const std::vector<SummaryGroup>& groups, boo
 
 }  // namespace
 
+// One line per implementation with its geometric mean against the best vendor call in each mode of the run,
+// side by side: a kernel is faster for its own sake only where it wins in graph mode (the GPU's time alone);
+// what it gains only offline or in server mode is host launch cost.
+void print_modes_side_by_side(std::ostream& out, const std::vector<SummaryGroup>& groups) {
+  std::vector<Mode> modes;
+  for (const auto& g : groups)
+    if (std::find(modes.begin(), modes.end(), g.mode) == modes.end()) modes.push_back(g.mode);
+  if (modes.size() < 2) return;
+  std::map<std::tuple<int, int, std::string>, std::map<int, const SummaryGroup*>> by_impl;
+  std::vector<std::tuple<int, int, std::string>> order;
+  for (const auto& g : groups) {
+    const auto key = std::make_tuple(int(g.layout), int(g.dtype), g.impl);
+    if (!by_impl.count(key)) order.push_back(key);
+    by_impl[key][int(g.mode)] = &g;
+  }
+  char buf[128];
+  out << "\nGeometric mean vs the best vendor call, by mode (all shapes; " << bucket_name(Bucket::kSmall) << "):\n";
+  std::snprintf(buf, sizeof buf, "%-3s %-4s %-14s", "lay", "type", "impl");
+  out << buf;
+  for (Mode m : modes) {
+    std::snprintf(buf, sizeof buf, " | %-17s", std::string(to_string(m)).c_str());
+    out << buf;
+  }
+  out << '\n';
+  for (const auto& key : order) {
+    std::snprintf(buf, sizeof buf, "%-3s %-4s %-14s", std::string(to_string(Layout(std::get<0>(key)))).c_str(),
+                  std::string(to_string(DType(std::get<1>(key)))).c_str(), std::get<2>(key).c_str());
+    out << buf;
+    for (Mode m : modes) {
+      const auto it = by_impl[key].find(int(m));
+      if (it == by_impl[key].end() || it->second->vendor.all.count == 0) {
+        std::snprintf(buf, sizeof buf, " | %-17s", "-");
+      } else {
+        const SpeedupSummary& v = it->second->vendor;
+        if (v.by_bucket[0].count)
+          std::snprintf(buf, sizeof buf, " | %6.3f; %6.3f   ", v.all.geo_mean, v.by_bucket[0].geo_mean);
+        else
+          std::snprintf(buf, sizeof buf, " | %6.3f; -        ", v.all.geo_mean);
+      }
+      out << buf;
+    }
+    out << '\n';
+  }
+}
+
 void print_summary(std::ostream& out, const std::vector<SummaryGroup>& groups) {
   print_table(out, groups, true);
   print_table(out, groups, false);
+  print_modes_side_by_side(out, groups);
   char buf[128];
   out << "\nWorst shapes (speedup vs the best vendor call):\n";
   for (const auto& g : groups) {

@@ -1,9 +1,10 @@
-// What autotuning (HandleOptions::autotune) kept for a shape on this machine, so that each shape is measured
-// once per machine and library build: the design whose kernel measured fastest against the floor, when it was
-// at least the handle's margin faster, else none (the floor serves the shape). A ChoicesFile of
-// gpu,library,M,N,K,layout,dtype,design,gain,candidates, where design is the design's text or "cublaslt";
-// rows of another GPU or another library build are kept in the file and ignored (another build's kernels may
-// run otherwise). Thread-safe.
+// What autotuning (HandleOptions::autotune) kept for a shape on this machine, so that each shape's candidates
+// are compiled and screened once per machine and library build: for each way of calling (eager calls, and calls
+// captured in CUDA graphs), the design whose kernel measured fastest against the floor beyond the handle's
+// margin, else none (the floor serves that way). A ChoicesFile of
+// gpu,library,M,N,K,layout,dtype,eager_design,eager_gain,graph_design,graph_gain,candidates, where a design is
+// its text or "cublaslt"; rows of another GPU or another library build are kept in the file and ignored
+// (another build's kernels may run otherwise). Thread-safe.
 #pragma once
 
 #include <filesystem>
@@ -20,14 +21,17 @@
 namespace rlgemm::dispatch {
 
 struct AutotuneChoice {
-  std::optional<Design> design;  // none: no candidate beat the floor
-  double gain = 1;               // the floor's time over the best candidate's, as measured
-  int candidates = 0;            // how many kernels were measured
+  std::optional<Design> eager;  // eager calls: none where no candidate beat the floor
+  double eager_gain = 1;        // the floor's time over that candidate's, as measured (paired)
+  std::optional<Design> graph;  // calls captured in CUDA graphs, likewise
+  double graph_gain = 1;
+  int candidates = 0;           // how many kernels were measured
 };
 
 class AutotuneChoices {
  public:
-  static constexpr const char* kHeader = "gpu,library,M,N,K,layout,dtype,design,gain,candidates";
+  static constexpr const char* kHeader =
+      "gpu,library,M,N,K,layout,dtype,eager_design,eager_gain,graph_design,graph_gain,candidates";
 
   // `file` empty: kept in memory only. `library` names the build (no commas).
   AutotuneChoices(std::filesystem::path file, std::string gpu, std::string library);

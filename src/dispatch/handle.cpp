@@ -16,12 +16,14 @@
 #include "bench/timing.h"
 #include "compile/compiler.h"
 #include "compile/sha256.h"
-#include "core/seed.h"
 #include "core/cuda_util.h"
+#include "core/gain_interval.h"
+#include "core/seed.h"
 #include "dispatch/add_bias.h"
 #include "dispatch/autotune_choices.h"
 #include "dispatch/cublaslt_gemm.h"
 #include "dispatch/dispatcher.h"
+#include "dispatch/route_check.h"
 #include "dispatch/tuned_table.h"
 #include "generate/generate.h"
 #include "predict/predictor.h"
@@ -71,6 +73,10 @@ struct Route {
   size_t workspace_bytes = 0;
   size_t zero_bytes = 0;        // of the workspace, the first bytes a launch needs zeroed (it leaves them so)
   bool sass_optimized = false;  // `kernel` is a SASS-rescheduled cubin
+  // Where the GPU-time winner differs from the eager one (route_check): the route that serves calls made while
+  // their stream is being captured into a CUDA graph. This route then serves eager calls only. Set before the
+  // route is published, never changed after.
+  std::unique_ptr<Route> captured;
 };
 
 // The (design, layout, shape) a rescheduled cubin was verified and measured on.
@@ -370,15 +376,19 @@ struct Handle::Impl {
                                                  : 0;
   }
 
-  // The evidence of the predicted and autotuned routes: at the shape's first use, each proposed kernel and
-  // the floor's cuBLASLt choice are timed side by side (the harness's offline method, on scratch operands of
-  // the problem's size), and a kernel is kept only where it measured faster by kKernelMargin. A prediction
-  // alone never puts a slower kernel on a shape: on the LLM tuning shapes, 10 of the 38 kernels the unverified
-  // rule chose were slower than cuBLASLt, down to 0.57. The timing costs milliseconds; a stream being
-  // captured cannot time (the caller keeps the floor there).
-  static constexpr double kKernelMargin = 0.02;
-  // The floor's time over each kernel's: above 1 + kKernelMargin, the kernel wins.
-  std::vector<double> gains_over_floor(const std::vector<Route*>& kernel_routes, Route& floor, cudaStream_t stream) {
+  // Every kernel route must earn its place against the floor on this GPU, in each way it is called. At the
+  // shape's first use, the kernel candidates and the floor's cuBLASLt choice are timed side by side on scratch
+  // operands of the problem's size, in interleaved paired rounds, twice: in graph mode (calls captured in a CUDA
+  // graph, the GPU's time alone: what a captured decode step pays) and offline (back-to-back eager calls, host
+  // launch cost included); dispatch/route_check.h decides which serves each way. So a kernel that wins only by
+  // its lighter launch serves eager calls and never a CUDA graph (on the H200, 29 of 29 small-shape kernels that
+  // won eager calls were 1.07-1.46x slower than cuBLAS in graphs), and neither a prediction nor a table row puts a
+  // slower kernel on a shape. It costs tens of milliseconds at first use; a stream being captured cannot time.
+  static constexpr int kCheckRounds = 15;
+
+  // The gain over the floor of each kernel route, in `mode`, from paired rounds.
+  std::vector<GainInterval> gains_over_floor(const std::vector<Route*>& kernel_routes, Route& floor, bench::Mode mode,
+                                             cudaStream_t stream) {
     const Problem& p = floor.problem;
     const bench::ScratchOperands x(p, stream);
     // A workspace each: a kernel's must start zeroed (its tickets), and cuBLASLt leaves its own as it likes.
@@ -396,12 +406,44 @@ struct Handle::Impl {
     subjects.push_back({[&, w = lt_ws->ptr](cudaStream_t s) { launch(s, floor, x.a.ptr, x.b.ptr, x.c.ptr, w, lt_bytes); }, {},
                         "cuBLASLt"});
     bench::TimingOptions options;
-    options.seed = problem_seed(0, p);
-    const auto times = bench::time_side_by_side(bench::Mode::kOffline, subjects, nullptr, stream, options);
+    options.seed = problem_seed(uint64_t(mode), p);
+    options.batches = kCheckRounds;
+    const auto times = bench::time_side_by_side(mode, subjects, nullptr, stream, options);
     RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
-    std::vector<double> gains;
-    for (size_t i = 0; i < kernel_routes.size(); ++i) gains.push_back(times.back().time_us / times[i].time_us);
+    std::vector<GainInterval> gains;
+    for (size_t i = 0; i < kernel_routes.size(); ++i) gains.push_back(gain_interval(times.back().rounds_us, times[i].rounds_us));
     return gains;
+  }
+
+  // The shape's routes after checking `kernels` against `floor`: the eager winner, serving CUDA graphs through its
+  // `captured` route where the GPU-time winner is another; describe() says which serves each way and why (`when`
+  // says how the candidates came). The loser routes are dropped (their kernels stay loaded). What was decided is
+  // returned in `verdict` for the caller to keep.
+  std::unique_ptr<Route> check_and_settle(std::vector<std::unique_ptr<Route>> kernels, std::unique_ptr<Route> floor,
+                                          const std::string& when, cudaStream_t stream,
+                                          dispatch::RouteVerdict* verdict = nullptr,
+                                          std::vector<GainInterval>* eager_gains = nullptr,
+                                          std::vector<GainInterval>* graph_gains = nullptr) {
+    std::vector<Route*> routes;
+    std::vector<std::string> names;
+    for (auto& k : kernels) {
+      routes.push_back(k.get());
+      names.push_back(to_string(k->choice.design));
+    }
+    const std::vector<GainInterval> graph = gains_over_floor(routes, *floor, bench::Mode::kGraph, stream);
+    const std::vector<GainInterval> eager = gains_over_floor(routes, *floor, bench::Mode::kOffline, stream);
+    const dispatch::RouteVerdict v = dispatch::decide_routes(eager, graph);
+    const std::string note = " (" + when + ": eager calls: " + dispatch::route_verdict_text(names, eager, v.eager) +
+                             "; CUDA graphs: " + dispatch::route_verdict_text(names, graph, v.graph) + ")";
+    if (verdict) *verdict = v;
+    if (eager_gains) *eager_gains = eager;
+    if (graph_gains) *graph_gains = graph;
+    auto take = [&](int i) -> std::unique_ptr<Route> { return i < 0 ? std::move(floor) : std::move(kernels[size_t(i)]); };
+    std::unique_ptr<Route> served = take(v.eager);
+    if (v.graph != v.eager) served->captured = take(v.graph);
+    served->description += note;
+    if (served->captured) served->captured->description += note;
+    return served;
   }
 
   // The floor of a problem: cuBLASLt with lt_auto's choice.
@@ -414,13 +456,15 @@ struct Handle::Impl {
     return floor;
   }
 
-  // A proposed design's kernel route (path kPredicted), or null with `why` when it does not compile or load:
-  // a proposal that fails costs the shape nothing, the floor serves it. Its description holds only what
-  // planning added (a SASS-rescheduled cubin's gain): the caller puts the route's name and evidence around it.
-  std::unique_ptr<Route> proposed_route(const Problem& problem, const Design& design, std::string& why) {
+  // A kernel route of a design (its path from `choice`, its description `name`, else the choice's), or null
+  // with `why` when it does not compile or load: a proposal that fails costs the shape nothing, the floor
+  // serves it.
+  std::unique_ptr<Route> kernel_route(const Problem& problem, const dispatch::Choice& choice, std::string& why,
+                                      const std::string& name = "") {
     auto r = std::make_unique<Route>();
     r->problem = problem;
-    r->choice = dispatch::Choice{Path::kPredicted, design, std::nullopt, std::nullopt};
+    r->choice = choice;
+    r->description = name.empty() ? choice.describe() : name;
     try {
       plan_kernel(*r);
     } catch (const Error& e) {
@@ -432,110 +476,98 @@ struct Handle::Impl {
     return r;
   }
 
-  // The predicted route: the dispatcher's one proposal, kept where it measured faster than the floor.
-  std::unique_ptr<Route> verify_predicted(std::unique_ptr<Route> r, cudaStream_t stream) {
-    r->description += predicted_note;
-    // The floor the kernel must beat, and that serves the shape where it does not (the kernel then stays
-    // compiled and cached).
-    std::unique_ptr<Route> floor = floor_route(r->problem, stream);
+  // A route with one kernel candidate (a tuned row, a policy's or the predictor's design) checked against the
+  // floor.
+  std::unique_ptr<Route> verified(const Problem& problem, const dispatch::Choice& choice, const std::string& note,
+                                  cudaStream_t stream) {
+    std::unique_ptr<Route> floor = floor_route(problem, stream);
     std::string why;
-    std::unique_ptr<Route> kernel = proposed_route(r->problem, r->choice.design, why);
+    std::unique_ptr<Route> kernel = kernel_route(problem, choice, why);
     if (!kernel) {
-      floor->description += " (predicted kernel not built: " + why + ")";
+      floor->description += " (" + choice.describe() + " not built: " + why + ")";
       return floor;
     }
+    kernel->description += note;
     if (capturing(stream)) {
-      floor->description += " (not timed: first seen in a capture)";
+      floor->description += " (" + choice.describe() + " not checked: first seen where nothing can be timed)";
       return floor;
     }
-    const double gain = gains_over_floor({kernel.get()}, *floor, stream).front();
-    const bool kept = gain >= 1 + kKernelMargin;
-    char text[96];
-    std::snprintf(text, sizeof text, " (%s: %.2fx cuBLASLt, measured on first use)",
-                  kept ? "kept" : "predicted kernel not kept", gain);
-    if (!kept) {
-      floor->description += text;
-      return floor;
-    }
-    kernel->description = r->description + kernel->description + text;
-    return kernel;
+    std::vector<std::unique_ptr<Route>> kernels;
+    kernels.push_back(std::move(kernel));
+    return check_and_settle(std::move(kernels), std::move(floor), "measured on first use", stream);
   }
 
-  // The autotuned route (HandleOptions::autotune): what this machine chose before, else the predictor's few
-  // best designs measured against the floor now, the fastest kept where it is kKernelMargin faster; the
-  // choice is recorded either way.
+  // The autotuned route (HandleOptions::autotune): the predictor's few best designs, or what this machine chose
+  // among them before, checked against the floor; what each way of calling kept is recorded.
   std::unique_ptr<Route> autotune(const Problem& problem, cudaStream_t stream) {
     std::unique_ptr<Route> floor = floor_route(problem, stream);
-    char text[160];
+    if (capturing(stream)) {
+      floor->description += " (not autotuned: first seen where nothing can be timed)";
+      return floor;
+    }
+    std::vector<Design> designs;
+    std::string when = "autotuned on first use";
     if (const std::optional<dispatch::AutotuneChoice> known = autotune_choices->find(problem)) {
-      if (!known->design) {
+      // Chosen here before: only the kernels that won a way of calling are built and checked again.
+      for (const std::optional<Design>& d : {known->eager, known->graph})
+        if (d && std::find(designs.begin(), designs.end(), *d) == designs.end()) designs.push_back(*d);
+      if (designs.empty()) {
+        char text[128];
         std::snprintf(text, sizeof text, " (autotuned on this machine: none of %d kernels beat it)", known->candidates);
         floor->description += text;
         return floor;
       }
-      std::string why;
-      std::unique_ptr<Route> kernel = proposed_route(problem, *known->design, why);
-      if (!kernel) {
-        floor->description += " (the autotuned kernel is not built: " + why + ")";
-        return floor;
+      when = "autotuned on this machine before, checked again on first use";
+    } else {
+      // The fp16 twin's guesses, in the problem's element type (as predict_design does).
+      Problem twin = problem;
+      twin.dtype = DType::kF16;
+      for (const predict::Candidate& guess : predictor->best_guesses(gpu_traits, twin, options.autotune_candidates)) {
+        Design design = with_dtype(guess.design, problem.dtype);
+        design.static_shape = false;
+        if (!dispatch::why_not_runnable(design, problem, dispatcher->target())) designs.push_back(design);
       }
-      std::snprintf(text, sizeof text, " (%.2fx cuBLASLt, best of %d, measured on this machine before)", known->gain,
-                    known->candidates);
-      kernel->description = "autotuned " + to_string(*known->design) + kernel->description + text;
-      return kernel;
-    }
-    if (capturing(stream)) {
-      floor->description += " (not autotuned: first seen in a capture)";
-      return floor;
-    }
-    // The fp16 twin's guesses, in the problem's element type (as predict_design does).
-    Problem twin = problem;
-    twin.dtype = DType::kF16;
-    std::vector<Design> designs;
-    for (const predict::Candidate& guess : predictor->best_guesses(gpu_traits, twin, options.autotune_candidates)) {
-      Design design = with_dtype(guess.design, problem.dtype);
-      design.static_shape = false;
-      if (!dispatch::why_not_runnable(design, problem, dispatcher->target())) designs.push_back(design);
-    }
-    // Compiled together into the cubin cache first (one compiler process per core), so that the shape's first
-    // call waits for about one compile, not one per candidate; a failure surfaces again below, per design.
-    if (compile_options.cache_dir && designs.size() > 1) {
-      std::vector<GeneratedKernel> sources;
-      for (const Design& d : designs) {
-        try {
-          sources.push_back(generate_kernel(d, problem, arch_for_device(d, device.cc_major, device.cc_minor)));
-        } catch (const Error&) {
+      // Compiled together into the cubin cache first (one compiler process per core), so that the shape's first
+      // call waits for about one compile, not one per candidate; a failure surfaces again below, per design.
+      if (compile_options.cache_dir && designs.size() > 1) {
+        std::vector<GeneratedKernel> sources;
+        for (const Design& d : designs) {
+          try {
+            sources.push_back(generate_kernel(d, problem, arch_for_device(d, device.cc_major, device.cc_minor)));
+          } catch (const Error&) {
+          }
         }
+        compile_all(sources, compile_options);
       }
-      compile_all(sources, compile_options);
     }
     std::vector<std::unique_ptr<Route>> kernels;
     for (const Design& design : designs) {
       std::string why;
-      if (auto kernel = proposed_route(problem, design, why)) kernels.push_back(std::move(kernel));
+      if (auto kernel = kernel_route(problem, dispatch::Choice{Path::kPredicted, design, std::nullopt, std::nullopt}, why,
+                                     "autotuned " + to_string(design)))
+        kernels.push_back(std::move(kernel));
     }
-    dispatch::AutotuneChoice choice;
-    choice.candidates = int(kernels.size());
-    size_t best = 0;
-    if (!kernels.empty()) {
-      std::vector<Route*> routes;
-      for (auto& k : kernels) routes.push_back(k.get());
-      const std::vector<double> gains = gains_over_floor(routes, *floor, stream);
-      best = size_t(std::max_element(gains.begin(), gains.end()) - gains.begin());
-      choice.gain = gains[best];
-      if (choice.gain >= 1 + kKernelMargin) choice.design = kernels[best]->choice.design;
-    }
-    autotune_choices->record(problem, choice);
-    if (!choice.design) {
-      std::snprintf(text, sizeof text, " (autotuned on first use: the best of %d kernels measured %.2fx cuBLASLt)",
-                    choice.candidates, choice.gain);
-      floor->description += text;
+    if (kernels.empty()) {
+      floor->description += " (no autotuned kernel could be built)";
       return floor;
     }
-    std::snprintf(text, sizeof text, " (%.2fx cuBLASLt, best of %d, measured on first use)", choice.gain,
-                  choice.candidates);
-    kernels[best]->description = "autotuned " + to_string(*choice.design) + kernels[best]->description + text;
-    return std::move(kernels[best]);
+    std::vector<Design> candidates;
+    for (auto& k : kernels) candidates.push_back(k->choice.design);
+    dispatch::RouteVerdict v;
+    std::vector<GainInterval> eager, graph;
+    std::unique_ptr<Route> served = check_and_settle(std::move(kernels), std::move(floor), when, stream, &v, &eager, &graph);
+    dispatch::AutotuneChoice choice;
+    choice.candidates = int(candidates.size());
+    if (v.eager >= 0) {
+      choice.eager = candidates[size_t(v.eager)];
+      choice.eager_gain = 1 + eager[size_t(v.eager)].gain;
+    }
+    if (v.graph >= 0) {
+      choice.graph = candidates[size_t(v.graph)];
+      choice.graph_gain = 1 + graph[size_t(v.graph)].gain;
+    }
+    autotune_choices->record(problem, choice);
+    return served;
   }
 
   Route& build_route(const Problem& problem, const ShapeKey& key, cudaStream_t stream, bool capture_check) {
@@ -550,20 +582,27 @@ struct Handle::Impl {
            "where its kernel can be neither compiled nor loaded: run the call once before the capture (a warm-up), "
            "or call prepare(M, N, K, layout) (rlgemm_prepare; in Python rlgemm.prepare or rlgemm.prepare_model) "
            "for every shape the graph will hold");
-    auto r = std::make_unique<Route>();
-    r->problem = problem;
-    r->choice = dispatcher->choose(problem);
-    r->description = r->choice.describe();
-    // With autotuning the dispatcher proposes no predicted design (see the constructor): untuned shapes come
-    // as the floor, which autotune() starts from.
-    if (autotune_choices && predictor && r->choice.floor) {
+    const dispatch::Choice choice = dispatcher->choose(problem);
+    std::unique_ptr<Route> r;
+    if (autotune_choices && predictor && choice.floor) {
+      // With autotuning the dispatcher proposes no predicted design (see the constructor): untuned shapes come
+      // as the floor, which autotune() starts from.
       r = autotune(problem, stream);
-    } else if (r->choice.path == Path::kPredicted) {
-      r = verify_predicted(std::move(r), stream);
-    } else if (r->choice.path == Path::kCublasLt) {
+    } else if (choice.path == Path::kCublasLt) {
+      r = std::make_unique<Route>();
+      r->problem = problem;
+      r->choice = choice;
+      r->description = choice.describe();
       plan_cublaslt(*r, stream);
+    } else if (options.prefer_cublaslt && (options.check_routes || choice.path == Path::kPredicted)) {
+      // A kernel (a tuned row, a policy's or the predictor's design) serves only the ways of calling where it
+      // measured faster than the floor.
+      r = verified(problem, choice, choice.path == Path::kPredicted ? predicted_note : "", stream);
     } else {
-      plan_kernel(*r);
+      // Kernels only: nothing to measure them against.
+      std::string why;
+      r = kernel_route(problem, choice, why);
+      if (!r) fail("hgemm " + shape_text(problem) + ": " + choice.describe() + " cannot be built: " + why);
     }
     std::unique_lock lock(routes_mutex);
     return *(routes[key] = std::move(r));
@@ -691,7 +730,9 @@ struct Handle::Impl {
   // its own and no direct call shares it); otherwise the stream's pooled one.
   void call(cudaStream_t stream, const Problem& problem, const void* a, const void* b, void* c, const void* bias,
             void* caller_ws, size_t caller_ws_bytes, bool caller_gives_workspace) {
-    Route& r = route(problem, stream);
+    Route& eager = route(problem, stream);
+    // A shape whose GPU-time winner is another route than its eager one asks whether this call is captured.
+    Route& r = eager.captured && capturing(stream) ? *eager.captured : eager;
     if (r.workspace_bytes == 0) {
       launch(stream, r, a, b, c, nullptr, 0, bias);
     } else if (caller_gives_workspace) {
@@ -795,7 +836,9 @@ void Handle::gemm_bias(cudaStream_t stream, int64_t M, int64_t N, int64_t K, con
 size_t Handle::workspace_bytes(int64_t M, int64_t N, int64_t K, Layout layout, cudaStream_t stream, DType dtype) {
   require(impl_.get());
   impl_->check_device();
-  return impl_->route(make_problem(M, N, K, layout, dtype), stream).workspace_bytes;
+  // Enough for the call whichever way it is made: eager, or captured into a CUDA graph.
+  const Route& r = impl_->route(make_problem(M, N, K, layout, dtype), stream);
+  return std::max(r.workspace_bytes, r.captured ? r.captured->workspace_bytes : 0);
 }
 
 Stats Handle::stats() const {

@@ -253,6 +253,30 @@ TEST(Results, SummaryMeansBucketsAndWorst) {
   print_summary(out, groups);
   EXPECT_NE(out.str().find("MNK>=2^36"), std::string::npos);
   EXPECT_LT(out.str().find("best vendor"), out.str().find("vs lt_auto")) << "the headline comes first";
+  EXPECT_EQ(out.str().find("by mode"), std::string::npos) << "one mode: no side-by-side table";
+}
+
+// Offline and graph rows of one run: the summary puts each implementation's modes side by side.
+TEST(Results, ModesSideBySide) {
+  std::vector<Row> rows;
+  for (Mode mode : {Mode::kOffline, Mode::kGraph})
+    for (const auto& [impl, speedup] : {std::pair{"rlgemm", mode == Mode::kOffline ? 1.6 : 0.9}, std::pair{"lt_auto", 1.0}}) {
+      Row r = make_row({64, 64, 128}, impl, 10, speedup);
+      r.mode = mode;
+      r.speedup_vendor = speedup;
+      rows.push_back(r);
+    }
+  std::ostringstream out;
+  print_summary(out, summarize(rows));
+  const std::string text = out.str();
+  const size_t table = text.find("by mode");
+  ASSERT_NE(table, std::string::npos) << text;
+  const size_t line = text.find("rlgemm", table);
+  ASSERT_NE(line, std::string::npos) << text;
+  const std::string row = text.substr(line, text.find('\n', line) - line);
+  EXPECT_NE(row.find("1.600"), std::string::npos) << row;
+  EXPECT_NE(row.find("0.900"), std::string::npos) << row;
+  EXPECT_LT(row.find("1.600"), row.find("0.900")) << "offline first, as the modes came";
 }
 
 // lt_auto's detail names the candidate it kept; the tuned table reads the index back from it.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/harness.h"
+#include "core/cuda_util.h"
 #include "rlgemm/error.h"
 #include "support/gpu.h"
 
@@ -25,7 +26,8 @@ TEST(Timing, ModesParseAndRejectUnknown) {
   EXPECT_EQ(parse_modes({"offline", "cold", "offline"}).size(), 2u);
   EXPECT_THROW(parse_mode("fast"), Error);
   EXPECT_THROW(parse_modes({}), Error);
-  for (Mode m : {Mode::kOffline, Mode::kServer, Mode::kCold, Mode::kCudal2}) EXPECT_EQ(parse_mode(to_string(m)), m);
+  for (Mode m : {Mode::kOffline, Mode::kServer, Mode::kCold, Mode::kCudal2, Mode::kGraph})
+    EXPECT_EQ(parse_mode(to_string(m)), m);
 }
 
 // Every round's order is a fresh permutation, the same seed gives the same orders, and over many rounds every
@@ -87,6 +89,55 @@ TEST(TimingGpu, SubjectsTakeTheirTurnsInTheSeededShuffledOrder) {
     EXPECT_EQ(first, calls_with_seed(5)) << to_string(mode);
     EXPECT_NE(first, calls_with_seed(6)) << to_string(mode);
   }
+}
+
+// Graph mode against kernels of known length: a kernel that spins for 20 us on the GPU's timer takes 20 us a
+// call in a graph (the graph's launch gaps are a fraction of a microsecond), and a graph holds enough of them
+// for a replay of at least the batch target. A kernel that does nothing takes less GPU time than its eager
+// launch costs the host, so graph mode times it below offline mode.
+TEST(TimingGpu, GraphModeTimesAKnownKernel) {
+  RLGEMM_REQUIRE_GPU();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const std::vector<Subject> subjects = {{[](cudaStream_t s) { gpu_spin(s, 20); }, {}, "spin 20 us"},
+                                         {[](cudaStream_t s) { gpu_spin(s, 0); }, {}, "spin 0 us"}};
+  TimingOptions o;
+  o.seed = 3;
+  const auto graph = time_side_by_side(Mode::kGraph, subjects, nullptr, stream, o);
+  const auto offline = time_side_by_side(Mode::kOffline, subjects, nullptr, stream, o);
+  EXPECT_GE(graph[0].time_us, 20.0);
+  EXPECT_LE(graph[0].time_us, 21.5);
+  EXPECT_GE(graph[0].batch, 45);  // 1000 us of 20 us calls
+  EXPECT_GE(graph[0].batch * graph[0].time_us, o.batch_target_us * 0.9);
+  EXPECT_EQ(int(graph[0].rounds_us.size()), o.batches);
+  EXPECT_LT(graph[1].time_us, offline[1].time_us) << "graph " << graph[1].time_us << " us, offline "
+                                                  << offline[1].time_us << " us";
+  // The legacy default stream, which cannot capture, replays graphs captured on a stream of their own.
+  const auto legacy = time_side_by_side(Mode::kGraph, {subjects[0]}, nullptr, nullptr, o);
+  EXPECT_NEAR(legacy[0].time_us, graph[0].time_us, 1.0);
+  cudaStreamDestroy(stream);
+}
+
+// A subject whose call breaks a capture (a synchronization) is named, and the process goes on.
+TEST(TimingGpu, GraphModeNamesASubjectThatCannotBeCaptured) {
+  RLGEMM_REQUIRE_GPU();
+  const std::vector<Subject> subjects = {{[](cudaStream_t s) { gpu_spin(s, 1); }, {}, "spin"},
+                                         {[](cudaStream_t s) {
+                                            gpu_spin(s, 1);
+                                            RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+                                          },
+                                          {},
+                                          "a synchronizing call"}};
+  try {
+    time_side_by_side(Mode::kGraph, subjects, nullptr, nullptr, TimingOptions{});
+    FAIL() << "a synchronizing call was captured";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a synchronizing call cannot be captured in a CUDA graph"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  const auto after = time_side_by_side(Mode::kGraph, {subjects[0]}, nullptr, nullptr, TimingOptions{});
+  EXPECT_GT(after[0].time_us, 0);
 }
 
 }  // namespace

@@ -145,6 +145,7 @@ class HandleGpu : public ::testing::Test {
     HandleOptions options;
     options.tuned_table = file.string();
     options.predicted_kernels = false;  // the routes these tests name; the predicted route has a test of its own
+    options.check_routes = false;       // the table's routes as written; the check has a test of its own
     // The default cubin cache (content-addressed, shared safely): each design compiles once per machine.
     return options;
   }
@@ -463,11 +464,9 @@ TEST_F(HandleGpu, PredictedRoutesAreCorrectAndSaySo) {
   }
 }
 
-// The cuBLASLt route launches the candidate lt_auto measured fastest (the table's last column); an index this
-// cuBLASLt does not offer falls back to the heuristic's first, and says so.
-// Autotuning: an untuned shape's first call measures the predictor's few best kernels against the floor and
-// keeps the fastest where it is 2% faster (describe() says "autotuned", or the floor says what it measured);
-// the choice is in the cache, so a second handle serves the same route without measuring.
+// Autotuning: an untuned shape's first call checks the predictor's few best kernels against the floor and
+// keeps for each way of calling the fastest that passed (describe() says "autotuned", or the floor says what
+// it measured); the choices are in the cache, so a second handle builds and checks only the kept kernels.
 TEST_F(HandleGpu, AutotuneKeepsTheFastestAndASecondHandleFindsIt) {
   HandleOptions options = options_with({});
   options.autotune = true;
@@ -484,9 +483,10 @@ TEST_F(HandleGpu, AutotuneKeepsTheFastestAndASecondHandleFindsIt) {
       c.run(handle);
       const std::string route = handle.describe(shape.m, shape.n, shape.k, Layout::kTN);
       EXPECT_EQ(c.check(), "") << route;
-      const bool kept = route.rfind("autotuned ", 0) == 0 && route.find("measured on first use") != std::string::npos;
+      const bool kept = route.rfind("autotuned ", 0) == 0 && route.find("autotuned on first use: eager calls: ") != std::string::npos;
       const bool floor = route.rfind("cublaslt floor", 0) == 0 && route.find("autotuned on first use") != std::string::npos;
       EXPECT_TRUE(kept || floor) << route;
+      EXPECT_NE(route.find("; CUDA graphs: "), std::string::npos) << route;
       first.push_back(route);
     }
     EXPECT_EQ(handle.stats().predicted + handle.stats().cublaslt, 2 * shapes.size());
@@ -499,15 +499,81 @@ TEST_F(HandleGpu, AutotuneKeepsTheFastestAndASecondHandleFindsIt) {
     c.run(again);
     const std::string route = again.describe(shapes[i].m, shapes[i].n, shapes[i].k, Layout::kTN);
     EXPECT_EQ(c.check(), "") << route;
-    if (first[i].rfind("autotuned ", 0) == 0) {
-      EXPECT_EQ(route.substr(0, route.find(" (")), first[i].substr(0, first[i].find(" (")));
-      EXPECT_NE(route.find("measured on this machine before"), std::string::npos) << route;
+    // A kernel kept for either way of calling is built and checked again; none kept: the floor, unmeasured.
+    const bool any_kept = first[i].find("eager calls: sm") != std::string::npos ||
+                          first[i].find("CUDA graphs: sm") != std::string::npos;
+    if (any_kept) {
+      EXPECT_NE(route.find("autotuned on this machine before, checked again on first use"), std::string::npos) << route;
     } else {
       EXPECT_NE(route.find("autotuned on this machine: none of"), std::string::npos) << route;
     }
   }
 }
 
+// Table rows are checked against the floor at first use, in CUDA graphs and in eager calls, and each way of
+// calling takes its own winner: calls captured into a graph take the GPU-time winner (counted on its path when
+// captured), eager calls the eager winner; both are correct, and describe() says which serves each way. Small
+// shapes, where a kernel's lighter launch may win eager calls while cuBLAS's kernel wins the GPU's time.
+TEST_F(HandleGpu, CapturedCallsTakeTheGpuTimeWinner) {
+  const std::string small = hopper_ ? "sm90.ws.pingpong/64x64x64/s4/c1x1/raster_m.g8/splitk1/epi_reg"
+                                    : "sm80/64x64x64/w32x32/s3/swz/raster_m.g8/splitk1/epi_reg";
+  HandleOptions options = options_with({"64,64,128,tn," + small + ",1.3", "64,128,4096,tn," + split_design() + ",1.3",
+                                        "1024,1024,128,tn," + small + ",1.3"});
+  options.check_routes = true;
+  Handle handle(options);
+  cudaStream_t stream;
+  RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  int kernel_ways = 0, floor_ways = 0;
+  for (Shape shape : {Shape{64, 64, 128}, Shape{64, 128, 4096}, Shape{1024, 1024, 128}}) {
+    const Case c(shape, Layout::kTN, 40 + shape.k);
+    c.poison();
+    c.run(handle);  // first use: the check
+    EXPECT_EQ(c.check(), "");
+    const std::string route = handle.describe(shape.m, shape.n, shape.k, Layout::kTN);
+    const std::string eager_says = "(measured on first use: eager calls: ", graph_says = "; CUDA graphs: ";
+    const size_t eager_at = route.find(eager_says), graph_at = route.find(graph_says);
+    ASSERT_NE(eager_at, std::string::npos) << route;
+    ASSERT_NE(graph_at, std::string::npos) << route;
+    const bool eager_kernel = route.compare(eager_at + eager_says.size(), 2, "sm") == 0;
+    const bool graph_kernel = route.compare(graph_at + graph_says.size(), 2, "sm") == 0;
+    kernel_ways += eager_kernel + graph_kernel;
+    floor_ways += !eager_kernel + !graph_kernel;
+    EXPECT_EQ(route.rfind(eager_kernel ? "tuned " : "cublaslt floor", 0), 0u) << route;
+
+    Stats before = handle.stats();
+    c.poison();
+    c.run(handle, stream);  // eager
+    RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    EXPECT_EQ(c.check(), "") << route;
+    Stats after = handle.stats();
+    EXPECT_EQ(after.tuned - before.tuned, eager_kernel ? 1u : 0u) << route;
+    EXPECT_EQ(after.cublaslt - before.cublaslt, eager_kernel ? 0u : 1u) << route;
+
+    before = after;
+    cudaGraph_t graph;
+    RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    c.run(handle, stream);
+    RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    after = handle.stats();
+    EXPECT_EQ(after.tuned - before.tuned, graph_kernel ? 1u : 0u) << route;
+    EXPECT_EQ(after.cublaslt - before.cublaslt, graph_kernel ? 0u : 1u) << route;
+    cudaGraphExec_t exec;
+    RLGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 2; ++replay) {
+      c.poison();
+      RLGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      EXPECT_EQ(c.check(), "") << "replay " << replay << ": " << route;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  std::printf("[ route check ] %d ways served by a kernel, %d by the floor\n", kernel_ways, floor_ways);
+  cudaStreamDestroy(stream);
+}
+
+// The cuBLASLt route launches the candidate lt_auto measured fastest (the table's last column); an index this
+// cuBLASLt does not offer falls back to the heuristic's first, and says so.
 TEST_F(HandleGpu, CublasLtRouteLaunchesTheRecordedCandidate) {
   const auto file = dir_ / "tuned-candidates.csv";
   {
@@ -727,7 +793,7 @@ TEST_F(HandleGpu, BadInputsAreRefusedWithTheRule) {
   EXPECT_EQ(c.check(), "");
   rlgemm_stats_t stats{};
   ASSERT_EQ(rlgemm_stats(h, &stats), RLGEMM_OK);
-  EXPECT_EQ(stats.tuned + stats.nearest + stats.policy + stats.default_design + stats.cublaslt, 1u);
+  EXPECT_EQ(stats.tuned + stats.nearest + stats.policy + stats.default_design + stats.cublaslt + stats.predicted, 1u);
   char route[256];
   ASSERT_EQ(rlgemm_describe(h, 64, 64, 64, RLGEMM_LAYOUT_TN, route, sizeof route), RLGEMM_OK);
   EXPECT_GT(std::strlen(route), 0u);

@@ -1,0 +1,44 @@
+#include "dispatch/route_check.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "rlgemm/error.h"
+
+namespace rlgemm::dispatch {
+namespace {
+
+int winner(const std::vector<GainInterval>& gains, double margin) {
+  int best = -1;
+  for (size_t i = 0; i < gains.size(); ++i)
+    if (gains[i].low > margin && (best < 0 || gains[i].gain > gains[size_t(best)].gain)) best = int(i);
+  return best;
+}
+
+std::string gain_text(const GainInterval& g) {
+  char text[96];
+  std::snprintf(text, sizeof text, "%.2fx cuBLASLt (95%% CI %.2f..%.2f)", 1 + g.gain, 1 + g.low, 1 + g.high);
+  return text;
+}
+
+}  // namespace
+
+RouteVerdict decide_routes(const std::vector<GainInterval>& eager, const std::vector<GainInterval>& graph,
+                           double margin) {
+  if (eager.size() != graph.size())
+    fail("route check: " + std::to_string(eager.size()) + " eager gains and " + std::to_string(graph.size()) +
+         " graph gains");
+  return {winner(eager, margin), winner(graph, margin)};
+}
+
+std::string route_verdict_text(const std::vector<std::string>& names, const std::vector<GainInterval>& gains,
+                               int chosen) {
+  if (chosen >= 0) return names.at(size_t(chosen)) + " at " + gain_text(gains.at(size_t(chosen)));
+  if (gains.empty()) return "cuBLASLt";
+  const auto best = std::max_element(gains.begin(), gains.end(), [](auto& a, auto& b) { return a.gain < b.gain; });
+  return std::string("cuBLASLt; ") + (gains.size() == 1 ? "the kernel" : "the best of " + std::to_string(gains.size()) +
+                                                                            " kernels") +
+         " measured " + gain_text(*best);
+}
+
+}  // namespace rlgemm::dispatch

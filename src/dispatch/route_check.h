@@ -1,0 +1,35 @@
+// Which route serves each way of calling a shape, from what its first-use check measured: the gains of the
+// shape's kernel candidates over the floor (cuBLASLt with lt_auto's choice), each a paired interval
+// (core/gain_interval.h), measured twice -- in graph mode (calls captured in a CUDA graph: the GPU's time alone)
+// and offline (back-to-back eager calls: the host's launch cost too). Pure host logic, tested on the CPU.
+//
+// A kernel serves a way of calling only where the 95% interval of its gain in that way lies above the margin;
+// among several, the one of the highest gain. The two ways are decided apart: a kernel that wins only by its
+// lighter launch serves eager calls and never a CUDA graph, where the GPU's time is all a call costs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/gain_interval.h"
+
+namespace rlgemm::dispatch {
+
+// How far above 1 the interval of a kernel's gain must lie: at least 1% faster, with 95% confidence.
+inline constexpr double kRouteMargin = 0.01;
+
+struct RouteVerdict {
+  int eager = -1;  // the candidate that serves eager calls; -1: the floor
+  int graph = -1;  // the candidate that serves calls captured in CUDA graphs; -1: the floor
+};
+
+// Throws Error(kInvalidInput) when the two lists differ in length.
+RouteVerdict decide_routes(const std::vector<GainInterval>& eager, const std::vector<GainInterval>& graph,
+                           double margin = kRouteMargin);
+
+// What serves one way of calling and why, for describe(): "<name> at 1.07x cuBLASLt (95% CI 1.05..1.09)", or
+// "cuBLASLt; the kernel measured 0.93x cuBLASLt (95% CI ...)" (of several: the best of them).
+std::string route_verdict_text(const std::vector<std::string>& names, const std::vector<GainInterval>& gains,
+                               int chosen);
+
+}  // namespace rlgemm::dispatch
