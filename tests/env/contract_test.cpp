@@ -10,6 +10,7 @@
 #include <future>
 #include <set>
 
+#include "compile/isolated_nvrtc.h"
 #include "env/contract.h"
 #include "env_test_util.h"
 #include "rlgemm/error.h"
@@ -194,6 +195,49 @@ TEST(EnvContract, AFortifyingHostCompilerDoesNotTurnAnHonestKernelAway) {
             imports.undefined.end())
       << "the build was not fortified, so this test shows nothing";
   EXPECT_FALSE(build.rejection) << build.rejection->reason << ": " << build.rejection->detail;
+}
+
+// The cases that must fault on the GPU keep their fault in the device code nvcc makes of them: a store through a
+// pointer the compiler can prove null is undefined behaviour that it deletes, leaving a kernel that only writes a
+// wrong C (wrong_result, not fault).
+std::string device_ptx(const std::string& source) {
+  const auto dir = std::filesystem::temp_directory_path() / ("rlgemm-env-ptx-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string input = (dir / "submission.cu").string(), output = (dir / "submission.ptx").string();
+  {
+    std::ofstream out(input);
+    out << contract_prelude() << source;
+  }
+  NvrtcJob job;
+  job.name = "submission.cu";
+  job.exec = {nvcc_path(), "-ptx", "-O3", "-std=c++17", "-arch=sm_90a", "-o", output, input};
+  job.output = output;
+  const NvrtcOutcome outcome = compile_isolated(job, std::chrono::minutes(2));
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(outcome.ok()) << outcome.detail << "\n" << outcome.log;
+  return std::string(outcome.cubin.begin(), outcome.cubin.end());
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(EnvContract, TheFaultCasesKeepTheirFaultInTheDeviceCode) {
+  int faults = 0;
+  for (const auto& c : testing::kernel_cases()) {
+    if (c.reason != "fault") continue;
+    ++faults;
+    const std::string ptx = device_ptx(c.source);
+    if (c.name == "trap") {
+      EXPECT_NE(ptx.find("trap;"), std::string::npos) << ptx;
+    } else {
+      // C's store and the one through the null pointer.
+      EXPECT_GE(count_of(ptx, "st.global"), 2u) << c.name << ":\n" << ptx;
+    }
+  }
+  EXPECT_EQ(faults, 2);
 }
 
 TEST(EnvContract, ImportsOfSomethingThatIsNotAnElfAreAnError) {
