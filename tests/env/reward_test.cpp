@@ -1,10 +1,12 @@
 // The reward's arithmetic without a GPU: the best vendor call of a mode, the speedup over it from paired rounds
-// with its 95% interval, and the record fields clients read.
+// with its 95% interval, and the record fields clients read; and the check the GPU test applies to each
+// kernel case's record, on records that lack the timing fields or hold them as integers.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "env/reward.h"
+#include "env_test_util.h"
 #include "rlgemm/error.h"
 
 namespace rlgemm::env {
@@ -79,6 +81,37 @@ TEST(EnvReward, RoundsThatCannotBePairedAreAnError) {
   EXPECT_THROW(mode_reward({"s", "v"}, {timing({1, 2})}), Error);
   EXPECT_THROW(mode_reward({"s", "v"}, {timing({1, 2, 3}), timing({1, 2})}), Error);
   EXPECT_THROW(mode_reward({"s", "v"}, {timing({1}), timing({1})}), Error);
+}
+
+// The GPU test's check of a record, on the records the service gives without a GPU: an honest kernel rejected
+// on the CPU (no timing fields at all) is a mismatch named as such, never a JSON type error; integer numbers
+// read as numbers; a speedup outside its interval, or a missing offline ratio, is named.
+TEST(EnvReward, TheCaseCheckReadsEveryRecordShape) {
+  const testing::KernelCase honest{"honest", "", "accepted", ""};
+  const json cpu_rejected = {{"kind", "source"}, {"verdict", "rejected"}, {"correct", false},
+                             {"rejection", {{"reason", "forbidden_symbol"}, {"detail", "the launch calls x"}}}};
+  std::string why;
+  EXPECT_NO_THROW(why = testing::verdict_mismatch(honest, cpu_rejected));
+  EXPECT_NE(why.find("verdict 'rejected'"), std::string::npos) << why;
+  EXPECT_NE(why.find("no number 'time_us'"), std::string::npos) << why;
+
+  json accepted = {{"verdict", "accepted"}, {"correct", true}, {"max_error", 0}, {"time_us", 12},
+                   {"speedup_vs_best_vendor", 1}, {"speedup_vs_best_vendor_interval", {{"low", 1}, {"high", 1}, {"rounds", 16}}},
+                   {"speedup_vs_best_vendor_offline", 0.9},
+                   {"speedup_vs_best_vendor_offline_interval", {{"low", 0.85}, {"high", 0.95}, {"rounds", 16u}}},
+                   {"best_vendor", "lt_auto"}, {"best_vendor_offline", "cublas_tn"}, {"rejection", nullptr}};
+  EXPECT_EQ(testing::verdict_mismatch(honest, accepted), "");
+  json outside = accepted;
+  outside["speedup_vs_best_vendor_offline"] = 1.2;
+  EXPECT_NE(testing::verdict_mismatch(honest, outside).find("outside its interval"), std::string::npos);
+  json old_record = accepted;
+  old_record.erase("speedup_vs_best_vendor_offline");
+  EXPECT_NE(testing::verdict_mismatch(honest, old_record).find("speedup_vs_best_vendor_offline"), std::string::npos);
+
+  const testing::KernelCase gaming{"per_thread_stream", "", "rejected", "no_work|legacy_stream"};
+  EXPECT_EQ(testing::verdict_mismatch(gaming, {{"verdict", "rejected"}, {"rejection", {{"reason", "legacy_stream"}}}}), "");
+  EXPECT_NE(testing::verdict_mismatch(gaming, {{"verdict", "rejected"}, {"rejection", {{"reason", "fault"}}}}), "");
+  EXPECT_NE(testing::verdict_mismatch(gaming, accepted), "");
 }
 
 }  // namespace
