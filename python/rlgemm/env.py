@@ -6,6 +6,11 @@
 
     # Hugging Face TRL: GRPOTrainer(..., reward_funcs=[reward_function]); each dataset row names its "shape".
 
+An accepted kernel's record carries its speedup over the best vendor call in two timing modes, each with a 95%
+interval from paired, interleaved rounds: "speedup_vs_best_vendor" (graph mode: the calls replayed from a CUDA
+graph, the GPU's time alone; the reward) with "speedup_vs_best_vendor_interval" ({"low", "high", "rounds"}),
+and "speedup_vs_best_vendor_offline" (back-to-back calls from the host) with its "..._offline_interval".
+
 Only the standard library is used (urllib). The service's address comes from the `url` argument, else from
 RLGEMM_SERVE_URL, else http://127.0.0.1:8089.
 """
@@ -16,12 +21,14 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["EvaluationError", "evaluate", "extract_submission", "reward_from_record", "make_reward_function",
-           "reward_function"]
+__all__ = ["EvaluationError", "evaluate", "extract_submission", "reward_from_record", "speedup_interval",
+           "make_reward_function", "reward_function"]
 
 _DEFAULT_URL = "http://127.0.0.1:8089"
 _FENCE = re.compile(r"```[A-Za-z+]*[ \t]*\n(.*?)```", re.S)
 _DESIGN = re.compile(r"(?:^|[\s`*(])(sm[0-9]+[a-z.]*/[^\s`*,;)]*[^\s`*,;).])")
+# The record's field of each timing mode's speedup (its interval: the same name followed by "_interval").
+_SPEEDUP = {"graph": "speedup_vs_best_vendor", "offline": "speedup_vs_best_vendor_offline"}
 
 
 class EvaluationError(RuntimeError):
@@ -80,11 +87,33 @@ def extract_submission(completion):
     return None
 
 
-def reward_from_record(record, failure=0.0):
-    """The speedup over the best vendor call for an accepted kernel, `failure` for any rejection."""
+def _speedup_field(mode):
+    if mode not in _SPEEDUP:
+        raise ValueError(f"unknown timing mode {mode!r}: use 'graph' or 'offline'")
+    return _SPEEDUP[mode]
+
+
+def reward_from_record(record, failure=0.0, mode="graph"):
+    """The speedup over the best vendor call for an accepted kernel, `failure` for any rejection.
+
+    mode="graph" (the default, and what a model should learn from) reads the GPU-time ratio; mode="offline"
+    the ratio of back-to-back host-launched calls. An accepted record without the mode's ratio (a service that
+    predates it) raises EvaluationError rather than scoring the kernel as a failure.
+    """
+    field = _speedup_field(mode)
     if record.get("verdict") != "accepted":
         return failure
-    return float(record.get("speedup_vs_best_vendor") or failure)
+    if record.get(field) is None:
+        raise EvaluationError(f"the accepted record has no {field!r}: the service does not report {mode} timings")
+    return float(record[field])
+
+
+def speedup_interval(record, mode="graph"):
+    """(low, high) of the 95% interval of an accepted record's speedup in `mode`, or None."""
+    interval = record.get(_speedup_field(mode) + "_interval")
+    if not isinstance(interval, dict) or interval.get("low") is None or interval.get("high") is None:
+        return None
+    return float(interval["low"]), float(interval["high"])
 
 
 def _completion_text(completion):
@@ -96,15 +125,16 @@ def _completion_text(completion):
     return str(completion)
 
 
-def make_reward_function(shape=None, layout="tn", url=None, failure=0.0, parallel=16, timeout=900):
+def make_reward_function(shape=None, layout="tn", url=None, failure=0.0, parallel=16, timeout=900, mode="graph"):
     """A reward function with TRL's signature, (prompts, completions, **kwargs) -> list[float].
 
     Each completion's submission is evaluated on the shape of its row: the dataset's "shape" column (TRL
     passes columns as keyword arguments, one value per completion), else `shape`. A completion without a
     submission, or one the service rejects, gets `failure`; an accepted kernel its speedup over the best vendor
-    call. Up to `parallel` evaluations are in flight at once (the service compiles them concurrently and
-    queues the GPU work over its GPUs).
+    call in `mode` (graph: the GPU's time alone, the default; offline). Up to `parallel` evaluations are in
+    flight at once (the service compiles them concurrently and queues the GPU work over its GPUs).
     """
+    _speedup_field(mode)
     def rlgemm_reward(prompts, completions, **kwargs):
         shapes = kwargs.get("shape") or [shape] * len(completions)
         layouts = kwargs.get("layout") or [layout] * len(completions)
@@ -116,7 +146,7 @@ def make_reward_function(shape=None, layout="tn", url=None, failure=0.0, paralle
             kind, text = found
             # A service that gives no verdict raises (EvaluationError): no score is better than a wrong one.
             record = evaluate(text, shapes[i], layouts[i], url=url, timeout=timeout, design=kind == "design")
-            return reward_from_record(record, failure)
+            return reward_from_record(record, failure, mode)
 
         with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(completions)))) as pool:
             return list(pool.map(one, range(len(completions))))

@@ -37,10 +37,30 @@ const char* const kAllowedSystem[] = {"_Unwind_Resume", "__gxx_personality_v0", 
                                       "memcpy", "memset", "memmove", "memcmp", "strlen", "abort", "__assert_fail",
                                       "_Znwm", "_ZdlPv", "_ZdlPvm", "_Znam", "_ZdaPv", "__cxa_finalize", "printf",
                                       "fprintf", "puts", "putchar", "fputs", "fwrite", "fflush", "snprintf",
-                                      "sprintf", "vsnprintf", "stderr", "stdout"};
+                                      "sprintf", "vprintf", "vfprintf", "vsprintf", "vsnprintf", "stderr",
+                                      "stdout"};
 
-// A symbol left to another library: nullopt when the contract allows it, else why not.
-std::optional<Rejection> classify_symbol(const std::string& name) {
+// The function a fortified import stands for. With _FORTIFY_SOURCE (on by default in some distributions' compilers
+// at -O2, Ubuntu's among them) glibc's headers turn printf, memcpy, snprintf, fread, ... into checked variants
+// (__printf_chk, __memcpy_chk, __snprintf_chk, __fread_chk; open into __open_2): the same function with a bounds
+// check, so each is held to the contract exactly as the plain function is. Returns `name` itself otherwise.
+std::string unfortified(const std::string& name) {
+  auto strip = [&](const char* suffix) -> std::optional<std::string> {
+    const size_t n = std::strlen(suffix);
+    if (name.size() > 2 + n && starts_with(name, "__") && name.compare(name.size() - n, n, suffix) == 0 &&
+        name[2] != '_')
+      return name.substr(2, name.size() - 2 - n);
+    return std::nullopt;
+  };
+  if (auto plain = strip("_chk")) return *plain;
+  for (const char* f : {"__open_2", "__open64_2", "__openat_2", "__openat64_2", "__mq_open_2"})
+    if (name == f) return name.substr(2, name.size() - 4);
+  return name;
+}
+
+// A symbol left to another library: nullopt when the contract allows it, else why not. `shown` names it in the
+// rejection: the function, and the symbol the compiler made of it where that differs.
+std::optional<Rejection> classify_function(const std::string& name, const std::string& shown) {
   for (const char* s : kAllowedRuntime)
     if (name == s) return std::nullopt;
   for (const char* s : kAllowedSystem)
@@ -53,35 +73,35 @@ std::optional<Rejection> classify_symbol(const std::string& name) {
   if ((starts_with(name, "_ZNSt") || starts_with(name, "_ZSt") || starts_with(name, "_ZNKSt")) &&
       (name.find("thread") != std::string::npos || name.find("fstream") != std::string::npos ||
        name.find("filesystem") != std::string::npos || name.find("filebuf") != std::string::npos))
-    return Rejection{"forbidden_symbol", "the launch calls " + name + ": threads and files are outside the contract"};
+    return Rejection{"forbidden_symbol", "the launch calls " + shown + ": threads and files are outside the contract"};
   // The runtime's registration and launch-stub internals, the C++ ABI, libstdc++'s std:: functions.
   if (starts_with(name, "__cuda") || starts_with(name, "__cxa_") || starts_with(name, "_ITM_") ||
       starts_with(name, "_ZSt") || starts_with(name, "_ZNSt") || starts_with(name, "_ZNKSt"))
     return std::nullopt;
   if (starts_with(name, "cublas"))
-    return Rejection{"cublas", "the launch calls " + name + ": the reward measures the submission's own kernels, not cuBLAS"};
+    return Rejection{"cublas", "the launch calls " + shown + ": the reward measures the submission's own kernels, not cuBLAS"};
   static const std::regex allocation("^(cudaMalloc|cudaFree|cudaHostAlloc|cudaMallocHost|cudaMallocManaged|"
                                      "cudaMallocAsync|cudaFreeAsync|cudaMallocFromPoolAsync|cudaMallocPitch|"
                                      "cudaMalloc3D|cudaMallocArray|cudaHostRegister|cudaMemPool).*");
   if (std::regex_match(name, allocation))
-    return Rejection{"allocation", "the launch calls " + name +
+    return Rejection{"allocation", "the launch calls " + shown +
                                        ": memory is allocated per call; ask for a workspace with rlgemm_workspace_bytes"};
   static const std::regex sync("^(cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize|cudaStreamQuery|"
                                "cudaEventQuery|cudaStreamWaitEvent|cudaMemcpy|cudaMemcpyAsync|cudaMemcpy2D|"
                                "cudaMemcpyToSymbol|cudaMemcpyFromSymbol|cudaMemset|cudaThreadSynchronize|"
                                "cudaDeviceReset|cudaLaunchHostFunc|cudaStreamAddCallback)(_v2|_ptds|_ptsz)?$");
   if (std::regex_match(name, sync))
-    return Rejection{"host_sync", "the launch calls " + name +
+    return Rejection{"host_sync", "the launch calls " + shown +
                                       ": it synchronizes with the host or copies through it inside the timed call"};
   if (starts_with(name, "cudaStreamCreate") || starts_with(name, "cudaStreamDestroy") ||
       starts_with(name, "cudaEventCreate") || starts_with(name, "cudaEventRecord") ||
       starts_with(name, "cudaStreamBeginCapture") || starts_with(name, "cudaGraph"))
-    return Rejection{"other_stream", "the launch calls " + name + ": all work must go to the stream it is given"};
+    return Rejection{"other_stream", "the launch calls " + shown + ": all work must go to the stream it is given"};
   if (name == "dlopen" || name == "dlsym" || name == "dlmopen" || name == "dlvsym" || starts_with(name, "cu") ||
       starts_with(name, "cudaGetDriverEntryPoint"))
-    return Rejection{"forbidden_symbol", "the launch calls " + name +
+    return Rejection{"forbidden_symbol", "the launch calls " + shown +
                                              ": the driver API and loading other libraries are outside the contract"};
-  return Rejection{"forbidden_symbol", "the launch calls " + name + ", which the contract does not allow"};
+  return Rejection{"forbidden_symbol", "the launch calls " + shown + ", which the contract does not allow"};
 }
 
 std::optional<Rejection> classify_library(const std::string& name) {
@@ -205,15 +225,17 @@ DynamicImports dynamic_imports(const std::vector<char>& elf) {
   return out;
 }
 
-std::optional<Rejection> check_shared_object(const std::vector<char>& elf) {
-  const DynamicImports imports = dynamic_imports(elf);
+std::optional<Rejection> check_shared_object(const std::vector<char>& elf) { return check_imports(dynamic_imports(elf)); }
+
+std::optional<Rejection> check_imports(const DynamicImports& imports) {
   for (const auto& library : imports.needed)
     if (auto why = classify_library(library)) return why;
   // A cuBLAS call is named as such even when other symbols come first.
   std::optional<Rejection> first;
   for (const auto& symbol : imports.undefined) {
     const std::string name = symbol.substr(0, symbol.find('@'));
-    if (auto why = classify_symbol(name)) {
+    const std::string plain = unfortified(name);
+    if (auto why = classify_function(plain, plain == name ? name : plain + " (as " + name + ", its fortified form)")) {
       if (why->reason == "cublas") return why;
       if (!first) first = why;
     }

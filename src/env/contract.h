@@ -62,15 +62,19 @@ Request parse_request(const nlohmann::json& request);
 // The checks on the text alone: size, the launch function, kernels, no cuBLAS header.
 std::optional<Rejection> check_source(const std::string& source);
 
-// The checks on the compiled shared object: which libraries it needs, which symbols it leaves to them.
-std::optional<Rejection> check_shared_object(const std::vector<char>& elf);
 // The undefined dynamic symbols and the DT_NEEDED libraries of an ELF shared object (throws Error(kInvalidInput)
 // for bytes that are not one).
 struct DynamicImports {
   std::vector<std::string> needed;
-  std::vector<std::string> undefined;
+  std::vector<std::string> undefined;  // as the dynamic symbol table has them ("name" or "name@VERSION")
 };
 DynamicImports dynamic_imports(const std::vector<char>& elf);
+
+// The checks on the compiled shared object: which libraries it needs, which symbols it leaves to them.
+// A fortified import (_FORTIFY_SOURCE: __printf_chk, __memcpy_chk, __fread_chk, ...) is judged as the function
+// it checks, and a rejection names that function.
+std::optional<Rejection> check_shared_object(const std::vector<char>& elf);
+std::optional<Rejection> check_imports(const DynamicImports& imports);
 
 struct BuildLimits {
   std::chrono::milliseconds timeout{120000};

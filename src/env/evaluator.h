@@ -10,10 +10,12 @@
 //   2. the harness's correctness gate (bench/correctness.h): C poisoned with NaN, guard bands around A, B, C and
 //      the workspace, standard-normal and uniform-positive inputs (fp16 or bf16 accumulation fails the
 //      latter), the long-K probe, every element against an fp64 reference.
-//   3. timed side by side with the vendor calls (cuBLAS, cuBLASLt heuristic and every-candidate lt_auto) by
-//      the harness's offline method, the time `rlgemm bench` reports; then timed again with A and B rewritten
-//      with new values before every call: a kernel much slower there (2x, plus 30 us for the host clock) is fast
-//      only on inputs it has seen, and rejected as timing-dependent.
+//   3. timed side by side with the vendor calls (cuBLAS, cuBLASLt heuristic and every-candidate lt_auto) in
+//      interleaved rounds, by the harness's offline method (the time `rlgemm bench` reports) and in graph mode
+//      (the calls captured in a CUDA graph: the GPU's time alone, the reward); each mode's speedup over the best
+//      vendor call comes with a 95% interval from the paired rounds (env/reward.h). Then timed again with A and
+//      B rewritten with new values before every call: a kernel much slower there (2x, plus 30 us for the host
+//      clock) is fast only on inputs it has seen, and rejected as timing-dependent.
 //   4. new inputs written into the same buffers, C poisoned, the call repeated back to back and checked again:
 //      an output cached from an earlier call, or a kernel that changes its behaviour after many calls, fails.
 // A fault poisons the CUDA context: the worker ends (exit code 70) and the service records the rejection.

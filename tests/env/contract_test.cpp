@@ -3,9 +3,14 @@
 // tests/env/kernels that game the reward in ways visible before anything runs.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
 #include <future>
 #include <set>
 
+#include "compile/isolated_nvrtc.h"
 #include "env/contract.h"
 #include "env_test_util.h"
 #include "rlgemm/error.h"
@@ -133,6 +138,106 @@ TEST(EnvContract, EveryKernelCaseBuildsOrIsRejectedByItsImports) {
     }
   }
   EXPECT_GE(static_cases, 6);
+}
+
+// _FORTIFY_SOURCE (on by default with -O2 in some distributions' compilers) turns printf, memcpy, fread, ... into
+// checked variants: each is allowed where its function is, and refused where its function is, by that name.
+TEST(EnvContract, FortifiedImportsAreJudgedAsTheFunctionsTheyCheck) {
+  DynamicImports allowed{{"libc.so.6", "libcudart.so.13"},
+                         {"__printf_chk@GLIBC_2.3.4", "__fprintf_chk@GLIBC_2.3.4", "__snprintf_chk@GLIBC_2.3.4",
+                          "__sprintf_chk@GLIBC_2.3.4", "__vsnprintf_chk@GLIBC_2.3.4", "__vfprintf_chk@GLIBC_2.3.4",
+                          "__memcpy_chk@GLIBC_2.3.4", "__memset_chk@GLIBC_2.3.4", "__memmove_chk@GLIBC_2.3.4",
+                          "cudaLaunchKernel@libcudart.so.13"}};
+  const auto ok = check_imports(allowed);
+  EXPECT_FALSE(ok) << ok->detail;
+  const std::pair<const char*, const char*> refused[] = {
+      {"__fread_chk@GLIBC_2.7", "fread"}, {"__strcpy_chk@GLIBC_2.3.4", "strcpy"}, {"__read_chk@GLIBC_2.4", "read"},
+      {"__open_2@GLIBC_2.7", "open"}, {"__fgets_chk@GLIBC_2.4", "fgets"}};
+  for (const auto& [symbol, function] : refused) {
+    DynamicImports imports = allowed;
+    imports.undefined.push_back(symbol);
+    const auto why = check_imports(imports);
+    ASSERT_TRUE(why) << symbol << " passed";
+    EXPECT_EQ(why->reason, "forbidden_symbol") << symbol;
+    EXPECT_NE(why->detail.find(std::string("calls ") + function + " "), std::string::npos) << why->detail;
+  }
+  // Not every name ending in _chk is a fortified function, and the plain names are judged as before.
+  EXPECT_FALSE(check_imports({{}, {"__stack_chk_fail@GLIBC_2.4", "printf", "memcpy"}}));
+  const auto plain = check_imports({{}, {"fread@GLIBC_2.2.5"}});
+  ASSERT_TRUE(plain);
+  EXPECT_NE(plain->detail.find("calls fread,"), std::string::npos) << plain->detail;
+}
+
+// The same on a real build: the honest kernel that prints its choice, compiled by an nvcc whose host compiler
+// fortifies (as Ubuntu's g++ does by default), imports __printf_chk and is accepted.
+TEST(EnvContract, AFortifyingHostCompilerDoesNotTurnAnHonestKernelAway) {
+  const auto dir = std::filesystem::temp_directory_path() / ("rlgemm-env-fortify-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto wrapper = dir / "nvcc";
+  {
+    std::ofstream out(wrapper);
+    out << "#!/bin/sh\nexec '" << nvcc_path() << "' -Xcompiler -D_FORTIFY_SOURCE=2 -Xcompiler -O2 \"$@\"\n";
+  }
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  const char* before = std::getenv("RLGEMM_NVCC");
+  const std::string saved = before ? before : "";
+  ::setenv("RLGEMM_NVCC", wrapper.c_str(), 1);
+  const Build build = build_source(kernel_case("honest_queries_device").source, "sm_90a");
+  if (before)
+    ::setenv("RLGEMM_NVCC", saved.c_str(), 1);
+  else
+    ::unsetenv("RLGEMM_NVCC");
+  std::filesystem::remove_all(dir);
+  ASSERT_FALSE(build.shared_object.empty()) << build.log;
+  const DynamicImports imports = dynamic_imports(build.shared_object);
+  EXPECT_NE(std::find_if(imports.undefined.begin(), imports.undefined.end(),
+                         [](const std::string& s) { return s.rfind("__printf_chk", 0) == 0; }),
+            imports.undefined.end())
+      << "the build was not fortified, so this test shows nothing";
+  EXPECT_FALSE(build.rejection) << build.rejection->reason << ": " << build.rejection->detail;
+}
+
+// The cases that must fault on the GPU keep their fault in the device code nvcc makes of them: a store through a
+// pointer the compiler can prove null is undefined behaviour that it deletes, leaving a kernel that only writes a
+// wrong C (wrong_result, not fault).
+std::string device_ptx(const std::string& source) {
+  const auto dir = std::filesystem::temp_directory_path() / ("rlgemm-env-ptx-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string input = (dir / "submission.cu").string(), output = (dir / "submission.ptx").string();
+  {
+    std::ofstream out(input);
+    out << contract_prelude() << source;
+  }
+  NvrtcJob job;
+  job.name = "submission.cu";
+  job.exec = {nvcc_path(), "-ptx", "-O3", "-std=c++17", "-arch=sm_90a", "-o", output, input};
+  job.output = output;
+  const NvrtcOutcome outcome = compile_isolated(job, std::chrono::minutes(2));
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(outcome.ok()) << outcome.detail << "\n" << outcome.log;
+  return std::string(outcome.cubin.begin(), outcome.cubin.end());
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(EnvContract, TheFaultCasesKeepTheirFaultInTheDeviceCode) {
+  int faults = 0;
+  for (const auto& c : testing::kernel_cases()) {
+    if (c.reason != "fault") continue;
+    ++faults;
+    const std::string ptx = device_ptx(c.source);
+    if (c.name == "trap") {
+      EXPECT_NE(ptx.find("trap;"), std::string::npos) << ptx;
+    } else {
+      // C's store and the one through the null pointer.
+      EXPECT_GE(count_of(ptx, "st.global"), 2u) << c.name << ":\n" << ptx;
+    }
+  }
+  EXPECT_EQ(faults, 2);
 }
 
 TEST(EnvContract, ImportsOfSomethingThatIsNotAnElfAreAnError) {

@@ -13,6 +13,16 @@ SOURCE = ('extern "C" __global__ void k() {}\n'
           ' size_t s, cudaStream_t st) { return 0; }\n')
 
 
+def accepted(time_us, graph, offline):
+    """A record as the service gives it for an accepted kernel: both modes' speedups with their intervals."""
+    return {"verdict": "accepted", "correct": True, "time_us": time_us, "time_us_offline": time_us * 1.1,
+            "speedup_vs_best_vendor": graph,
+            "speedup_vs_best_vendor_interval": {"low": graph * 0.98, "high": graph * 1.02, "rounds": 16},
+            "speedup_vs_best_vendor_offline": offline,
+            "speedup_vs_best_vendor_offline_interval": {"low": offline * 0.97, "high": offline * 1.03, "rounds": 16},
+            "rejection": None}
+
+
 class StandIn(BaseHTTPRequestHandler):
     requests = []
 
@@ -23,8 +33,7 @@ class StandIn(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         StandIn.requests.append(body)
         if "design" in body:
-            status, answer = 200, {"record": {"verdict": "accepted", "correct": True, "time_us": 10.0,
-                                              "speedup_vs_best_vendor": 1.25, "rejection": None}}
+            status, answer = 200, {"record": accepted(10.0, 1.25, 1.1)}
         elif "undeclared" in body["source"]:
             status, answer = 400, {"error": "nvcc rejected the program", "reason": "compile_error",
                                    "record": {"verdict": "rejected", "rejection": {"reason": "compile_error",
@@ -34,8 +43,7 @@ class StandIn(BaseHTTPRequestHandler):
         elif "broken_service" in body["source"]:
             status, answer = 503, {"error": "no GPU", "reason": "service_unavailable"}
         else:
-            status, answer = 200, {"record": {"verdict": "accepted", "correct": True, "time_us": 20.0,
-                                              "speedup_vs_best_vendor": 0.5, "rejection": None}}
+            status, answer = 200, {"record": accepted(20.0, 0.5, 0.75)}
         data = json.dumps(answer).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -96,3 +104,20 @@ def test_reward_function_has_trls_signature_and_scores_each_completion(service):
     assert fixed(["p"], ["nothing"]) == [-1.0]
     assert fixed(["p"], ["```\n" + SOURCE + "```"]) == [0.5]
     assert StandIn.requests[-1]["shape"] == "32,32,32"
+
+
+def test_the_reward_is_the_graph_mode_speedup_unless_offline_is_asked_for(service):
+    completions = ["```cuda\n" + SOURCE + "```", "sm90.ws.coop/128x256x64/s4/c1x1/raster_m.g8/splitk1/epi_reg"]
+    assert env.make_reward_function(url=service)(["p"] * 2, completions, shape=["64,64,64"] * 2) == [0.5, 1.25]
+    offline = env.make_reward_function(url=service, mode="offline")
+    assert offline(["p"] * 2, completions, shape=["64,64,64"] * 2) == [0.75, 1.1]
+    with pytest.raises(ValueError, match="timing mode"):
+        env.make_reward_function(mode="server")
+    record = env.evaluate(SOURCE, "64,64,64", url=service)
+    assert env.speedup_interval(record) == (0.49, 0.51)
+    assert env.speedup_interval(record, mode="offline") == pytest.approx((0.7275, 0.7725))
+    assert env.speedup_interval({"verdict": "rejected"}) is None
+    # A rejection scores `failure` in either mode; an accepted record without the mode's ratio is no verdict.
+    assert env.reward_from_record({"verdict": "rejected"}, failure=-1.0, mode="offline") == -1.0
+    with pytest.raises(env.EvaluationError, match="speedup_vs_best_vendor_offline"):
+        env.reward_from_record({"verdict": "accepted", "speedup_vs_best_vendor": 1.0}, mode="offline")
