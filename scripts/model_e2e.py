@@ -1,33 +1,58 @@
 #!/usr/bin/env python3
 """A decoder-only language model end to end on torch (F.linear) and on rlgemm (rlgemm.swap_linears), in one
-process, alternating: prefill and decode throughput, eager and in CUDA graphs, and how far the logits move.
+process, timed side by side: prefill and decode throughput, eager and in CUDA graphs, and how far the logits move.
 
 The model is built from a Hugging Face config.json (bench/models/: Llama-3-8B, Qwen2.5-7B) with random weights:
 RMSNorm, rotary attention with grouped-query heads (q/k/v biases where the config has attention_bias, as
-Qwen2 does), SwiGLU MLP, untied LM head, fp16 on one GPU. Every dimension is the config's -- hidden,
-intermediate, heads, vocabulary -- but --layers keeps only the first decoder layers (the CSV's model column
-says how many), so that a run fits in minutes; each layer is the same work, so tokens/s scale back by the layer
-count only where the LM head is small beside them.
+Qwen2 does), SwiGLU MLP, untied LM head, fp16 or bf16 (--dtype) on one GPU. Every dimension is the config's --
+hidden, intermediate, heads, vocabulary -- but --layers keeps only the first decoder layers (the CSV's model
+column says how many), so that a run fits in minutes; each layer is the same work, so tokens/s scale back by the
+layer count only where the LM head is small beside them.
 
-The KV cache is static (batch x (seq_len + decode_steps) per layer), so a step reads its position from a
-device tensor and a whole step can be captured:
+The KV cache is static (batch x (seq_len + room for the decode steps) per layer), so a step reads its position
+from a device tensor and a whole step can be captured:
   prefill  one forward over batch x seq_len prompt tokens (LM head on the last position, as generation does);
            tokens/s = batch * seq_len / time
-  decode   decode_steps single-token steps after the prompt, each feeding back its argmax;
+  decode   decode_steps single-token steps from position seq_len, each feeding back its argmax;
            tokens/s = batch * decode_steps / time
-  graphs=0 eager calls; graphs=1 the prefill and one decode step captured in CUDA graphs (torch.cuda.graph,
-           no rlgemm.prepare: warm-up calls only) and replayed.
-Times are CUDA-event medians of --repeats runs after a warm-up. max_logit_diff: the largest |logit_torch -
-logit_rlgemm| of the prefill's last position (prefill rows) or of --check-steps decode steps fed the same
-tokens (decode rows); the run fails (exit 1) where it exceeds --rel-tol of the largest |logit|.
+  eager    Python calls, host launch cost included (small batches are bound by it);
+  graph    the prefill and one decode step captured in CUDA graphs (torch.cuda.graph, no rlgemm.prepare: warm-up
+           calls only) and replayed.
 
-Appends  model,batch,seq_len,phase,graphs,tokens_per_s_torch,tokens_per_s_rlgemm,max_logit_diff  to --out.
+Timing (scripts/interleaved.py): torch and rlgemm are timed in rounds, each round one sample of each in an order
+shuffled afresh (seeded), in this one process, so that a slow spell of the GPU or the host falls on both sides
+of a round; the Python garbage collector is off while a row is timed. A sample is decode_steps steps (decode) or
+enough back-to-back prefills to last --sample-ms. A row runs at least --min-rounds rounds and stops once the 95%
+interval of the per-round speedup (rlgemm tokens/s over torch tokens/s, on its log) is within +/- --target,
+or after --row-seconds. Each row gives the median speedup, its 95% interval (Student's t on the per-round log
+ratios) and the per-round extremes, beside the median tokens/s of each side.
 
-    PYTHONPATH=python RLGEMM_LIBRARY=build/librlgemm.so python3 scripts/model_e2e.py \\
-        --config bench/models/llama-3-8b.json --out model-e2e.csv
+Logits: before the timing of each batch and mode, the largest |logit_torch - logit_rlgemm| of the prefill's last
+position (prefill rows) or of --check-steps decode steps fed the same tokens (decode rows), relative to the largest
+|logit_torch|; over --rel-tol (by default 2e-2 in fp16, 8 times that in bf16, whose unit roundoff is 8 times
+fp16's) the row says logits_ok = 0 and the run exits 1 at its end.
+
+Routes: calls_<route> columns hold how many of the rlgemm calls of one forward of the row's phase (one prefill,
+or one decode step) took each of the handle's routes (rlgemm.stats(): tuned, nearest, policy, default_design,
+cublaslt, predicted), counted on eager calls; a graph replays the calls it captured, which took the same routes.
+Every row also prints the handle's totals so far.
+
+Rows are written to --out one by one and flushed, so a run that stops keeps its finished rows. An existing --out
+needs --resume, which skips the rows it holds (key: model, dtype, batch, seq_len, decode_steps, phase, mode) and
+measures the rest. A row's rounds stop --row-seconds after its --min-rounds at the latest: the 32 rows of a whole
+run (2 models x 4 batches x 2 phases x 2 modes) spend at most 8 minutes timing, less where the intervals narrow
+sooner (CUDA graphs); --batch, --phase and --mode pick a part.
+
+    python3 scripts/model_e2e.py --out model-e2e.csv                      # both models, fp16, every row
+    python3 scripts/model_e2e.py --out model-e2e.csv --resume             # finish a stopped run
+    python3 scripts/model_e2e.py --out bf16.csv --dtype bf16 --batch 1,32 --mode graph
+
+The checkout's python/ is put on the path (and through it build/librlgemm.so); RLGEMM_LIBRARY overrides it.
+Exit codes: 0 done, 1 logits over tolerance, 2 bad input, 3 no GPU, 130 interrupted.
 """
 import argparse
 import csv
+import gc
 import json
 import math
 import os
@@ -36,11 +61,32 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
-from torch import nn
+HERE = Path(__file__).resolve().parent
+for _p in (HERE, HERE.parent / "python"):  # scripts/interleaved.py, and the checkout's rlgemm package
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-import rlgemm
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import interleaved  # noqa: E402
+
+# Where the model runs. Always "cuda" from the command line; the tests run the measuring loop on "cpu" with a
+# stand-in for rlgemm (tests/python/test_scripts.py), where times come from the host clock and graphs are absent.
+DEVICE = "cuda"
+DEFAULT_CONFIGS = [str(HERE.parent / "bench" / "models" / f) for f in ("llama-3-8b.json", "qwen2.5-7b.json")]
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+# Relative logit tolerance per element type: fp16's, scaled by the unit roundoff (bf16 keeps 8 significant bits,
+# fp16 11).
+REL_TOL = {"fp16": 2e-2, "bf16": 2e-2 * 8}
+PHASES = ("prefill", "decode")
+MODES = ("eager", "graph")
+ROUTES = ("tuned", "nearest", "policy", "default_design", "cublaslt", "predicted")
+KEY = ["model", "dtype", "batch", "seq_len", "decode_steps", "phase", "mode"]
+COLUMNS = KEY + ["rounds", "tokens_per_s_torch", "tokens_per_s_rlgemm", "speedup_median", "speedup_geomean",
+                 "speedup_ci_low", "speedup_ci_high", "speedup_min", "speedup_max", "max_logit_diff",
+                 "logit_rel_diff", "logits_ok"] + [f"calls_{r}" for r in ROUTES] + ["row_seconds"]
 
 
 class RMSNorm(nn.Module):
@@ -109,11 +155,28 @@ class Block(nn.Module):
         return x + self.down_proj(F.silu(self.gate_proj(y)) * self.up_proj(y))
 
 
+def fail(message, code=2):
+    """Bad input: the message on stderr and exit code 2."""
+    print(f"model_e2e: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def full_config(c):
+    """The config with the fields the model reads; a missing one is a ValueError naming it."""
+    c = dict(c)
+    for field in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
+                  "rms_norm_eps"):
+        if field not in c:
+            raise ValueError(f"the config lacks {field!r}")
+    c.setdefault("num_key_value_heads", c["num_attention_heads"])
+    c.setdefault("head_dim", c["hidden_size"] // c["num_attention_heads"])
+    return c
+
+
 class Decoder(nn.Module):
     def __init__(self, c, layers):
         super().__init__()
-        c = dict(c)
-        c.setdefault("head_dim", c["hidden_size"] // c["num_attention_heads"])
+        c = full_config(c)
         bias = bool(c.get("attention_bias", c.get("model_type") == "qwen2"))
         self.c = c
         self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
@@ -127,7 +190,8 @@ class Decoder(nn.Module):
     def rope(self, positions):
         freqs = torch.outer(positions.float(), self.inv_freq.float())
         emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().half(), emb.sin().half()
+        dtype = self.embed_tokens.weight.dtype
+        return emb.cos().to(dtype), emb.sin().to(dtype)
 
     def forward(self, ids, caches, pos):
         """Logits of the last position. ids (B, T); T > 1 is a prefill from position 0, T == 1 a step at pos."""
@@ -144,6 +208,7 @@ class Backends:
     """The model's linear layers as nn.Linear (torch) or RlgemmLinear (rlgemm), switched in place."""
 
     def __init__(self, model):
+        import rlgemm
         self.model = model
         originals = {n: m for n, m in model.named_modules() if isinstance(m, nn.Linear)}
         swapped, left = rlgemm.swap_linears(model)
@@ -164,16 +229,19 @@ class Backends:
 class Runner:
     """Static buffers (prompt, token, position, KV cache) for one batch size, and CUDA graphs per backend."""
 
-    def __init__(self, model, batch, seq_len, steps, seed):
+    def __init__(self, model, batch, seq_len, steps, check_steps, seed, dtype):
         c = model.c
         self.model, self.batch, self.seq_len, self.steps = model, batch, seq_len, steps
-        gen = torch.Generator("cuda").manual_seed(seed + batch)
-        self.prompt = torch.randint(0, c["vocab_size"], (batch, seq_len), device="cuda", generator=gen)
-        shape = (batch, c["num_key_value_heads"], seq_len + steps, c["head_dim"])
-        self.caches = [(torch.zeros(shape, device="cuda", dtype=torch.half),
-                        torch.zeros(shape, device="cuda", dtype=torch.half)) for _ in model.layers]
-        self.token = torch.zeros(batch, 1, dtype=torch.long, device="cuda")
-        self.pos = torch.zeros(1, dtype=torch.long, device="cuda")
+        gen = torch.Generator(DEVICE).manual_seed(seed + batch)
+        self.prompt = torch.randint(0, c["vocab_size"], (batch, seq_len), device=DEVICE, generator=gen)
+        # Room for a timed sample's steps and the logit check's after the prompt (a step past the cache's end
+        # would index out of it), and one more for the warm-up step.
+        shape = (batch, c["num_key_value_heads"], seq_len + max(steps, check_steps) + 1, c["head_dim"])
+        self.caches = [(torch.zeros(shape, device=DEVICE, dtype=dtype),
+                        torch.zeros(shape, device=DEVICE, dtype=dtype)) for _ in model.layers]
+        self.token = torch.zeros(batch, 1, dtype=torch.long, device=DEVICE)
+        self.first_token = torch.randint(0, c["vocab_size"], (batch, 1), device=DEVICE, generator=gen)
+        self.pos = torch.zeros(1, dtype=torch.long, device=DEVICE)
         self.graphs = {}
 
     def prefill(self):
@@ -188,11 +256,17 @@ class Runner:
         self.pos.add_(1)
         return logits
 
+    def rewind(self):
+        """Back to position seq_len (the cache before it holds the last prefill's keys and values) and a fixed
+        first token, so that every decode sample covers the same positions."""
+        self.pos.fill_(self.seq_len)
+        self.token.copy_(self.first_token)
+
     def capture(self, backend):
         """The prefill and one decode step in CUDA graphs, after eager warm-up calls (no prepare())."""
         self.prefill()
         self.step()
-        torch.cuda.synchronize()
+        synchronize()
         prefill_graph, step_graph = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
         with torch.cuda.graph(prefill_graph):
             prefill_out = self.prefill()
@@ -200,151 +274,338 @@ class Runner:
             step_out = self.step()
         self.graphs[backend] = (prefill_graph, prefill_out, step_graph, step_out)
 
-    def run_prefill(self, backend, graphs):
-        if graphs:
+    def run_prefill(self, backend, graph):
+        if graph:
             g = self.graphs[backend]
             g[0].replay()
             return g[1]
         return self.prefill()
 
-    def run_step(self, backend, graphs):
-        if graphs:
+    def run_step(self, backend, graph):
+        if graph:
             g = self.graphs[backend]
             g[2].replay()
             return g[3]
         return self.step()
 
 
-def cuda_time(fn, warmup, repeats):
-    for _ in range(warmup):
+def synchronize():
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def elapsed_s(fn, calls=1):
+    """Seconds between CUDA events around `calls` back-to-back calls of fn (their results dropped at once, so
+    that the allocator sees what a model's loop does)."""
+    if DEVICE != "cuda":
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        return time.perf_counter() - t0
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
         fn()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3
 
 
-def measure(runner, backend, graphs, args):
-    """tokens/s of the prefill and of the decode (from a fresh prefill each time)."""
-    prefill_s = cuda_time(lambda: runner.run_prefill(backend, graphs), args.warmup, args.repeats)
-
-    def decode():
-        runner.run_prefill(backend, graphs)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(runner.steps):
-            runner.run_step(backend, graphs)
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3
-
-    for _ in range(args.warmup):
-        decode()
-    decode_s = statistics.median(decode() for _ in range(args.repeats))
-    b = runner.batch
-    return b * runner.seq_len / prefill_s, b * runner.steps / decode_s
-
-
-def logits_of(runner, backend, graphs, forced):
+def logits_of(runner, backend, graph, forced):
     """Prefill logits and the logits of len(forced) decode steps fed the tokens `forced` (both backends see the
     same inputs, so their logits are comparable)."""
-    prefill = runner.run_prefill(backend, graphs).float().clone()
+    prefill = runner.run_prefill(backend, graph).float().clone()
     steps = []
     for token in forced:
         runner.token.copy_(token)
-        steps.append(runner.run_step(backend, graphs).float().clone())
+        steps.append(runner.run_step(backend, graph).float().clone())
     return prefill, steps
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", action="append", required=True, help="a Hugging Face config.json (repeatable)")
-    p.add_argument("--out", required=True, help="CSV to append rows to (header written when new)")
-    p.add_argument("--batch", default="1,8,32,128")
-    p.add_argument("--seq-len", type=int, default=512)
-    p.add_argument("--decode-steps", type=int, default=128)
-    p.add_argument("--layers", type=int, default=2, help="decoder layers kept of the config's (all: 0)")
-    p.add_argument("--graphs", default="0,1", help="0 eager, 1 CUDA graphs")
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--check-steps", type=int, default=4)
+def check_logits(runner, backends, graph, check_steps):
+    """{phase: (max |logit diff|, that over max |logit_torch|)} between torch and rlgemm."""
+    logits, forced = {}, None
+    for backend in ("torch", "rlgemm"):
+        backends.use(backend)
+        if forced is None:  # the tokens torch's own decode picks, fed to both
+            runner.run_prefill(backend, graph)
+            forced = []
+            for _ in range(check_steps):
+                forced.append(runner.token.clone())
+                runner.run_step(backend, graph)
+        logits[backend] = logits_of(runner, backend, graph, forced)
+    (tp, ts), (rp, rs) = logits["torch"], logits["rlgemm"]
+    out = {"prefill": ((tp - rp).abs().max().item(), tp.abs().max().item())}
+    diff = max(((a - r).abs().max().item() for a, r in zip(ts, rs)), default=0.0)
+    scale = max((a.abs().max().item() for a in ts), default=1.0)
+    out["decode"] = (diff, scale)
+    return {phase: (d, d / max(s, 1e-6)) for phase, (d, s) in out.items()}
+
+
+def route_calls(runner, backends):
+    """{phase: {route: calls}} of one eager prefill and one eager decode step on rlgemm (the handle's stats)."""
+    import rlgemm
+    backends.use("rlgemm")
+    before = rlgemm.stats()
+    runner.prefill()
+    after_prefill = rlgemm.stats()
+    runner.step()
+    after_step = rlgemm.stats()
+    delta = lambda a, b: {r: b.get(r, 0) - a.get(r, 0) for r in ROUTES}
+    return {"prefill": delta(before, after_prefill), "decode": delta(after_prefill, after_step)}
+
+
+def measure(runner, backends, phase, graph, args, seed):
+    """Interleaved rounds of torch and rlgemm on one phase; {backend: [seconds per sample]} and the token count
+    of a sample."""
+    if phase == "prefill":
+        backends.use("torch")
+        estimate = min(elapsed_s(lambda: runner.run_prefill("torch", graph)) for _ in range(2))
+        reps = max(1, math.ceil(args.sample_ms / 1e3 / max(estimate, 1e-6)))
+
+        def sample(backend):
+            backends.use(backend)
+            return elapsed_s(lambda: runner.run_prefill(backend, graph), reps) / reps
+
+        tokens = runner.batch * runner.seq_len
+    else:
+        def sample(backend):
+            backends.use(backend)
+            runner.rewind()
+            return elapsed_s(lambda: runner.run_step(backend, graph), runner.steps)
+
+        tokens = runner.batch * runner.steps
+    gc.collect()
+    gc.disable()
+    try:
+        times = interleaved.run_rounds({b: (lambda b=b: sample(b)) for b in ("torch", "rlgemm")},
+                                       [("torch", "rlgemm")], seed, min_rounds=args.min_rounds,
+                                       max_rounds=args.max_rounds, max_seconds=args.row_seconds, target=args.target)
+    finally:
+        gc.enable()
+    return times, tokens
+
+
+def split_list(text, flag, allowed=None, kind=str):
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise ValueError(f"{flag} is empty: give a comma-separated list")
+    out = []
+    for x in items:
+        try:
+            v = kind(x)
+        except ValueError:
+            raise ValueError(f"{flag}: {x!r} is not a{'n integer' if kind is int else ' value'}") from None
+        if allowed is not None and v not in allowed:
+            raise ValueError(f"{flag}: {x!r} is not one of {', '.join(allowed)}")
+        if kind is int and v < 1:
+            raise ValueError(f"{flag}: {x} must be a positive integer")
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", action="append", help="a Hugging Face config.json (repeatable; default: "
+                   "bench/models/llama-3-8b.json and qwen2.5-7b.json)")
+    p.add_argument("--out", required=True, help="CSV to write rows to, one by one")
+    p.add_argument("--resume", action="store_true", help="keep the rows --out holds and measure the others")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="fp16", help="element type of the model (default fp16)")
+    p.add_argument("--batch", default="1,8,32,128", help="batch sizes (default 1,8,32,128)")
+    p.add_argument("--phase", default="prefill,decode", help="prefill, decode or both (default both)")
+    p.add_argument("--mode", default="eager,graph", help="eager, graph or both (default both)")
+    p.add_argument("--seq-len", type=int, default=512, help="prompt length (default 512)")
+    p.add_argument("--decode-steps", type=int, default=32, help="decode steps per sample (default 32)")
+    p.add_argument("--layers", type=int, default=2, help="decoder layers kept of the config's (all: 0; default 2)")
+    p.add_argument("--min-rounds", type=int, default=8, help="rounds per row at least (default 8)")
+    p.add_argument("--max-rounds", type=int, default=400, help="rounds per row at most (default 400)")
+    p.add_argument("--row-seconds", type=float, default=15.0,
+                   help="stop a row's rounds after this long once --min-rounds ran (default 15)")
+    p.add_argument("--target", type=float, default=0.0075,
+                   help="stop a row once its speedup's 95%% interval is within +/- this (log units; default 0.0075)")
+    p.add_argument("--sample-ms", type=float, default=20.0, help="length of a prefill sample (default 20 ms)")
+    p.add_argument("--check-steps", type=int, default=4, help="decode steps whose logits are compared (default 4)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rel-tol", type=float, default=2e-2)
-    args = p.parse_args()
-    if not torch.cuda.is_available():
+    p.add_argument("--rel-tol", type=float, help="largest |logit diff| over largest |logit| allowed (default "
+                   "2e-2 in fp16, 0.16 in bf16)")
+    args = p.parse_args(argv)
+    try:
+        args.batch = split_list(args.batch, "--batch", kind=int)
+        args.phase = split_list(args.phase, "--phase", PHASES)
+        args.mode = split_list(args.mode, "--mode", MODES)
+    except ValueError as e:
+        p.error(str(e))
+    for flag, value, low in (("--seq-len", args.seq_len, 2), ("--decode-steps", args.decode_steps, 1),
+                             ("--layers", args.layers, 0), ("--min-rounds", args.min_rounds, 2),
+                             ("--check-steps", args.check_steps, 1)):
+        if value < low:
+            p.error(f"{flag} is {value}: it must be at least {low}")
+    if args.max_rounds < args.min_rounds:
+        p.error(f"--max-rounds ({args.max_rounds}) must be at least --min-rounds ({args.min_rounds})")
+    for flag, value in (("--row-seconds", args.row_seconds), ("--target", args.target),
+                        ("--sample-ms", args.sample_ms)):
+        if not value > 0:
+            p.error(f"{flag} is {value}: it must be positive")
+    if args.rel_tol is None:
+        args.rel_tol = REL_TOL[args.dtype]
+    elif not args.rel_tol > 0:
+        p.error(f"--rel-tol is {args.rel_tol}: it must be positive")
+    args.config = args.config or DEFAULT_CONFIGS
+    args.configs = []
+    for path in args.config:
+        try:
+            c = full_config(json.loads(Path(path).read_text()))
+        except (OSError, ValueError) as e:
+            p.error(f"--config {path}: {e}")
+        if args.layers > c["num_hidden_layers"]:
+            p.error(f"--layers {args.layers}: {path} has {c['num_hidden_layers']} decoder layers")
+        args.configs.append((path, c))
+    if not Path(args.out).resolve().parent.is_dir():
+        p.error(f"--out {args.out}: its folder does not exist")
+    return args
+
+
+def held_rows(path, resume):
+    """The keys of the rows `path` holds (an empty set for a new file). An existing file needs --resume, and must
+    have this script's columns; a last line torn by a kill is cut off (its row is measured again)."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return set()
+    if not resume:
+        fail(f"{path} exists: pass --resume to continue it, or write to a new file")
+    with open(path, "rb+") as f:
+        data = f.read()
+        if not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            print(f"model_e2e: {path}: dropping a torn last line ({len(data) - cut} bytes)", file=sys.stderr)
+            f.truncate(cut)
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        if reader.fieldnames != COLUMNS:
+            fail(f"{path} has other columns than this script writes ({', '.join(reader.fieldnames or [])}); "
+                 "write to a new file")
+        return {tuple(row[k] for k in KEY) for row in reader}
+
+
+def row_key(name, dtype, batch, args, phase, mode):
+    return (name, dtype, str(batch), str(args.seq_len), str(args.decode_steps), phase, mode)
+
+
+def model_name(config_path, c, layers):
+    return f"{Path(config_path).stem}/L{layers}of{c['num_hidden_layers']}"
+
+
+def build_model(c, layers, dtype, seed):
+    torch.manual_seed(seed)
+    with torch.device(DEVICE):
+        model = Decoder(c, layers).to(dtype).eval()
+    for param in model.parameters():  # unit-scale activations: weights ~ N(0, 1/fan_in)
+        if param.dim() == 2:
+            torch.nn.init.normal_(param, std=1.0 / math.sqrt(param.shape[1]))
+    return model
+
+
+def format_calls(calls):
+    return " ".join(f"{r} {n}" for r, n in calls.items() if n) or "none"
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    held = held_rows(args.out, args.resume)
+    if DEVICE == "cuda" and not torch.cuda.is_available():
         print("model_e2e: no GPU: torch.cuda.is_available() is False", file=sys.stderr)
         return 3
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, rlgemm {rlgemm.version()}, operators "
-          f"{rlgemm.BACKEND}", flush=True)
-    new_file = not os.path.exists(args.out) or os.path.getsize(args.out) == 0
+    if DEVICE != "cuda" and "graph" in args.mode:
+        fail(f"--mode graph needs a GPU (the model runs on {DEVICE})")
+    import rlgemm
+    dtype = DTYPES[args.dtype]
+    gpu = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
+    print(f"{gpu}, torch {torch.__version__}, rlgemm {rlgemm.version()}, operators "
+          f"{rlgemm.BACKEND}; {args.dtype}; torch's reduced-precision reductions: fp16 "
+          f"{torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction}, bf16 "
+          f"{torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction}", flush=True)
+    if held:
+        print(f"model_e2e: {args.out} holds {len(held)} rows; those are skipped", flush=True)
     failed = False
+    rows = 0
     with open(args.out, "a", newline="") as f:
         w = csv.writer(f)
-        if new_file:
-            w.writerow(["model", "batch", "seq_len", "phase", "graphs", "tokens_per_s_torch", "tokens_per_s_rlgemm",
-                        "max_logit_diff"])
-        for config_path in args.config:
-            c = json.loads(Path(config_path).read_text())
+        if not held:
+            w.writerow(COLUMNS)
+            f.flush()
+        for config_path, c in args.configs:
             layers = args.layers or c["num_hidden_layers"]
-            name = f"{Path(config_path).stem}/L{layers}of{c['num_hidden_layers']}"
-            torch.manual_seed(args.seed)
-            with torch.device("cuda"):
-                model = Decoder(c, layers).half().eval()
-            for param in model.parameters():  # unit-scale activations: weights ~ N(0, 1/fan_in)
-                if param.dim() == 2:
-                    torch.nn.init.normal_(param, std=1.0 / math.sqrt(param.shape[1]))
+            name = model_name(config_path, c, layers)
+            todo = {b: [(m, ph) for m in args.mode for ph in args.phase
+                        if row_key(name, args.dtype, b, args, ph, m) not in held] for b in args.batch}
+            if not any(todo.values()):
+                print(f"{name}: every row held", flush=True)
+                continue
+            model = build_model(c, layers, dtype, args.seed)
             backends = Backends(model)
             print(f"{name}: {sum(q.numel() for q in model.parameters()) / 1e9:.2f} B parameters", flush=True)
             with torch.inference_mode(False), torch.no_grad():
-                for b in [int(x) for x in args.batch.split(",")]:
-                    runner = Runner(model, b, args.seq_len, args.decode_steps, args.seed)
-                    for graphs in [int(g) for g in args.graphs.split(",")]:
-                        results, logits = {}, {}
-                        forced = None
-                        for backend in ("torch", "rlgemm"):  # alternating, in the same process
-                            backends.use(backend)
-                            if graphs and backend not in runner.graphs:
+                for b in args.batch:
+                    if not todo[b]:
+                        continue
+                    runner = Runner(model, b, args.seq_len, args.decode_steps, args.check_steps, args.seed, dtype)
+                    for backend in ("torch", "rlgemm"):  # first calls: rlgemm's first-use choices, cuBLAS's
+                        backends.use(backend)
+                        runner.prefill()
+                        runner.step()
+                    synchronize()
+                    calls = route_calls(runner, backends)
+                    for mode in args.mode:
+                        phases = [ph for m, ph in todo[b] if m == mode]
+                        if not phases:
+                            continue
+                        graph = mode == "graph"
+                        if graph:
+                            for backend in ("torch", "rlgemm"):
+                                backends.use(backend)
                                 runner.capture(backend)
-                            if forced is None:
-                                runner.run_prefill(backend, graphs)
-                                forced = []
-                                for _ in range(args.check_steps):
-                                    forced.append(runner.token.clone())
-                                    runner.run_step(backend, graphs)
-                            logits[backend] = logits_of(runner, backend, graphs, forced)
-                            results[backend] = measure(runner, backend, graphs, args)
-                        diffs = {"prefill": (logits["torch"][0] - logits["rlgemm"][0]).abs().max().item(),
-                                 "decode": max(((a - r).abs().max().item()
-                                                for a, r in zip(logits["torch"][1], logits["rlgemm"][1])), default=0.0)}
-                        scales = {"prefill": logits["torch"][0].abs().max().item(),
-                                  "decode": max((a.abs().max().item() for a in logits["torch"][1]), default=1.0)}
-                        for i, phase in enumerate(("prefill", "decode")):
-                            tt, tr = results["torch"][i], results["rlgemm"][i]
-                            rel = diffs[phase] / max(scales[phase], 1e-6)
+                        logit = check_logits(runner, backends, graph, args.check_steps)
+                        for phase in phases:
+                            t0 = time.monotonic()
+                            seed = args.seed * 1000003 + b * 31 + PHASES.index(phase) * 7 + MODES.index(mode)
+                            times, tokens = measure(runner, backends, phase, graph, args, seed)
+                            seconds = time.monotonic() - t0
+                            ratio = interleaved.ratio(times["torch"], times["rlgemm"])
+                            tps = {k: tokens / statistics.median(v) for k, v in times.items()}
+                            diff, rel = logit[phase]
                             ok = math.isfinite(rel) and rel <= args.rel_tol
                             failed |= not ok
-                            w.writerow([name, b, args.seq_len, phase, graphs, f"{tt:.1f}", f"{tr:.1f}",
-                                        f"{diffs[phase]:.4g}"])
+                            w.writerow(list(row_key(name, args.dtype, b, args, phase, mode))
+                                       + [ratio.rounds, f"{tps['torch']:.1f}", f"{tps['rlgemm']:.1f}"]
+                                       + [f"{x:.4f}" for x in (ratio.median, ratio.geomean, ratio.low, ratio.high,
+                                                               ratio.min, ratio.max)]
+                                       + [f"{diff:.4g}", f"{rel:.3g}", int(ok)]
+                                       + [calls[phase][r] for r in ROUTES] + [f"{seconds:.1f}"])
                             f.flush()
-                            print(f"{name} batch {b:3d} {phase:7s} graphs={graphs}: torch {tt:11.1f} tok/s, rlgemm "
-                                  f"{tr:11.1f} tok/s (x{tr / tt:.3f}); max |logit diff| {diffs[phase]:.4g} = "
-                                  f"{rel:.2e} of max |logit| {'ok' if ok else 'OVER ' + str(args.rel_tol)}", flush=True)
+                            rows += 1
+                            print(f"{name} {args.dtype} batch {b:3d} {phase:7s} {mode:5s}: torch {tps['torch']:11.1f} "
+                                  f"tok/s, rlgemm {tps['rlgemm']:11.1f} tok/s, {ratio}; logits max diff {diff:.4g} = "
+                                  f"{rel:.2e} of max {'ok' if ok else 'OVER ' + str(args.rel_tol)}; rlgemm calls "
+                                  f"per {'step' if phase == 'decode' else 'prefill'}: {format_calls(calls[phase])}; "
+                                  f"handle totals {rlgemm.stats()}", flush=True)
                     del runner
+                    gc.collect()
                     torch.cuda.empty_cache()
             backends.use("torch")
             del model, backends
+            gc.collect()
             torch.cuda.empty_cache()
-    print(f"rlgemm calls per path: {rlgemm.stats()}")
+    print(f"model_e2e: {rows} rows written to {args.out}; rlgemm calls per route: {rlgemm.stats()}")
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
     t0 = time.time()
-    status = main()
+    try:
+        status = main()
+    except KeyboardInterrupt:
+        print("model_e2e: interrupted; the rows written stay (--resume continues)", file=sys.stderr)
+        status = 130
     print(f"model_e2e: {time.time() - t0:.0f} s")
     sys.exit(status)

@@ -141,7 +141,8 @@ def prepare_model(model, tokens, backward=None, device=None):
 
 
 def stats(device=None):
-    """Calls served per path (tuned, nearest, policy, default_design, cublaslt) by the device's handle."""
+    """Calls served per path (tuned, nearest, policy, default_design, cublaslt, predicted: every route, so the
+    values sum to all calls) by the device's handle."""
     return handle(device).stats()
 
 

@@ -267,7 +267,8 @@ TEST_F(HandleGpu, EveryRouteMatchesTheReferenceInBothLayouts) {
   const Stats s = handle.stats();
   EXPECT_EQ(s.tuned, tuned);
   EXPECT_EQ(s.nearest, nearest);
-  EXPECT_EQ(s.default_design + s.policy + s.cublaslt, 0u);
+  EXPECT_EQ(s.default_design + s.policy + s.cublaslt + s.predicted, 0u);
+  EXPECT_EQ(s.total(), tuned + nearest);
   EXPECT_EQ(handle.describe(512, 1024, 2048, Layout::kTN), "tuned " + big_design());
   EXPECT_EQ(handle.describe(60, 256, 4096, Layout::kNN).rfind("nearest " + split_design() + " (from 64,256,4096)", 0),
             0u);
@@ -454,6 +455,7 @@ TEST_F(HandleGpu, PredictedRoutesAreCorrectAndSaySo) {
   }
   const Stats s = handle.stats();
   EXPECT_EQ(s.predicted + s.cublaslt, 2 * shapes.size());
+  EXPECT_EQ(s.total(), 2 * shapes.size());  // no call counted twice, none on another route
   // bf16: the fp16 twin's design in bf16, kept only where it measured faster than the bf16 floor.
   for (Shape shape : {Shape{1, 4096, 4096}, Shape{128, 4608, 3584}}) {
     EXPECT_EQ(bf16_call_errors(handle, shape, Layout::kTN), "");
@@ -490,6 +492,7 @@ TEST_F(HandleGpu, AutotuneKeepsTheFastestAndASecondHandleFindsIt) {
       first.push_back(route);
     }
     EXPECT_EQ(handle.stats().predicted + handle.stats().cublaslt, 2 * shapes.size());
+    EXPECT_EQ(handle.stats().total(), 2 * shapes.size());
   }
   ASSERT_TRUE(std::filesystem::exists(dir_ / "cache" / "autotune-choices.csv"));
   Handle again(options);
@@ -791,9 +794,12 @@ TEST_F(HandleGpu, BadInputsAreRefusedWithTheRule) {
   ASSERT_EQ(rlgemm_hgemm(h, nullptr, 64, 64, 64, c.da->ptr, c.db->ptr, RLGEMM_LAYOUT_TN, c.dc->ptr), RLGEMM_OK)
       << rlgemm_last_error();
   EXPECT_EQ(c.check(), "");
+  // The one good call, on whichever route served it: every route counts, the predicted one too (the default
+  // handle has predicted kernels on, so an untuned shape may take it).
   rlgemm_stats_t stats{};
   ASSERT_EQ(rlgemm_stats(h, &stats), RLGEMM_OK);
   EXPECT_EQ(stats.tuned + stats.nearest + stats.policy + stats.default_design + stats.cublaslt + stats.predicted, 1u);
+  static_assert(sizeof(rlgemm_stats_t) == 6 * sizeof(uint64_t), "a route added to rlgemm_stats_t belongs in the sum");
   char route[256];
   ASSERT_EQ(rlgemm_describe(h, 64, 64, 64, RLGEMM_LAYOUT_TN, route, sizeof route), RLGEMM_OK);
   EXPECT_GT(std::strlen(route), 0u);

@@ -1,5 +1,6 @@
 """The ctypes layer on any machine (no PyTorch, no GPU needed): finding librlgemm, statuses and messages."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,17 @@ def test_default_options_are_the_handles():
     assert (options.prefer_cublaslt, options.predicted_kernels, options.autotune, options.autotune_candidates) == \
         (1, 1, 0, 4)
     assert options.database is None and options.cache_dir is None
+
+
+def test_stats_mirror_every_route_of_the_c_api():
+    # rlgemm_stats_t's fields, read from the header: a route the C API counts and this layer left out would go
+    # missing from every sum of rlgemm.stats().
+    header = Path(__file__).resolve().parents[2] / "include" / "rlgemm" / "rlgemm_c.h"
+    body = re.search(r"typedef struct \{([^}]*)\} rlgemm_stats_t;", header.read_text())
+    assert body, f"rlgemm_stats_t not found in {header}"
+    fields = re.findall(r"uint64_t (\w+);", body.group(1))
+    assert "predicted" in fields
+    assert [name for name, _ in _library.Stats._fields_] == fields
 
 
 def test_without_gpu_handle_creation_says_so():

@@ -1,0 +1,98 @@
+"""scripts/gpu_check_results.py, scripts/gpu-check's reading of JUnit files: statuses and skip reasons from ctest
+and pytest, which tests the GPU pass runs again, and the summary. Standard library only."""
+import pytest
+
+
+CTEST_JUNIT = """<?xml version="1.0" encoding="UTF-8"?>
+<testsuite name="(empty)" tests="5" failures="1" disabled="0" skipped="2" hostname="" time="3">
+  <testcase name="Problem.ParsesValidShapes" classname="Problem.ParsesValidShapes" time="0.01" status="run">
+    <system-out>[  PASSED  ] 1 test.</system-out>
+  </testcase>
+  <testcase name="HandleGpu.BadInputsAreRefusedWithTheRule" classname="HandleGpu.BadInputsAreRefusedWithTheRule"
+            time="0.2" status="notrun">
+    <skipped message="SKIP_REGULAR_EXPRESSION_MATCHED"/>
+    <system-out>[ RUN      ] HandleGpu.BadInputsAreRefusedWithTheRule
+/src/tests/dispatch/handle_gpu_test.cpp:123: Skipped
+needs a CUDA GPU, none usable here: no CUDA device
+[  SKIPPED ] HandleGpu.BadInputsAreRefusedWithTheRule (0 ms)</system-out>
+  </testcase>
+  <testcase name="Mpi.Ranks" classname="Mpi.Ranks" time="0.1" status="notrun">
+    <skipped message="Unable to find executable: /build/tests/search/test_search_mpi"/>
+  </testcase>
+  <testcase name="Store.Broken" classname="Store.Broken" time="0.1" status="fail">
+    <failure message="Failed"/>
+    <system-out>expected 1, got 0</system-out>
+  </testcase>
+  <testcase name="python.pytest" classname="python.pytest" time="50" status="run">
+    <system-out>...s.
+SKIPPED [1] tests/python/test_ops.py:14: needs a CUDA GPU (torch.cuda.is_available() is False)
+65 passed, 1 skipped, 1 warning in 55.18s
+</system-out>
+  </testcase>
+</testsuite>
+"""
+
+
+@pytest.fixture(scope="module")
+def results(load_script):
+    return load_script("gpu_check_results")
+
+
+def test_gpu_check_reads_ctest_junit_and_picks_what_the_gpu_pass_reruns(results, tmp_path):
+    first = tmp_path / "cpu.xml"
+    first.write_text(CTEST_JUNIT)
+    got = results.cases(str(first))
+    assert got["Problem.ParsesValidShapes"][0] == "passed"
+    assert got["HandleGpu.BadInputsAreRefusedWithTheRule"][:2] == (
+        "skipped", "needs a CUDA GPU, none usable here: no CUDA device")
+    assert got["Mpi.Ranks"][:2] == ("failed", "not run: Unable to find executable: /build/tests/search/test_search_mpi")
+    assert got["Store.Broken"][:2] == ("failed", "Failed")
+    # Skipped, failed, and python.pytest (its GPU tests skipped inside it); not what passed whole.
+    assert sorted(results.rerun(str(first))) == ["HandleGpu.BadInputsAreRefusedWithTheRule", "Mpi.Ranks",
+                                                  "Store.Broken", "python.pytest"]
+    assert results.pytest_counts(got["python.pytest"][2]) == (
+        {"passed": 65, "skipped": 1, "warning": 1},
+        ["SKIPPED [1] tests/python/test_ops.py:14: needs a CUDA GPU (torch.cuda.is_available() is False)"])
+
+
+def test_gpu_check_summary_takes_the_gpu_pass_and_lists_skips_and_failures(results, tmp_path):
+    first = tmp_path / "cpu.xml"
+    first.write_text(CTEST_JUNIT)
+    second = tmp_path / "gpu.xml"
+    second.write_text(CTEST_JUNIT.replace('status="notrun">\n    <skipped message="SKIP_REGULAR_EXPRESSION_MATCHED"/>',
+                                          'status="run">')
+                      .replace('status="fail">\n    <failure message="Failed"/>', 'status="run">')
+                      .replace("65 passed, 1 skipped, 1 warning in 55.18s", "80 passed in 70.00s"))
+    expected = ["HandleGpu.BadInputsAreRefusedWithTheRule", "Mpi.Ranks", "Store.Broken", "python.pytest",
+                "Gone.Missing"]
+    lines, failed = results.summary([str(first), str(second)], "NVIDIA H200", "abc", expected)
+    assert failed
+    assert "NOTE    Store.Broken: failed without a GPU (Failed), passed with it" in lines
+    assert "FAILED  Mpi.Ranks: not run: Unable to find executable: /build/tests/search/test_search_mpi" in lines
+    assert "FAILED  Gone.Missing: no result with the GPU (ctest stopped before it?)" in lines
+    assert lines[-1] == ("gpu-check: SUMMARY NVIDIA H200, abc: 6 tests, 4 passed, 2 failed, 0 skipped; inside "
+                         "python.pytest: 80 passed")
+    # One pass only (the GPU pass missing): the skips stay skips and are listed with their reason.
+    lines, failed = results.summary([str(first)], "NVIDIA H200", "abc")
+    assert "SKIPPED HandleGpu.BadInputsAreRefusedWithTheRule: needs a CUDA GPU, none usable here: no CUDA device" in lines
+    assert ("SKIPPED python.pytest: SKIPPED [1] tests/python/test_ops.py:14: needs a CUDA GPU "
+            "(torch.cuda.is_available() is False)") in lines
+    assert lines[-1].endswith("5 tests, 2 passed, 2 failed, 1 skipped; inside python.pytest: 65 passed, 1 skipped, "
+                              "1 warning")
+    lines, failed = results.summary([str(tmp_path / "none.xml")], "X", "abc")
+    assert failed and lines[-1] == "gpu-check: SUMMARY X, abc: no tests ran"
+
+
+def test_gpu_check_reads_pytest_junit(results, tmp_path):
+    report = tmp_path / "pytest.xml"
+    report.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest">'
+                      '<testcase classname="tests.python.test_ops" name="test_mm"/>'
+                      '<testcase classname="tests.python.test_ops" name="test_gpu">'
+                      '<skipped type="pytest.skip" message="needs a CUDA GPU"/></testcase>'
+                      '<testcase classname="tests.python.test_ops" name="test_bad"><failure message="boom"/></testcase>'
+                      '</testsuite></testsuites>')
+    got = results.cases(str(report))
+    assert {k: v[:2] for k, v in got.items()} == {
+        "tests.python.test_ops::test_mm": ("passed", ""),
+        "tests.python.test_ops::test_gpu": ("skipped", "needs a CUDA GPU"),
+        "tests.python.test_ops::test_bad": ("failed", "boom")}
