@@ -1,7 +1,7 @@
 """Timing two or more subjects side by side in interleaved rounds, and the ratio of two with its spread.
 
 The PyTorch measurements (bench_torch_op.py, model_e2e.py) time torch and rlgemm the way the C++ harness does
-(bench::time_side_by_side, src/measure/gain_interval.h): in rounds, each round one sample of every subject in
+(bench::time_side_by_side, src/core/gain_interval.h): in rounds, each round one sample of every subject in
 an order shuffled afresh from a seeded generator, so that a slow spell of the machine (clocks, power, the host
 scheduler, a Python garbage collection) falls on all subjects of a round alike, and no subject always finds
 the GPU as one particular other subject left it. Each round gives one ratio; the analysis works on its log:

@@ -18,7 +18,7 @@ ModeReward mode_reward(const std::vector<std::string>& names, const std::vector<
   r.best_vendor = names[best];
   r.best_vendor_us = times[best].time_us;
   // The vendor call is the original, the submission the candidate: a gain of g is a speedup of 1 + g.
-  const measure::GainInterval gain = measure::gain_interval(times[best].rounds_us, times[0].rounds_us);
+  const GainInterval gain = gain_interval(times[best].rounds_us, times[0].rounds_us);
   r.speedup = 1 + gain.gain;
   r.low = 1 + gain.low;
   r.high = 1 + gain.high;

@@ -6,7 +6,7 @@
 //            can beat the vendor there only by being faster on the GPU, never by a cheaper launch.
 //   offline  back-to-back calls from the host: `rlgemm bench`'s default time, launch cost included.
 // In each mode the best vendor call is the one with the lowest median, and the speedup over it comes from the
-// paired rounds (measure::gain_interval: entry r of both lists is from round r, so that a slow spell of the
+// paired rounds (gain_interval: entry r of both lists is from round r, so that a slow spell of the
 // GPU falls on both alike): speedup = exp(mean ln(vendor_r / submission_r)), and its 95% t-interval.
 #pragma once
 
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bench/timing.h"
-#include "measure/gain_interval.h"
+#include "core/gain_interval.h"
 
 namespace rlgemm::env {
 
@@ -37,7 +37,7 @@ struct ModeReward {
 
 // From one mode's timings: times[0] the submission's, times[i] (i >= 1) the vendor call named names[i].
 // Throws Error(kInvalidInput) without a vendor call, for lists of different lengths, or rounds that cannot be
-// paired (measure::gain_interval).
+// paired (gain_interval).
 ModeReward mode_reward(const std::vector<std::string>& names, const std::vector<bench::Timing>& times);
 
 // Writes one mode's reward into an evaluation record: the headline mode's fields are time_us, vendor_us,

@@ -47,7 +47,7 @@ TEST(EnvReward, TheBestVendorIsTheLowestMedianAndTheSpeedupComesFromPairedRounds
   // rounds), the same times give an interval several times as wide.
   std::vector<double> shifted(sub.begin() + 2, sub.end());
   shifted.insert(shifted.end(), sub.begin(), sub.begin() + 2);
-  const measure::GainInterval unpaired = measure::gain_interval(lt, shifted);
+  const GainInterval unpaired = gain_interval(lt, shifted);
   EXPECT_GT(unpaired.high - unpaired.low, 3 * (r.high - r.low));
 }
 
