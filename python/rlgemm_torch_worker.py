@@ -82,9 +82,9 @@ def check(p, positive, seed):
     torch.cuda.synchronize()
     if c.t.data_ptr() != address:
         return False, f"{what}: torch.matmul did not write into the preallocated C", math.inf
-    for name, buf in (("A", a), ("B", bs), ("C", c)):
+    for operand, buf in (("A", a), ("B", bs), ("C", c)):
         if not buf.guards_intact():
-            return False, f"{what}: a write strayed outside {name}", math.inf
+            return False, f"{what}: a write strayed outside {operand}", math.inf
     bad = int((~torch.isfinite(c.t)).sum())
     if bad:
         return False, f"{what}: {bad} elements of C not written or not finite", math.inf

@@ -6,6 +6,7 @@
 // service on the GPU (recorded in the database's evaluations), an accepted design is recorded as a measurement
 // (strategy "llm"), so that the database's best designs keep the best.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -33,11 +34,12 @@ struct ProposeArgs {
   double timeout_s = 300;
 };
 
-// The best designs of this GPU for the prompt: the shape's own first, then the others, fastest speedup first.
+// The best designs of this GPU for the prompt, by their gain in GPU time (graph mode, the tuner's default): the
+// shape's own first, then the others, fastest speedup first.
 std::vector<BestDesign> prompt_designs(Store& store, int64_t gpu_id, const Problem& problem, size_t limit) {
   std::vector<BestDesign> all = store.best_designs(), own, other;
   for (auto& b : all) {
-    if (b.gpu_id != gpu_id || b.mode != TimingMode::kOffline) continue;
+    if (b.gpu_id != gpu_id || b.mode != TimingMode::kGraph) continue;
     (b.problem == problem ? own : other).push_back(b);
   }
   std::sort(other.begin(), other.end(), [](const BestDesign& x, const BestDesign& y) {
@@ -92,29 +94,32 @@ int propose_llm(const ProposeArgs& a) {
                   rejection.value("detail", "").c_str());
       continue;
     }
-    // The headline (time_us, speedup_vs_best_vendor) is graph mode's; the database's measurements are offline
-    // times, so a design is recorded with the offline ones.
+    // The headline (time_us, speedup_vs_best_vendor) is graph mode's, timed paired with the vendor calls.
     const double time_us = record.at("time_us").get<double>(), speedup = record.at("speedup_vs_best_vendor").get<double>();
     std::printf("round %d: %s accepted: %.2f us, %.3fx the best vendor call (%s)\n", round + 1, what.c_str(), time_us,
                 speedup, record.value("best_vendor", "").c_str());
     if (submission->contains("design")) {
-      const double offline_us = record.at("time_us_offline").get<double>();
-      MeasurementRecord m;
-      m.gpu_id = gpu_id;
-      m.problem = problem;
-      m.design = what;
-      m.mode = TimingMode::kOffline;
-      m.measurement.status = MeasureStatus::kOk;
-      m.measurement.timing = {offline_us, offline_us, offline_us, 1};
-      m.reward = record.at("speedup_vs_best_vendor_offline").get<double>();
-      m.strategy = "llm";
-      store.record(m);
-      // lt_auto, timed beside it, is the reference the database's speedups are taken against (where the tuner
-      // has not recorded one).
-      const nlohmann::json& vendors = record.at("vendor_us_offline");
-      if (vendors.contains("lt_auto") && !store.reference(gpu_id, problem, TimingMode::kOffline)) {
-        const double lt = vendors.at("lt_auto").get<double>();
-        store.put_reference(gpu_id, problem, TimingMode::kOffline, {lt, lt, lt, 1});
+      // A design joins the database as the tuner records one, in both modes the service timed: paired, against
+      // the best vendor call of its rounds (never slower than lt_auto, the tuner's reference: a gain over it is
+      // at most the design's gain over lt_auto).
+      for (const auto& [mode, suffix] : {std::pair{TimingMode::kGraph, ""}, std::pair{TimingMode::kOffline, "_offline"}}) {
+        const std::string key(suffix);
+        const double us = record.at("time_us" + key).get<double>();
+        const nlohmann::json& interval = record.at("speedup_vs_best_vendor" + key + "_interval");
+        MeasurementRecord m;
+        m.gpu_id = gpu_id;
+        m.problem = problem;
+        m.design = what;
+        m.mode = mode;
+        m.measurement.status = MeasureStatus::kOk;
+        m.measurement.timing = {us, us, us, interval.at("rounds").get<int>()};
+        m.measurement.paired = PairedGain{record.at("best_vendor_us" + key).get<double>(),
+                                          std::log(record.at("speedup_vs_best_vendor" + key).get<double>()),
+                                          interval.at("low").get<double>() - 1, interval.at("high").get<double>() - 1,
+                                          interval.at("rounds").get<int>()};
+        m.reward = m.measurement.paired->log_ratio;
+        m.strategy = "llm";
+        store.record(m);
       }
     }
     if (!best || speedup > best->at("speedup_vs_best_vendor").get<double>()) best = record;

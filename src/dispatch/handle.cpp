@@ -393,18 +393,24 @@ struct Handle::Impl {
     const bench::ScratchOperands x(p, stream);
     // A workspace each: a kernel's must start zeroed (its tickets), and cuBLASLt leaves its own as it likes.
     std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> workspaces;
+    // Each route called as the handle calls it in `mode`: eager calls with the stream's pooled workspace (zeroed
+    // once: the kernels leave it so), captured calls with graph memory as call() captures them (allocated, its
+    // flags zeroed and freed inside the graph, which a graph pays at every replay).
     std::vector<bench::Subject> subjects;
-    for (Route* r : kernel_routes) {
+    auto add = [&](Route* r, std::string name) {
+      if (mode == bench::Mode::kGraph && r->workspace_bytes > 0) {
+        subjects.push_back({[&, r](cudaStream_t s) { captured_call(s, *r, x.a.ptr, x.b.ptr, x.c.ptr, nullptr); }, {},
+                            std::move(name)});
+        return;
+      }
       const size_t bytes = std::max<size_t>(r->workspace_bytes, 16);
       auto& ws = workspaces.emplace_back(std::make_unique<DeviceScratch<unsigned char>>(bytes));
       RLGEMM_CUDA_CHECK(cudaMemsetAsync(ws->ptr, 0, bytes, stream));
       subjects.push_back({[&, r, bytes, w = ws->ptr](cudaStream_t s) { launch(s, *r, x.a.ptr, x.b.ptr, x.c.ptr, w, bytes); },
-                          {}, "kernel " + to_string(r->choice.design)});
-    }
-    const size_t lt_bytes = std::max<size_t>(floor.workspace_bytes, 16);
-    auto& lt_ws = workspaces.emplace_back(std::make_unique<DeviceScratch<unsigned char>>(lt_bytes));
-    subjects.push_back({[&, w = lt_ws->ptr](cudaStream_t s) { launch(s, floor, x.a.ptr, x.b.ptr, x.c.ptr, w, lt_bytes); }, {},
-                        "cuBLASLt"});
+                          {}, std::move(name)});
+    };
+    for (Route* r : kernel_routes) add(r, "kernel " + to_string(r->choice.design));
+    add(&floor, "cuBLASLt");
     bench::TimingOptions options;
     options.seed = problem_seed(uint64_t(mode), p);
     options.batches = kCheckRounds;
@@ -725,6 +731,17 @@ struct Handle::Impl {
     if (bias) dispatch::add_bias(stream, c, bias, r.problem.shape.m, r.problem.shape.n, r.problem.dtype);
   }
 
+  // One call of a route with a workspace while its stream is being captured: the workspace from graph memory,
+  // its first bytes zeroed, freed after the launch, all inside the graph (so every graph owns its workspace and
+  // no direct call shares it) -- what each such call costs a graph at every replay.
+  void captured_call(cudaStream_t stream, Route& r, const void* a, const void* b, void* c, const void* bias) {
+    void* ws = nullptr;
+    RLGEMM_CUDA_CHECK(cudaMallocAsync(&ws, r.workspace_bytes, stream));
+    if (r.zero_bytes) RLGEMM_CUDA_CHECK(cudaMemsetAsync(ws, 0, r.zero_bytes, stream));
+    launch(stream, r, a, b, c, ws, r.workspace_bytes, bias);
+    RLGEMM_CUDA_CHECK(cudaFreeAsync(ws, stream));
+  }
+
   // One call. The workspace, when the route needs one: the caller's (its first bytes zeroed on the stream);
   // during a capture, graph memory (allocated, zeroed, used and freed inside the graph, so every graph has
   // its own and no direct call shares it); otherwise the stream's pooled one.
@@ -743,11 +760,7 @@ struct Handle::Impl {
       if (r.zero_bytes) RLGEMM_CUDA_CHECK(cudaMemsetAsync(caller_ws, 0, r.zero_bytes, stream));
       launch(stream, r, a, b, c, caller_ws, caller_ws_bytes, bias);
     } else if (capturing(stream)) {
-      void* ws = nullptr;
-      RLGEMM_CUDA_CHECK(cudaMallocAsync(&ws, r.workspace_bytes, stream));
-      if (r.zero_bytes) RLGEMM_CUDA_CHECK(cudaMemsetAsync(ws, 0, r.zero_bytes, stream));
-      launch(stream, r, a, b, c, ws, r.workspace_bytes, bias);
-      RLGEMM_CUDA_CHECK(cudaFreeAsync(ws, stream));
+      captured_call(stream, r, a, b, c, bias);
     } else {
       launch(stream, r, a, b, c, pooled_workspace(stream, r), r.workspace_bytes, bias);
     }

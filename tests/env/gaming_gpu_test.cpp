@@ -94,9 +94,15 @@ TEST(EnvGpuPropose, EvaluatesEveryAnswerAndKeepsTheBestInTheDatabase) {
   EXPECT_NE(stub.requests[0]["messages"][1]["content"].get<std::string>().find("512,512,512"), std::string::npos);
   Store store(db);
   EXPECT_EQ(store.evaluations(10).size(), 3u);
+  // The accepted design, in both modes it was timed in, paired with the vendor calls of its rounds.
   const auto best = store.best_designs();
-  ASSERT_EQ(best.size(), 1u);
-  EXPECT_EQ(best[0].design, "sm80/128x128x32/w64x64/s4/swz/raster_m.g8/splitk1/epi_reg");
+  ASSERT_EQ(best.size(), 2u);
+  for (const BestDesign& b : best) {
+    EXPECT_EQ(b.design, "sm80/128x128x32/w64x64/s4/swz/raster_m.g8/splitk1/epi_reg");
+    EXPECT_EQ(b.paired.rounds, 16);
+    EXPECT_GT(b.paired.reference_us, 0);
+  }
+  EXPECT_NE(best[0].mode, best[1].mode);
   // The second request's prompt names the design measured in the first.
   EXPECT_NE(stub.requests[1]["messages"][1]["content"].get<std::string>().find("sm80/128x128x32"), std::string::npos);
 }
