@@ -70,8 +70,14 @@
 //   - the caller's, with the workspace overload of hgemm (at least workspace_bytes(), 16-byte aligned, any
 //     contents: the handle zeroes what must be zero on the stream before the launch). One workspace per
 //     stream: calls on one stream may reuse it, calls on different streams must not share it;
-//   - else, while the stream is being captured into a CUDA graph: graph memory (cudaMallocAsync and
-//     cudaFreeAsync captured with the call), so each graph owns its workspace, freed with the graph;
+//   - while the stream is being captured into a CUDA graph: one of the route's capture slots, workspaces the
+//     handle allocates and zeroes with the route (two per shape). A slot belongs for good to the first capture
+//     (and capturing stream) that takes it, so no other graph and no direct call ever touches it, and a replay
+//     pays the kernel alone. Once a shape's slots are taken (a third graph holding it), graph memory
+//     (cudaMallocAsync, the flags zeroed, cudaFreeAsync, captured with the call: each graph owns that
+//     workspace, and pays its allocation and zeroing at every replay). A slot is taken even where the caller
+//     handed a workspace over (it is then not used). One rule follows: a graph instantiated twice from one
+//     capture shares its slots between its two executable graphs, which must then not run at once;
 //   - else the handle's pool: one workspace per (stream, shape), allocated and zeroed on the stream's first
 //     call of the shape and kept until the handle is destroyed. Streams are told apart by their unique id
 //     (cudaStreamGetId), so threads on cudaStreamPerThread get one each.

@@ -77,6 +77,17 @@ struct Route {
   // their stream is being captured into a CUDA graph. This route then serves eager calls only. Set before the
   // route is published, never changed after.
   std::unique_ptr<Route> captured;
+  // Workspaces for calls captured into CUDA graphs, allocated and zeroed with the route (outside any capture):
+  // a graph replays with its captured workspace address, so a slot belongs for good to the first (capture, stream)
+  // that takes it -- the calls one capturing stream makes are ordered, the graph's replays are ordered with
+  // themselves, and no other graph or direct call touches the slot. A replay then pays the kernel alone, not
+  // an allocation, a zeroing and a free per call (0.8 us a call seen on an H200). Captures beyond the slots
+  // take graph memory. Owners are written under Impl::slot_mutex.
+  struct CaptureSlot {
+    void* workspace = nullptr;
+    unsigned long long capture_id = 0, stream_id = 0;  // the owner; 0: free
+  };
+  std::vector<CaptureSlot> capture_slots;
 };
 
 // The (design, layout, shape) a rescheduled cubin was verified and measured on.
@@ -171,6 +182,7 @@ struct Handle::Impl {
   std::unique_ptr<dispatch::CublasLtChoices> lt_choices;      // lt_auto's choices made on this machine
   std::unique_ptr<dispatch::AutotuneChoices> autotune_choices;  // HandleOptions::autotune: what it kept here
 
+  std::mutex slot_mutex;  // the owners of the routes' capture slots
   std::shared_mutex workspace_mutex;
   std::unordered_map<WorkspaceKey, void*, WorkspaceKeyHash> workspaces;
 
@@ -281,6 +293,47 @@ struct Handle::Impl {
   ~Impl() {
     if (device_hung()) return;  // a free would wait behind the hung kernel
     for (auto& [key, ptr] : workspaces) cudaFree(ptr);
+    for (auto& [key, r] : routes)
+      for (Route* each : {r.get(), r->captured.get()})
+        if (each)
+          for (const Route::CaptureSlot& slot : each->capture_slots) cudaFree(slot.workspace);
+  }
+
+  // Capture slots per route (Route::capture_slots): graphs of one shape that can be replayed at once, each on
+  // a stream of its own.
+  static constexpr int kCaptureSlots = 2;
+  void allocate_capture_slots(Route& r, cudaStream_t stream) {
+    if (r.workspace_bytes == 0) return;
+    for (int i = 0; i < kCaptureSlots; ++i) {
+      Route::CaptureSlot slot;
+      RLGEMM_CUDA_CHECK(cudaMalloc(&slot.workspace, r.workspace_bytes));
+      r.capture_slots.push_back(slot);
+      RLGEMM_CUDA_CHECK(cudaMemsetAsync(slot.workspace, 0, r.workspace_bytes, stream));
+    }
+    // A graph may be replayed on any stream: the zeroes are in place before the route is published.
+    RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  // The slot of the capture `stream` is in, taking a free one at the capture's first call of the route; null
+  // when every slot belongs to another capture.
+  void* capture_slot(Route& r, cudaStream_t stream) {
+    if (r.capture_slots.empty()) return nullptr;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long capture_id = 0, stream_id = 0;
+    if (cudaStreamGetCaptureInfo(stream, &status, &capture_id) != cudaSuccess || status != cudaStreamCaptureStatusActive ||
+        cudaStreamGetId(stream, &stream_id) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    std::lock_guard lock(slot_mutex);
+    for (Route::CaptureSlot& slot : r.capture_slots)
+      if (slot.capture_id == capture_id && slot.stream_id == stream_id) return slot.workspace;
+    for (Route::CaptureSlot& slot : r.capture_slots)
+      if (slot.capture_id == 0) {
+        slot.capture_id = capture_id;
+        slot.stream_id = stream_id;
+        return slot.workspace;
+      }
+    return nullptr;
   }
 
   // The route rule of the handle's predicted route: one standard deviation, where the unverified rule
@@ -393,16 +446,10 @@ struct Handle::Impl {
     const bench::ScratchOperands x(p, stream);
     // A workspace each: a kernel's must start zeroed (its tickets), and cuBLASLt leaves its own as it likes.
     std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> workspaces;
-    // Each route called as the handle calls it in `mode`: eager calls with the stream's pooled workspace (zeroed
-    // once: the kernels leave it so), captured calls with graph memory as call() captures them (allocated, its
-    // flags zeroed and freed inside the graph, which a graph pays at every replay).
+    // Each route called as the handle calls it: with a workspace of its own, zeroed once (the kernels leave it
+    // so), as eager calls take their stream's pooled one and captured calls their capture slot.
     std::vector<bench::Subject> subjects;
     auto add = [&](Route* r, std::string name) {
-      if (mode == bench::Mode::kGraph && r->workspace_bytes > 0) {
-        subjects.push_back({[&, r](cudaStream_t s) { captured_call(s, *r, x.a.ptr, x.b.ptr, x.c.ptr, nullptr); }, {},
-                            std::move(name)});
-        return;
-      }
       const size_t bytes = std::max<size_t>(r->workspace_bytes, 16);
       auto& ws = workspaces.emplace_back(std::make_unique<DeviceScratch<unsigned char>>(bytes));
       RLGEMM_CUDA_CHECK(cudaMemsetAsync(ws->ptr, 0, bytes, stream));
@@ -610,6 +657,8 @@ struct Handle::Impl {
       r = kernel_route(problem, choice, why);
       if (!r) fail("hgemm " + shape_text(problem) + ": " + choice.describe() + " cannot be built: " + why);
     }
+    // Capture slots for the route that serves captured calls.
+    allocate_capture_slots(r->captured ? *r->captured : *r, stream);
     std::unique_lock lock(routes_mutex);
     return *(routes[key] = std::move(r));
   }
@@ -731,9 +780,10 @@ struct Handle::Impl {
     if (bias) dispatch::add_bias(stream, c, bias, r.problem.shape.m, r.problem.shape.n, r.problem.dtype);
   }
 
-  // One call of a route with a workspace while its stream is being captured: the workspace from graph memory,
-  // its first bytes zeroed, freed after the launch, all inside the graph (so every graph owns its workspace and
-  // no direct call shares it) -- what each such call costs a graph at every replay.
+  // One call of a route with a workspace while its stream is being captured and no capture slot is free: the
+  // workspace from graph memory, its first bytes zeroed, freed after the launch, all inside the graph (so every
+  // graph owns its workspace and no direct call shares it) -- which each such call costs a graph at every
+  // replay.
   void captured_call(cudaStream_t stream, Route& r, const void* a, const void* b, void* c, const void* bias) {
     void* ws = nullptr;
     RLGEMM_CUDA_CHECK(cudaMallocAsync(&ws, r.workspace_bytes, stream));
@@ -748,10 +798,17 @@ struct Handle::Impl {
   void call(cudaStream_t stream, const Problem& problem, const void* a, const void* b, void* c, const void* bias,
             void* caller_ws, size_t caller_ws_bytes, bool caller_gives_workspace) {
     Route& eager = route(problem, stream);
-    // A shape whose GPU-time winner is another route than its eager one asks whether this call is captured.
-    Route& r = eager.captured && capturing(stream) ? *eager.captured : eager;
+    // Whether this call is captured matters to a shape whose GPU-time winner is another route than its eager
+    // one, and to a route with a workspace.
+    const bool captured_now = (eager.captured || eager.workspace_bytes > 0) && capturing(stream);
+    Route& r = captured_now && eager.captured ? *eager.captured : eager;
+    void* slot = nullptr;
     if (r.workspace_bytes == 0) {
       launch(stream, r, a, b, c, nullptr, 0, bias);
+    } else if (captured_now && (slot = capture_slot(r, stream))) {
+      // The capture's own slot, zeroed when allocated (the kernels leave it so): even where the caller handed
+      // a workspace over, which would cost the graph a zeroing at every replay.
+      launch(stream, r, a, b, c, slot, r.workspace_bytes, bias);
     } else if (caller_gives_workspace) {
       if (caller_ws_bytes < r.workspace_bytes || !caller_ws || !aligned16(caller_ws))
         fail("hgemm " + shape_text(problem) + " (" + r.description + ") needs a 16-byte aligned workspace of " +
@@ -759,7 +816,7 @@ struct Handle::Impl {
              std::to_string(caller_ws_bytes) + " bytes at " + std::to_string(reinterpret_cast<uintptr_t>(caller_ws)));
       if (r.zero_bytes) RLGEMM_CUDA_CHECK(cudaMemsetAsync(caller_ws, 0, r.zero_bytes, stream));
       launch(stream, r, a, b, c, caller_ws, caller_ws_bytes, bias);
-    } else if (capturing(stream)) {
+    } else if (captured_now) {
       captured_call(stream, r, a, b, c, bias);
     } else {
       launch(stream, r, a, b, c, pooled_workspace(stream, r), r.workspace_bytes, bias);

@@ -576,6 +576,43 @@ TEST_F(HandleGpu, CapturedCallsTakeTheGpuTimeWinner) {
   cudaStreamDestroy(stream);
 }
 
+// Graphs of one split-K shape, captured on their own streams and replayed all at once, each into its own C:
+// the first two take the shape's capture slots, the third graph memory, and no two share a workspace (a shared
+// one would mix their partial sums and tickets). A direct call between the replays uses the pooled workspace.
+TEST_F(HandleGpu, GraphsOfOneShapeReplayedAtOnceEachKeepTheirWorkspace) {
+  Handle handle(options_with({"96,512,2048,tn," + split_design() + ",1.3"}));
+  ASSERT_GT(handle.workspace_bytes(96, 512, 2048, Layout::kTN), 0u) << handle.describe(96, 512, 2048, Layout::kTN);
+  constexpr int kGraphs = 3;
+  std::vector<std::unique_ptr<Case>> cases;
+  std::vector<cudaStream_t> streams(kGraphs);
+  std::vector<cudaGraphExec_t> execs(kGraphs);
+  for (int g = 0; g < kGraphs; ++g) {
+    cases.push_back(std::make_unique<Case>(Shape{96, 512, 2048}, Layout::kTN, 60 + g));
+    RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&streams[g], cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(streams[g], cudaStreamCaptureModeThreadLocal));
+    cases[g]->run(handle, streams[g]);
+    cases[g]->run(handle, streams[g]);  // twice in one graph: ordered on its stream, one slot
+    RLGEMM_CUDA_CHECK(cudaStreamEndCapture(streams[g], &graph));
+    RLGEMM_CUDA_CHECK(cudaGraphInstantiate(&execs[g], graph, 0));
+    cudaGraphDestroy(graph);
+  }
+  const Case direct({96, 512, 2048}, Layout::kTN, 70);
+  for (int round = 0; round < 4; ++round) {
+    for (auto& c : cases) c->poison();
+    direct.poison();
+    for (int g = 0; g < kGraphs; ++g) RLGEMM_CUDA_CHECK(cudaGraphLaunch(execs[g], streams[g]));
+    direct.run(handle);
+    RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+    for (int g = 0; g < kGraphs; ++g) EXPECT_EQ(cases[g]->check(), "") << "graph " << g << ", round " << round;
+    EXPECT_EQ(direct.check(), "") << "round " << round;
+  }
+  for (int g = 0; g < kGraphs; ++g) {
+    cudaGraphExecDestroy(execs[g]);
+    cudaStreamDestroy(streams[g]);
+  }
+}
+
 // The cuBLASLt route launches the candidate lt_auto measured fastest (the table's last column); an index this
 // cuBLASLt does not offer falls back to the heuristic's first, and says so.
 TEST_F(HandleGpu, CublasLtRouteLaunchesTheRecordedCandidate) {
