@@ -102,7 +102,7 @@ void LtProblem::launch(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo
 
 LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
                         const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const void* a, const void* b,
-                        void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+                        void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream, Mode mode) {
   LtChoice choice;
   choice.count = int(candidates.size());
   auto call = [&](size_t i) {
@@ -128,7 +128,7 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
   for (int i : runnable) screen.push_back({call(size_t(i)), {}, "cuBLASLt candidate " + std::to_string(i)});
   TimingOptions screen_round = screen_options();
   screen_round.seed = problem_seed(1, problem.problem());
-  const auto quick = time_side_by_side(Mode::kOffline, screen, nullptr, stream, screen_round);
+  const auto quick = time_side_by_side(mode, screen, nullptr, stream, screen_round);
   std::vector<std::pair<double, int>> screened;  // (time, index)
   for (size_t j = 0; j < runnable.size(); ++j) screened.emplace_back(quick[j].time_us, runnable[j]);
   std::sort(screened.begin(), screened.end());
@@ -141,9 +141,9 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
   if (finalists.size() == 1) return choice;
   std::vector<Subject> subjects;
   for (int f : finalists) subjects.push_back({call(size_t(f)), {}, "cuBLASLt candidate " + std::to_string(f)});
-  TimingOptions final_round;  // the harness's offline method
+  TimingOptions final_round;  // the harness's method
   final_round.seed = problem_seed(0, problem.problem());
-  const auto times = time_side_by_side(Mode::kOffline, subjects, nullptr, stream, final_round);
+  const auto times = time_side_by_side(mode, subjects, nullptr, stream, final_round);
   size_t best = 0;
   for (size_t f = 1; f < times.size(); ++f)
     if (times[f].time_us < times[best].time_us) best = f;

@@ -14,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "bench/timing.h"
 #include "rlgemm/problem.h"
 
 namespace rlgemm::bench {
@@ -67,9 +68,10 @@ class LtProblem {
   cublasLtMatrixLayout_t b_ = nullptr, a_ = nullptr, c_ = nullptr;
 };
 
-// lt_auto's choice among a problem's candidates: every candidate that launches screened with a short offline
-// timing, side by side in shuffled rounds (screen_options), then the
-// kFinalists fastest and the heuristic's first timed side by side with the harness's offline method, in
+// lt_auto's choice among a problem's candidates: every candidate that launches screened with a short timing
+// in `mode` (offline by default: the harness's lt_auto; graph for the GPU's own time), side by side in shuffled
+// rounds (screen_options), then the
+// kFinalists fastest and the heuristic's first timed side by side with the harness's method of that mode, in
 // shuffled rounds; the heuristic's first stays unless a finalist beat it by more than kMargin there (a final
 // decided by less than its own noise keeps a slower algorithm as often as a faster one). A candidate that
 // fails to launch is skipped and counted. Runs `problem` on the given operands and workspace; throws
@@ -83,6 +85,7 @@ inline constexpr int kLtFinalists = 3;
 inline constexpr double kLtMargin = 0.01;
 LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
                         const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const void* a, const void* b,
-                        void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+                        void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                        Mode mode = Mode::kOffline);
 
 }  // namespace rlgemm::bench

@@ -73,13 +73,14 @@ void CublasLtGemm::launch(cudaStream_t stream, const void* a, const void* b, voi
   problem_.launch(context_.handle(), algo_, a, b, c, workspace, workspace_bytes_, stream, bias);
 }
 
-bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& problem, cudaStream_t stream) {
+bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& problem, cudaStream_t stream,
+                                bench::Mode mode) {
   const bench::LtProblem lt(problem);
   const auto candidates = lt.candidates(context.handle());
   const bench::ScratchOperands x(problem, stream);
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
   const bench::LtChoice choice = bench::choose_fastest(lt, context.handle(), candidates, x.a.ptr, x.b.ptr, x.c.ptr,
-                                                       workspace.ptr, bench::kLtWorkspaceBytes, stream);
+                                                       workspace.ptr, bench::kLtWorkspaceBytes, stream, mode);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return choice;
 }

@@ -73,9 +73,11 @@ class CublasLtGemm {
 };
 
 // lt_auto's choice for a problem on this GPU (bench::choose_fastest): every heuristic candidate timed on
-// scratch operands of the problem's size, filled with random values, on `stream` (never one being captured).
-// Allocates the scratch for the duration of the call.
-bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& problem, cudaStream_t stream);
+// scratch operands of the problem's size, filled with random values, on `stream` (never one being captured),
+// in `mode` (offline: eager calls; graph: the GPU's time, for calls captured into CUDA graphs). Allocates the
+// scratch for the duration of the call.
+bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& problem, cudaStream_t stream,
+                                bench::Mode mode = bench::Mode::kOffline);
 
 // The cuBLASLt choices made on this machine, so that each costs its timing once per machine: a ChoicesFile
 // (gpu,cublaslt_version,M,N,K,layout,candidate,candidates, and a ninth field with the element type of a problem

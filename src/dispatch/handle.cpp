@@ -180,6 +180,7 @@ struct Handle::Impl {
   std::map<std::string, std::unique_ptr<GemmKernel>> kernels;  // under build_mutex
   std::unique_ptr<dispatch::CublasLtContext> lt_context;      // under build_mutex
   std::unique_ptr<dispatch::CublasLtChoices> lt_choices;      // lt_auto's choices made on this machine
+  std::unique_ptr<dispatch::CublasLtChoices> lt_graph_choices;  // ... made in GPU time, for captured calls
   std::unique_ptr<dispatch::AutotuneChoices> autotune_choices;  // HandleOptions::autotune: what it kept here
 
   std::mutex slot_mutex;  // the owners of the routes' capture slots
@@ -231,6 +232,8 @@ struct Handle::Impl {
     dispatcher = std::make_unique<dispatch::Dispatcher>(rows, target, options.prefer_cublaslt, proposer, predicted);
     load_optimized_cubins();
     const auto& dir = compile_options.cache_dir;
+    lt_graph_choices = std::make_unique<dispatch::CublasLtChoices>(
+        dir ? *dir / "cublaslt-graph-choices.csv" : std::filesystem::path(), device.name, cublasLtGetVersion());
     lt_choices = std::make_unique<dispatch::CublasLtChoices>(dir ? *dir / "cublaslt-choices.csv" : std::filesystem::path(),
                                                              device.name, cublasLtGetVersion());
     if (options.autotune)
@@ -240,19 +243,27 @@ struct Handle::Impl {
   }
 
   // The cuBLASLt algorithm of a route with no recorded candidate: lt_auto's choice, made once per machine
-  // (timed now, on `stream`, unless that stream is being captured: then the heuristic's first, not kept).
-  std::optional<int> cublaslt_candidate(const Problem& problem, cudaStream_t stream, std::string& how) {
-    if (const auto known = lt_choices->find(problem)) {
-      how = " (chosen on this machine before)";
+  // (timed now, on `stream`, unless that stream is being captured: then the heuristic's first, not kept), in
+  // `mode`: offline for eager calls, graph for calls captured into CUDA graphs. The two differ: on small shapes
+  // an eager call's time is the host's, so the offline choice says little of the GPU's time (on an H200, lt_auto's
+  // offline choice for 8192x64x128 ran 3.16 us in a graph, the heuristic's first 2.74).
+  std::optional<int> cublaslt_candidate(const Problem& problem, cudaStream_t stream, std::string& how,
+                                        bench::Mode mode = bench::Mode::kOffline) {
+    if (!lt_context) lt_context = std::make_unique<dispatch::CublasLtContext>();
+    dispatch::CublasLtChoices& choices = mode == bench::Mode::kGraph ? *lt_graph_choices : *lt_choices;
+    const std::string in = mode == bench::Mode::kGraph ? " in CUDA graphs" : "";
+    if (const auto known = choices.find(problem)) {
+      how = " (chosen on this machine before" + in + ")";
       return known;
     }
     if (capturing(stream)) {
       how = " (the heuristic's first: first seen where no timing can run)";
       return std::nullopt;
     }
-    const bench::LtChoice choice = dispatch::time_candidates(*lt_context, problem, stream);
-    lt_choices->record(problem, choice.index, choice.count);
-    how = " (timed on first use: candidate " + std::to_string(choice.index) + " of " + std::to_string(choice.count) + ")";
+    const bench::LtChoice choice = dispatch::time_candidates(*lt_context, problem, stream, mode);
+    choices.record(problem, choice.index, choice.count);
+    how = " (timed on first use" + in + ": candidate " + std::to_string(choice.index) + " of " +
+          std::to_string(choice.count) + ")";
     return choice.index;
   }
 
@@ -318,12 +329,14 @@ struct Handle::Impl {
   void* capture_slot(Route& r, cudaStream_t stream) {
     if (r.capture_slots.empty()) return nullptr;
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    unsigned long long capture_id = 0, stream_id = 0;
-    if (cudaStreamGetCaptureInfo(stream, &status, &capture_id) != cudaSuccess || status != cudaStreamCaptureStatusActive ||
-        cudaStreamGetId(stream, &stream_id) != cudaSuccess) {
+    unsigned long long capture_id = 0;
+    if (cudaStreamGetCaptureInfo(stream, &status, &capture_id) != cudaSuccess || status != cudaStreamCaptureStatusActive) {
       (void)cudaGetLastError();
       return nullptr;
     }
+    // The stream's handle tells the capturing streams of one capture apart: nothing but cudaStreamGetCaptureInfo
+    // is asked of a capturing stream here (with cudaStreamGetId asked too, a capture on an H200 ended invalidated).
+    const auto stream_id = static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(stream));
     std::lock_guard lock(slot_mutex);
     for (Route::CaptureSlot& slot : r.capture_slots)
       if (slot.capture_id == capture_id && slot.stream_id == stream_id) return slot.workspace;
@@ -400,10 +413,13 @@ struct Handle::Impl {
 
   // A cuBLASLt route: the table's candidate, else lt_auto's choice made once per machine.
   void plan_cublaslt(Route& r, cudaStream_t stream) {
-    if (!lt_context) lt_context = std::make_unique<dispatch::CublasLtContext>();
     std::string how;
     const std::optional<int> candidate = r.choice.cublaslt_candidate ? r.choice.cublaslt_candidate
                                                                       : cublaslt_candidate(r.problem, stream, how);
+    plan_cublaslt(r, candidate, how);
+  }
+  void plan_cublaslt(Route& r, std::optional<int> candidate, const std::string& how) {
+    if (!lt_context) lt_context = std::make_unique<dispatch::CublasLtContext>();
     r.lt = std::make_unique<dispatch::CublasLtGemm>(*lt_context, r.problem, candidate);
     r.description += how;
     if (!r.lt->note().empty()) r.description += " (" + r.lt->note() + ")";
@@ -483,7 +499,10 @@ struct Handle::Impl {
       routes.push_back(k.get());
       names.push_back(to_string(k->choice.design));
     }
-    const std::vector<GainInterval> graph = gains_over_floor(routes, *floor, bench::Mode::kGraph, stream);
+    // The floor of captured calls: its own cuBLASLt choice where the GPU's time chose another (floor_route).
+    std::unique_ptr<Route> graph_floor = std::move(floor->captured);
+    const std::vector<GainInterval> graph =
+        gains_over_floor(routes, graph_floor ? *graph_floor : *floor, bench::Mode::kGraph, stream);
     const std::vector<GainInterval> eager = gains_over_floor(routes, *floor, bench::Mode::kOffline, stream);
     const dispatch::RouteVerdict v = dispatch::decide_routes(eager, graph);
     const std::string note = " (" + when + ": eager calls: " + dispatch::route_verdict_text(names, eager, v.eager) +
@@ -491,21 +510,35 @@ struct Handle::Impl {
     if (verdict) *verdict = v;
     if (eager_gains) *eager_gains = eager;
     if (graph_gains) *graph_gains = graph;
-    auto take = [&](int i) -> std::unique_ptr<Route> { return i < 0 ? std::move(floor) : std::move(kernels[size_t(i)]); };
-    std::unique_ptr<Route> served = take(v.eager);
-    if (v.graph != v.eager) served->captured = take(v.graph);
+    std::unique_ptr<Route> served = v.eager < 0 ? std::move(floor) : std::move(kernels[size_t(v.eager)]);
+    if (v.graph >= 0) {
+      if (v.graph != v.eager) served->captured = std::move(kernels[size_t(v.graph)]);
+    } else if (graph_floor) {
+      served->captured = std::move(graph_floor);
+    } else if (v.eager >= 0) {
+      served->captured = std::move(floor);  // the floor serves captured calls, a kernel eager ones
+    }
     served->description += note;
     if (served->captured) served->captured->description += note;
     return served;
   }
 
-  // The floor of a problem: cuBLASLt with lt_auto's choice.
+  // The floor of a problem: cuBLASLt with lt_auto's choice for eager calls, and, as its `captured` route, with
+  // the choice timed in CUDA graphs where that is another algorithm.
   std::unique_ptr<Route> floor_route(const Problem& problem, cudaStream_t stream) {
-    auto floor = std::make_unique<Route>();
-    floor->problem = problem;
-    floor->choice = dispatch::floor_choice();
-    floor->description = floor->choice.describe();
-    plan_cublaslt(*floor, stream);
+    auto make = [&](std::optional<int> candidate, const std::string& how) {
+      auto floor = std::make_unique<Route>();
+      floor->problem = problem;
+      floor->choice = dispatch::floor_choice();
+      floor->description = floor->choice.describe();
+      plan_cublaslt(*floor, candidate, how);
+      return floor;
+    };
+    std::string how, graph_how;
+    const std::optional<int> eager = cublaslt_candidate(problem, stream, how);
+    const std::optional<int> graph = cublaslt_candidate(problem, stream, graph_how, bench::Mode::kGraph);
+    std::unique_ptr<Route> floor = make(eager, how);
+    if (graph != eager) floor->captured = make(graph, graph_how);
     return floor;
   }
 
@@ -641,6 +674,8 @@ struct Handle::Impl {
       // With autotuning the dispatcher proposes no predicted design (see the constructor): untuned shapes come
       // as the floor, which autotune() starts from.
       r = autotune(problem, stream);
+    } else if (choice.path == Path::kCublasLt && choice.floor) {
+      r = floor_route(problem, stream);
     } else if (choice.path == Path::kCublasLt) {
       r = std::make_unique<Route>();
       r->problem = problem;
