@@ -94,8 +94,29 @@ const std::vector<size_t>& RoundOrder::next() {
 
 namespace {
 
-// Offline and cold: each subject gets a batch size from a single timed call, then warm-up rounds until
-// every subject's last two batches agree within 2%, then the timed rounds.
+// Warm-up rounds until every subject's last two batches agree within 2% (at most max_warmup_batches), then
+// o.batches timed rounds; each round runs every subject once (`batch_us(i)`: one batch of subject i, its time
+// per call) in the order `order` gives. Returns each subject's per-call times of the timed rounds, in round order.
+std::vector<std::vector<double>> warm_then_time(size_t n, const std::function<double(size_t)>& batch_us,
+                                                RoundOrder& order, const TimingOptions& o) {
+  std::vector<double> previous(n);
+  for (size_t i : order.next()) previous[i] = batch_us(i);
+  for (int w = 1; w < o.max_warmup_batches; ++w) {
+    bool stable = true;
+    for (size_t i : order.next()) {
+      const double now = batch_us(i);
+      stable = stable && std::fabs(now - previous[i]) <= 0.02 * previous[i];
+      previous[i] = now;
+    }
+    if (stable) break;
+  }
+  std::vector<std::vector<double>> per_call(n);
+  for (int b = 0; b < o.batches; ++b)
+    for (size_t i : order.next()) per_call[i].push_back(batch_us(i));
+  return per_call;
+}
+
+// Offline and cold: each subject gets a batch size from a single timed call, then warm_then_time.
 std::vector<Timing> time_batched(const std::vector<std::function<void(int)>>& next,
                                  const std::vector<std::string>& what, cudaStream_t stream, const TimingOptions& o) {
   EventPair ev;
@@ -112,20 +133,7 @@ std::vector<Timing> time_batched(const std::vector<std::function<void(int)>>& ne
     counter[i] += batch[i];
     return ev.time_ms(batch[i], [&](int c) { next[i](base + c); }, stream, what[i]) * 1e3 / batch[i];
   };
-  std::vector<double> previous(n);
-  for (size_t i : order.next()) previous[i] = run_batch(i);
-  for (int w = 1; w < o.max_warmup_batches; ++w) {
-    bool stable = true;
-    for (size_t i : order.next()) {
-      const double now = run_batch(i);
-      stable = stable && std::fabs(now - previous[i]) <= 0.02 * previous[i];
-      previous[i] = now;
-    }
-    if (stable) break;
-  }
-  std::vector<std::vector<double>> per_call(n);
-  for (int b = 0; b < o.batches; ++b)
-    for (size_t i : order.next()) per_call[i].push_back(run_batch(i));
+  std::vector<std::vector<double>> per_call = warm_then_time(n, run_batch, order, o);
   std::vector<Timing> out;
   for (size_t i = 0; i < n; ++i) out.push_back(summarize(std::move(per_call[i]), batch[i], false));
   return out;
@@ -204,20 +212,7 @@ std::vector<Timing> time_graphs(const std::vector<Subject>& subjects, cudaStream
     }
   }
   RoundOrder order(n, o.seed);
-  std::vector<double> previous(n);
-  for (size_t i : order.next()) previous[i] = replay_us(i);
-  for (int w = 1; w < o.max_warmup_batches; ++w) {
-    bool stable = true;
-    for (size_t i : order.next()) {
-      const double now = replay_us(i);
-      stable = stable && std::fabs(now - previous[i]) <= 0.02 * previous[i];
-      previous[i] = now;
-    }
-    if (stable) break;
-  }
-  std::vector<std::vector<double>> per_call(n);
-  for (int b = 0; b < o.batches; ++b)
-    for (size_t i : order.next()) per_call[i].push_back(replay_us(i));
+  std::vector<std::vector<double>> per_call = warm_then_time(n, replay_us, order, o);
   std::vector<Timing> out;
   for (size_t i = 0; i < n; ++i) out.push_back(summarize(std::move(per_call[i]), graphs[i]->calls(), false));
   return out;

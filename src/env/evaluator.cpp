@@ -56,6 +56,10 @@ class SubmissionImplementation : public bench::Implementation {
     if (!launch_) throw Rejected{{"no_launch_function", "the shared object exports no rlgemm_launch"}};
   }
   ~SubmissionImplementation() override {
+    // After a hang (the gate's watchdog fired) nothing may wait for the device: this runs while the hang's error
+    // unwinds to the worker's exit, and a synchronization here would wait for the hung kernel until the
+    // service's own timeout (seen: 5 minutes for the hang case instead of the watchdog's seconds).
+    if (device_hung()) return;
     for (auto& [key, captured] : graphs_) {
       cudaGraphExecDestroy(captured.exec);
       cudaGraphDestroy(captured.graph);
