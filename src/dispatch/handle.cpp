@@ -351,7 +351,7 @@ struct Handle::Impl {
 
   // The route rule of the handle's predicted route: one standard deviation, where the unverified rule
   // (predict::kRouteZ) asks for three, because every kernel it proposes is then timed against the floor before
-  // it serves (verify_predicted). On the measured picks for the LLM tuning shapes, z = 1 proposed 62
+  // it serves (verified, at the shape's first use). On the measured picks for the LLM tuning shapes, z = 1 proposed 62
   // kernels of which 40 measured more than 2% faster than cuBLASLt (z = 0: 204 and 64; z = 3: 9 and 9), so each
   // first-use compile is more often worth it.
   static constexpr double kPredictedRouteZ = 1.0;
@@ -363,7 +363,7 @@ struct Handle::Impl {
     // The built-in predictors learned fp16 kernels against fp16 cuBLASLt. A bf16 problem gets the fp16 twin's
     // guess in bf16: wgmma and mma.sync take bf16 at fp16's rate with the same tiles, and cuBLASLt's bf16
     // algorithms mirror its fp16 ones. The guess is only a proposal: its kernel is timed against the bf16 floor
-    // at first use and kept only where it measured faster (verify_predicted).
+    // at first use and kept only where it measured faster (verified).
     Problem twin = problem;
     twin.dtype = DType::kF16;
     const auto guesses = predictor->best_guesses(gpu_traits, twin, 1);
