@@ -18,11 +18,16 @@ namespace rlgemm::search {
 
 namespace {
 
-std::string hex_hash(std::string_view text) {
+// FNV-1a of a text.
+uint64_t text_hash(std::string_view text) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string hex_hash(std::string_view text) {
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(text_hash(text)));
   return buf;
 }
 
@@ -101,7 +106,7 @@ Measurement SyntheticMeasurer::measure(const Design& design, const Problem& prob
   // The candidate and the reference in the same rounds, on a GPU whose speed is this moment's.
   const double speed = next_moment_speed();
   // The noise depends on what is measured only, so that the same candidate measures the same in any order.
-  const uint64_t seed = std::stoull(hex_hash(key + "|" + problem.shape.to_string() + "|" + std::string(to_string(mode))), nullptr, 16);
+  const uint64_t seed = text_hash(key + "|" + problem.shape.to_string() + "|" + std::string(to_string(mode)));
   const std::vector<double> candidate =
       noisy_rounds(model_.time_us(design, problem) * mode_factor(mode) / speed, seed);
   const std::vector<double> reference =
