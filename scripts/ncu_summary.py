@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""One CSV line per kernel of an `ncu --page raw --csv` export: what comparing two GEMM kernels needs.
+
+Usage: ncu_summary.py --subject S --clock C RAW.csv   (prints one line per kernel)
+       ncu_summary.py --header                          (prints the header line)
+Kernels of the benchmark harness (fills, checks, the fp64 reference) are skipped.
+"""
+import argparse
+import csv
+import re
+import sys
+
+HARNESS = re.compile(r"fill_kernel|widen_kernel|compare_kernel|find_kernel|nan_kernel|nonfinite_kernel|"
+                     r"absolute_kernel|spin_kernel|add_bias_kernel|dgemm|f64|double", re.I)
+
+FIELDS = ["subject", "clock", "kernel", "grid", "block", "cluster", "registers", "smem_dynamic_bytes",
+          "duration_us", "sm_clock_mhz", "tensor_pipe_pct", "sm_throughput_pct", "memory_throughput_pct",
+          "dram_read_mb", "dram_write_mb", "l2_mb", "achieved_occupancy_pct", "top_stalls"]
+
+
+def number(text):
+    try:
+        return float(str(text).replace(",", ""))
+    except ValueError:
+        return None
+
+
+def scaled(value, unit, to):
+    """value in `unit` converted to `to` (time: ns/us/ms/s -> us; bytes -> MB; frequency -> MHz)."""
+    if value is None:
+        return None
+    factors = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,
+               "byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3,
+               "hz": 1e-6, "Khz": 1e-3, "Mhz": 1.0, "Ghz": 1e3, "cycle/nsecond": 1e3, "cycle/usecond": 1.0}
+    return value * factors.get(unit, 1.0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--subject", default="")
+    ap.add_argument("--clock", default="")
+    ap.add_argument("--header", action="store_true", help="print the header line only")
+    ap.add_argument("raw", nargs="?")
+    a = ap.parse_args()
+    if a.header:
+        csv.writer(sys.stdout).writerow(FIELDS)
+        return
+    with open(a.raw, newline="") as f:
+        rows = list(csv.reader(f))
+    # ncu may print notes before the table: the header is the first row naming "Kernel Name".
+    start = next((i for i, r in enumerate(rows) if "Kernel Name" in r), None)
+    if start is None:
+        sys.exit(f"ncu_summary: no kernel table in {a.raw}")
+    header, units = rows[start], rows[start + 1]
+    unit = dict(zip(header, units))
+    out = csv.writer(sys.stdout)
+    for values in rows[start + 2:]:
+        row = dict(zip(header, values))
+        name = row.get("Kernel Name", "")
+        if not name or HARNESS.search(name):
+            continue
+
+        def metric(names, to=None):
+            for n in names:
+                if n in row and number(row[n]) is not None:
+                    return scaled(number(row[n]), unit.get(n, ""), to) if to else number(row[n])
+            return None
+
+        tensor = None
+        for n in row:
+            if re.match(r"sm__pipe_tensor_op_(gmma|hmma)_cycles_active\.avg\.pct_of_peak_sustained_active$", n):
+                v = number(row[n])
+                tensor = v if tensor is None or (v is not None and v > tensor) else tensor
+        stalls = []
+        for n, v in row.items():
+            m = re.match(r"smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$", n)
+            if m and number(v) is not None:
+                stalls.append((number(v), m.group(1)))
+        stalls.sort(reverse=True)
+        cluster = "x".join(str(int(metric([f"launch__cluster_dim_{d}"]) or 1)) for d in "xyz")
+        l2 = metric(["lts__t_bytes.sum"], "Mbyte")
+        fields = [
+            a.subject, a.clock, name[:160], row.get("Grid Size", ""), row.get("Block Size", ""), cluster,
+            metric(["launch__registers_per_thread"]), metric(["launch__shared_mem_per_block_dynamic"]),
+            metric(["gpu__time_duration.sum"], "usecond"), metric(["sm__cycles_elapsed.avg.per_second"], "Mhz"),
+            tensor, metric(["sm__throughput.avg.pct_of_peak_sustained_elapsed"]),
+            metric(["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"]),
+            metric(["dram__bytes_read.sum"], "Mbyte"), metric(["dram__bytes_write.sum"], "Mbyte"), l2,
+            metric(["sm__warps_active.avg.pct_of_peak_sustained_active"]),
+            " ".join(f"{r}:{v:.2f}" for v, r in stalls[:5]),
+        ]
+        out.writerow(["" if x is None else (f"{x:.4g}" if isinstance(x, float) else x) for x in fields])
+
+
+if __name__ == "__main__":
+    main()
