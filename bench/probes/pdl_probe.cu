@@ -8,6 +8,8 @@
 // lets the next grid launch (griddepcontrol.launch_dependents), then does `after` iterations and writes one
 // word per thread: `before` stands for a GEMM's prologue (barrier setup, descriptor prefetch), `after` for its
 // main loop and epilogue.
+// A second table puts each launch after another small kernel that knows nothing of PDL (as a GEMM in a model
+// follows a norm or an activation): there only the launch, not the neighbour's tail, can be overlapped.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -41,11 +43,16 @@ __global__ void spin(long long ns) {
   }
 }
 
-float time_chain(cudaStream_t s, float* out, int blocks, int before, int after, bool pdl, int n) {
+// A kernel that does not trigger its dependents early: the next grid may start only as its blocks exit.
+__global__ void other(float* out) { out[(1 << 21) + blockIdx.x * blockDim.x + threadIdx.x] += 1.0f; }
+
+// `between`: an `other` launch (plain) before each launch of `work`.
+float time_chain(cudaStream_t s, float* out, int blocks, int before, int after, bool pdl, int n, bool between = false) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < n; ++i) {
+    if (between) other<<<blocks, 128, 0, s>>>(out);
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(blocks);
     cfg.blockDim = dim3(128);
@@ -71,7 +78,7 @@ float time_chain(cudaStream_t s, float* out, int blocks, int before, int after, 
     CHECK(cudaStreamSynchronize(s));
     float ms;
     CHECK(cudaEventElapsedTime(&ms, a, b));
-    if (r >= 2) per.push_back(ms * 1000.f / n);
+    if (r >= 2) per.push_back(ms * 1000.f / n);  // with `between`: per pair of launches
   }
   std::sort(per.begin(), per.end());
   CHECK(cudaGraphExecDestroy(exec));
@@ -99,6 +106,18 @@ int main() {
       for (int rep = 0; rep < 2; ++rep) {
         p[rep] = time_chain(s, out, blocks, w[0], w[1], false, 200);
         q[rep] = time_chain(s, out, blocks, w[0], w[1], true, 200);
+      }
+      const float plain = std::min(p[0], p[1]), pdl = std::min(q[0], q[1]);
+      std::printf("%d,%d,%d,%.3f,%.3f,%.3f\n", blocks, w[0], w[1], plain, pdl, plain / pdl);
+    }
+  std::printf("\n# each launch of work after a plain small kernel (us per pair)\n");
+  std::printf("blocks,before,after,plain_us,pdl_us,ratio\n");
+  for (int blocks : blocks_list)
+    for (auto& w : work_list) {
+      float p[2], q[2];
+      for (int rep = 0; rep < 2; ++rep) {
+        p[rep] = time_chain(s, out, blocks, w[0], w[1], false, 200, true);
+        q[rep] = time_chain(s, out, blocks, w[0], w[1], true, 200, true);
       }
       const float plain = std::min(p[0], p[1]), pdl = std::min(q[0], q[1]);
       std::printf("%d,%d,%d,%.3f,%.3f,%.3f\n", blocks, w[0], w[1], plain, pdl, plain / pdl);
