@@ -11,7 +11,7 @@ import re
 import sys
 
 HARNESS = re.compile(r"fill_kernel|widen_kernel|compare_kernel|find_kernel|nan_kernel|nonfinite_kernel|"
-                     r"absolute_kernel|spin_kernel|add_bias_kernel|dgemm|f64|double", re.I)
+                     r"absolute_kernel|spin_kernel|add_bias_kernel|dgemm|d884gemm|tensorop_d|f64|double", re.I)
 
 FIELDS = ["subject", "clock", "kernel", "grid", "block", "cluster", "registers", "smem_dynamic_bytes",
           "duration_us", "sm_clock_mhz", "tensor_pipe_pct", "sm_throughput_pct", "memory_throughput_pct",
