@@ -35,8 +35,9 @@ enum class Field : int {
   kEpilogue,   // reg | staged (epi_tma on sm90, epi_smem on sm80)
   kSwap,
   kStatic,
+  kPdl,        // launch as a programmatic dependent (sm_90+)
 };
-inline constexpr int kFieldCount = 15;
+inline constexpr int kFieldCount = 16;
 const char* field_name(Field field);
 
 // The options of every field. Each list must be non-empty; option labels are what a policy file records.
@@ -58,9 +59,10 @@ struct SpaceSpec {
   std::vector<bool> staged_epilogue{false, true};
   std::vector<bool> swap{false, true};
   std::vector<bool> static_shape{false, true};
+  std::vector<bool> pdl{false, true};
 
   // The default space for a GPU of compute capability `cc_major`: sm90 and sm80 kernels on Hopper, sm80
-  // kernels alone before it.
+  // kernels alone and no programmatic dependent launch before it.
   static SpaceSpec for_gpu(int cc_major);
 };
 

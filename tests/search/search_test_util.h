@@ -15,7 +15,8 @@
 
 namespace rlgemm::search::testing {
 
-// sm90 kernels only, with the decisions that matter most: a few thousand valid designs.
+// sm90 kernels only, with the decisions that matter most: a few thousand valid designs. No pdl (the synthetic
+// GPU times no launch gaps, so a /pdl design would only repeat its plain twin).
 inline SpaceSpec small_spec() {
   SpaceSpec s;
   s.families = {Family::kSm90};
@@ -25,6 +26,7 @@ inline SpaceSpec small_spec() {
   s.stages = {2, 3, 4, 6};
   s.groups = {1, 8};
   s.static_shape = {false};
+  s.pdl = {false};
   return s;
 }
 
