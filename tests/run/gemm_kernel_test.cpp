@@ -463,6 +463,28 @@ TEST(GemmKernelRules, PdlNeedsSm90) {
   }
 }
 
+// 16 slices of K for shapes with few tiles and a deep K (decode, down-projections), ragged ones included.
+const std::vector<std::string> kSplitK16Designs = {
+    "sm80/32x64x64/w32x32/s4/swz/raster_m.g8/splitk16.parallel/epi_reg",
+    "sm80/64x64x64/w32x32/s3/pad/raster_n.g8/splitk16.serial/epi_smem",
+};
+const std::vector<Shape> kKHeavyShapes = {{64, 128, 4096}, {16, 4096, 4096}, {40, 136, 4104}};
+
+TEST_F(GpuGemm, SplitK16DesignsMatchTheReferenceOnKHeavyShapes) {
+  precompile(kSplitK16Designs, {Problem{{128, 128, 128}, Layout::kTN}});
+  precompile(kSplitK16Designs, {Problem{{128, 128, 128}, Layout::kNN}});
+  for (Layout layout : {Layout::kTN, Layout::kNN})
+    for (Shape shape : kKHeavyShapes) {
+      const HostProblem hp = make_problem(shape, layout, 900 + shape.n + int(layout));
+      for (const auto& text : kSplitK16Designs) {
+        const Design d = parse_design(text);
+        const GemmKernel kernel(d, hp.problem, device_, options_);
+        EXPECT_EQ(check(kernel, hp, d.split == SplitK::kSerial ? d.splits : 1), "")
+            << text << " layout " << to_string(layout) << " shape " << shape.to_string();
+      }
+    }
+}
+
 TEST_F(GpuGemm, Bf16KernelRefusesAnFp16Problem) {
   const HostProblem hp = make_problem({100, 200, 136}, Layout::kTN, 9);
   EXPECT_THROW(GemmKernel(parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg/bf16"), hp.problem,
@@ -503,8 +525,9 @@ TEST_F(GpuGemm, WrongDesignWritesWrongValues) {
   EXPECT_NE(why.find("elements wrong"), std::string::npos) << why;
 }
 
-// Launches whose CTAs wait on other CTAs of the same launch (stream-K, serial split-K), on four streams at
-// once, each launch big enough to fill the GPU: none may assume that the GPU holds all of its CTAs at once.
+// Launches whose CTAs wait on other CTAs of the same launch (stream-K, serial split-K) or count each other in
+// (parallel split-K), on four streams at once, some launches big enough to fill the GPU, others decode-sized
+// with 16 slices: none may assume that the GPU holds all of its CTAs at once, nor share another's workspace.
 // Every stream must finish (the watchdog bounds the wait) and give the bits the same launch gives alone. Runs
 // in a child process, which a hung kernel cannot take down with the test binary.
 void run_concurrent_launches_and_exit() {
@@ -514,9 +537,14 @@ void run_concurrent_launches_and_exit() {
   struct Case {
     std::string design;
     Shape shape;
+    Layout layout = Layout::kTN;
   };
   std::vector<Case> cases = {{"sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk3.serial/epi_reg", {1000, 2000, 3000}},
                              {"sm80/32x64x32/w16x32/s3/swz/raster_m.g8/splitk2.serial/epi_smem/swap", {200, 4096, 2048}}};
+  // Decode-like K-heavy shapes, cut into 16 slices: many small launches whose slices wait on each other.
+  for (const std::string& design : kSplitK16Designs)
+    for (Layout layout : {Layout::kTN, Layout::kNN})
+      for (Shape shape : kKHeavyShapes) cases.push_back({design, shape, layout});
   if (device.cc_major == 9) {
     cases.push_back({"sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/streamk/epi_reg", {2000, 1096, 4104}});
     cases.push_back({"sm90.ws.coop/128x128x64/s4/c2x1/raster_m.g8/streamk/epi_tma", {320, 512, 8192}});
@@ -536,7 +564,7 @@ void run_concurrent_launches_and_exit() {
   std::vector<Run> runs;
   for (const Case& cs : cases) {
     Run r;
-    r.problem = Problem{cs.shape, Layout::kTN};
+    r.problem = Problem{cs.shape, cs.layout};
     r.kernel = std::make_unique<GemmKernel>(parse_design(cs.design), r.problem, device, options);
     const size_t a_elems = size_t(cs.shape.m * cs.shape.k), b_elems = size_t(cs.shape.n * cs.shape.k);
     std::vector<uint16_t> host(std::max(a_elems, b_elems));
@@ -593,7 +621,7 @@ void run_concurrent_launches_and_exit() {
   std::_Exit(0);
 }
 
-TEST(GpuConcurrentLaunches, StreamKAndSerialSplitKFinishOnFourStreams) {
+TEST(GpuConcurrentLaunches, StreamKAndSplitKFinishOnFourStreams) {
   RLGEMM_REQUIRE_GPU();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(run_concurrent_launches_and_exit(), ::testing::ExitedWithCode(0), "all 4 streams finished");

@@ -58,6 +58,26 @@ TEST(DesignSpace, PdlIsTheLastFieldAndOnlyOnHopper) {
   EXPECT_FALSE(ampere.encode(parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg")).empty());
 }
 
+TEST(DesignSpace, DecodeShapesGetSixteenSlicesAndSm80TilesOf32Rows) {
+  const DesignSpace space(SpaceSpec::for_gpu(9), Layout::kNN);
+  size_t bm32 = 0;
+  for (size_t i = 0; i < space.size(); ++i) {
+    const Design d = space.design(i);
+    if (d.bm != 32) continue;
+    ++bm32;
+    ASSERT_EQ(d.family, Family::kSm80) << to_string(d);  // wgmma tiles have 64 rows per warpgroup
+    ASSERT_EQ(d.warp_m, 32) << to_string(d);
+  }
+  EXPECT_GT(bm32, 0u);
+  for (const char* text : {"sm80/32x64x64/w32x32/s4/swz/raster_m.g8/splitk16.parallel/epi_reg",
+                           "sm80/32x128x64/w32x32/s3/pad/raster_n.g4/splitk16.serial/epi_smem/swap",
+                           "sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk8.parallel/epi_reg/pdl",
+                           "sm90.ws.pingpong/64x64x128/s6/c1x1/raster_m.g8/splitk16.parallel/epi_reg/pdl",
+                           "sm90.ws.pingpong/64x128x64/s4/c1x1/raster_m.g8/splitk16.serial/epi_reg"})
+    EXPECT_FALSE(space.encode(parse_design(text)).empty()) << text;
+  EXPECT_TRUE(space.encode(parse_design("sm90.ws.pingpong/32x64x64/s4/c1x1/raster_m.g8/splitk1/epi_reg")).empty());
+}
+
 TEST(DesignSpace, MaskedChoicesAlwaysReachAValidDesign) {
   DesignSpace space(testing::small_spec(), Layout::kNN);
   std::mt19937_64 rng(7);
