@@ -6,11 +6,12 @@
 // design.cpp alone.
 //
 // Text form, fields in this order, separated by '/':
-//   sm90: sm90.ws.{coop|pingpong}/BMxBNxBK/sS/cCMxCN/raster_{m|n}.gG/SPLIT/epi_{reg|tma}[/swap][/static][/bf16]
-//   sm80: sm80/BMxBNxBK/wWMxWN/sS/{swz|pad}/raster_{m|n}.gG/SPLIT/epi_{reg|smem}[/swap][/static][/bf16]
+//   sm90: sm90.ws.{coop|pingpong}/BMxBNxBK/sS/cCMxCN/raster_{m|n}.gG/SPLIT/epi_{reg|tma}[/swap][/static][/pdl][/bf16]
+//   sm80: sm80/BMxBNxBK/wWMxWN/sS/{swz|pad}/raster_{m|n}.gG/SPLIT/epi_{reg|smem}[/swap][/static][/pdl][/bf16]
 //   test: test.{fault|hang|wrong}          (fault-injection designs, used by tests of the tuner's isolation)
 // where SPLIT is one of: splitk1 | splitkN.serial | splitkN.parallel | streamk, and /bf16 names the element
-// type of a bf16 kernel (fp16, the default, is not written, so the texts of fp16 designs never change)
+// type of a bf16 kernel (fp16, the default, is not written, so the texts of fp16 designs never change), and
+// /pdl launches the kernel as a programmatic dependent of the previous kernel in its stream (sm_90 and later)
 // e.g. sm90.ws.pingpong/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma
 //      sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg
 #pragma once
@@ -73,6 +74,9 @@ struct Design {
   SmemLayout smem = SmemLayout::kSwizzle;  // sm80 only
   bool swap_ab = false;       // compute C^T = B^T A^T (helps when M is small)
   bool static_shape = false;  // bake M, N, K into the kernel as compile-time constants
+  // Launch as a programmatic dependent of the previous kernel in the stream (sm_90+): this kernel's launch and
+  // prologue overlap that kernel's tail, and it touches global memory only after griddepcontrol.wait.
+  bool pdl = false;
   DType dtype = DType::kF16;  // element type of A, B and C: a design computes problems of its own type only
   TestBehavior test = TestBehavior::kFault;  // kTest only
 

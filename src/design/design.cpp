@@ -44,6 +44,7 @@ std::string suffix_text(const Design& d) {
   std::string s;
   if (d.swap_ab) s += "/swap";
   if (d.static_shape) s += "/static";
+  if (d.pdl) s += "/pdl";
   if (d.dtype != DType::kF16) s += "/" + std::string(to_string(d.dtype));
   return s;
 }
@@ -151,19 +152,20 @@ void parse_epilogue(std::string_view token, std::string_view text, Design& d, bo
                   std::string(token) + "'");
 }
 
-// Optional trailing flags, in canonical order: swap, then static, then the element type (bf16; fp16 is the
+// Optional trailing flags, in canonical order: swap, static, pdl, then the element type (bf16; fp16 is the
 // default and never written, so that every design has one text).
 void parse_flags(const std::vector<std::string_view>& parts, size_t first, std::string_view text, Design& d) {
   size_t i = first;
   if (i < parts.size() && parts[i] == "swap") d.swap_ab = true, ++i;
   if (i < parts.size() && parts[i] == "static") d.static_shape = true, ++i;
+  if (i < parts.size() && parts[i] == "pdl") d.pdl = true, ++i;
   if (i < parts.size() && parts[i] == "bf16") d.dtype = DType::kBF16, ++i;
   if (i < parts.size() && parts[i] == "fp16")
     bad_field(text, "element type", "fp16 is the default and is not written (the canonical text ends before it)");
   if (i < parts.size())
     bad_field(text, "flags",
               "unexpected '" + std::string(parts[i]) +
-                  "' (only /swap, then /static, then the element type /bf16 may follow the epilogue)");
+                  "' (only /swap, then /static, then /pdl, then the element type /bf16 may follow the epilogue)");
 }
 
 Design parse_sm90(const std::vector<std::string_view>& parts, std::string_view text) {

@@ -51,6 +51,7 @@ std::optional<std::string> why_not_runnable(const Design& design, const Problem&
       if (cc < 80) return "sm80 designs need compute capability 8.0 or later";
       break;
   }
+  if (design.pdl && cc < 90) return "programmatic dependent launch (/pdl) needs compute capability 9.0 or later";
   if (auto why = why_invalid(design, problem.layout, smem_limit_or_hopper(target.smem_per_block_optin)))
     return why;
   return why_unfit(design, problem);

@@ -66,6 +66,9 @@ GeneratedKernel generate_kernel(const Design& design, const Problem& problem, co
   if (design.family == Family::kSm90 && kernel.arch != "sm_90a")
     fail("sm90 designs use wgmma and TMA, which need sm_90a (got " + kernel.arch + ")");
   if (number < 80) fail("rlgemm kernels need sm_80 or later (got " + kernel.arch + ")");
+  if (design.pdl && number < 90)
+    fail("design " + to_string(design) + " cannot be built for " + kernel.arch +
+         ": programmatic dependent launch (/pdl, griddepcontrol) needs sm_90 or later");
   kernel.source = family.source(design, problem, kernel.name);
   return kernel;
 }

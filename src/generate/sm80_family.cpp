@@ -58,7 +58,8 @@ size_t flags_bytes(int64_t tiles) { return align_up(size_t(tiles + 1) * 4, 256);
 
 class Sm80Family final : public KernelFamily {
  public:
-  std::string arch(const Design&) const override { return "sm_80"; }
+  // The oldest architecture that runs the design: griddepcontrol (/pdl) came with sm_90.
+  std::string arch(const Design& d) const override { return d.pdl ? "sm_90" : "sm_80"; }
 
   std::string source(const Design& d, const Problem& problem, const std::string& kernel_name) const override {
     if (d.family != Family::kSm80) fail("the sm80 family cannot generate " + to_string(d));
@@ -80,7 +81,10 @@ class Sm80Family final : public KernelFamily {
       << ", /*D_TRANSPOSED=*/" << b(v.d_transposed) << ",\n"
       << "    /*SPLIT=*/" << split << ", /*EPI_SMEM=*/" << b(d.epilogue == Epilogue::kSmem) << ",\n"
       << "    /*RASTER_M=*/" << b(d.raster == Raster::kAlongM) << ", /*GROUP=*/" << d.group;
-    if (d.static_shape) s << ",\n    /*STATIC_M, N, K=*/" << v.m << ", " << v.n << ", " << v.k;
+    if (d.static_shape || d.pdl)
+      s << ",\n    /*STATIC_M, N, K=*/" << (d.static_shape ? v.m : 0) << ", " << (d.static_shape ? v.n : 0) << ", "
+        << (d.static_shape ? v.k : 0);
+    if (d.pdl) s << ",\n    /*PDL=*/true";
     s << ">;\n\n"
       << "extern \"C\" __global__ void __launch_bounds__(Config::kThreads)\n"
       << kernel_name << "(const __grid_constant__ rlgemm::sm80::Params params) {\n"

@@ -285,6 +285,9 @@ std::vector<Candidate> Predictor::best_guesses(const GpuTraits& gpu, const Probl
   for (size_t i = 0; i < designs.size(); ++i) {
     const Design d = designs.design(i);
     if (d.static_shape && !options.static_shape) continue;
+    // No feature tells a /pdl design from its plain twin (the launch mode pays only behind another kernel):
+    // ranking both would only repeat each guess.
+    if (d.pdl) continue;
     if (d.family == Family::kSm90 && !(gpu.cc_major == 9 && gpu.cc_minor == 0)) continue;  // wgmma: sm_90a only
     if (why_invalid(d, problem.layout, smem) || why_unfit(d, problem)) continue;
     design_features(problem, d, gpu, x);

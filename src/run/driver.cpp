@@ -50,20 +50,27 @@ const DriverApi& driver() {
 }
 
 void launch_function(CUfunction function, const unsigned* grid, const unsigned* block, const unsigned* cluster,
-                     unsigned smem_bytes, CUstream stream, void** args) {
+                     unsigned smem_bytes, CUstream stream, void** args, bool programmatic) {
   CUlaunchConfig config{};
   config.gridDimX = grid[0], config.gridDimY = grid[1], config.gridDimZ = grid[2];
   config.blockDimX = block[0], config.blockDimY = block[1], config.blockDimZ = block[2];
   config.sharedMemBytes = smem_bytes;
   config.hStream = stream;
-  CUlaunchAttribute attribute{};
+  CUlaunchAttribute attributes[2]{};
+  config.attrs = attributes;
   if (cluster[0] * cluster[1] * cluster[2] > 1) {
-    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attribute.value.clusterDim.x = cluster[0];
-    attribute.value.clusterDim.y = cluster[1];
-    attribute.value.clusterDim.z = cluster[2];
-    config.attrs = &attribute;
-    config.numAttrs = 1;
+    CUlaunchAttribute& a = attributes[config.numAttrs++];
+    a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    a.value.clusterDim.x = cluster[0];
+    a.value.clusterDim.y = cluster[1];
+    a.value.clusterDim.z = cluster[2];
+  }
+  if (programmatic) {
+    // The previous kernel in the stream need not finish before this one starts: this one waits for it with
+    // griddepcontrol.wait. A stream capture records the edge as programmatic too.
+    CUlaunchAttribute& a = attributes[config.numAttrs++];
+    a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    a.value.programmaticStreamSerializationAllowed = 1;
   }
   RLGEMM_CU_CHECK(driver().cuLaunchKernelEx(&config, function, args, nullptr));
 }

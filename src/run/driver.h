@@ -33,10 +33,11 @@ int max_active_clusters(CUfunction function, unsigned cluster_size, unsigned blo
 
 // Launches `function` on `stream` with cuLaunchKernelEx: `grid` and `block` extents (3 each), `smem_bytes` of
 // dynamic shared memory, and the cluster shape `cluster` (3 extents) when it holds more than one block. `args`
-// as cuLaunchKernelEx takes them: one pointer per kernel parameter. Throws Error(kRuntime) when the launch is
-// refused.
+// as cuLaunchKernelEx takes them: one pointer per kernel parameter. `programmatic`: launch as a programmatic
+// dependent of the previous kernel in the stream (a kernel that waits with griddepcontrol.wait; sm_90+).
+// Throws Error(kRuntime) when the launch is refused.
 void launch_function(CUfunction function, const unsigned* grid, const unsigned* block, const unsigned* cluster,
-                     unsigned smem_bytes, CUstream stream, void** args);
+                     unsigned smem_bytes, CUstream stream, void** args, bool programmatic = false);
 
 #define RLGEMM_CU_CHECK(call) ::rlgemm::check_driver((call), #call)
 

@@ -18,6 +18,9 @@ GemmKernel::GemmKernel(Unloaded, const Design& design, const Problem& problem, c
   if (device_cc < 80 || (design.family == Family::kSm90 && device_cc != 90))
     fail("design " + to_string(design) + " cannot run on " + device.name + " (sm_" + std::to_string(device_cc) +
          "): sm80 designs need sm_80 or later, sm90 designs an sm_90 GPU");
+  if (design.pdl && device_cc < 90)
+    fail("design " + to_string(design) + " cannot run on " + device.name + " (sm_" + std::to_string(device_cc) +
+         "): programmatic dependent launch (/pdl) needs sm_90 or later");
 }
 
 GemmKernel::GemmKernel(const Design& design, const Problem& problem, const DeviceInfo& device,
@@ -123,7 +126,7 @@ void GemmKernel::launch_params(cudaStream_t stream, const LaunchPlan& p, const P
          " bytes of shared memory, more than it was loaded with");
   void* args[] = {const_cast<std::byte*>(params.bytes)};
   launch_function(function_, p.grid, p.block, p.cluster, unsigned(p.smem_bytes), reinterpret_cast<CUstream>(stream),
-                  args);
+                  args, design_.pdl);
 }
 
 }  // namespace rlgemm

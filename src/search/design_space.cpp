@@ -11,13 +11,13 @@ namespace rlgemm::search {
 const char* field_name(Field field) {
   static const char* names[kFieldCount] = {"family", "schedule", "tile_m", "tile_n", "tile_k",
                                            "warp_tile", "stages", "cluster", "smem_layout", "raster",
-                                           "group", "split", "epilogue", "swap", "static"};
+                                           "group", "split", "epilogue", "swap", "static", "pdl"};
   return names[int(field)];
 }
 
 SpaceSpec SpaceSpec::for_gpu(int cc_major) {
   SpaceSpec spec;
-  if (cc_major < 9) spec.families = {Family::kSm80};
+  if (cc_major < 9) spec.families = {Family::kSm80}, spec.pdl = {false};
   return spec;
 }
 
@@ -46,7 +46,8 @@ DesignSpace::DesignSpace(SpaceSpec spec, Layout layout, int smem_limit_bytes)
                                    count(spec_.tile_n),      count(spec_.tile_k),       count(spec_.warp_tiles),
                                    count(spec_.stages),      count(spec_.clusters),     count(spec_.smem_layouts),
                                    count(spec_.rasters),     count(spec_.groups),       count(spec_.splits),
-                                   count(spec_.staged_epilogue), count(spec_.swap),     count(spec_.static_shape)};
+                                   count(spec_.staged_epilogue), count(spec_.swap),     count(spec_.static_shape),
+                                   count(spec_.pdl)};
   for (int f = 0; f < kFieldCount; ++f) {
     if (counts[f] < 1 || counts[f] > 255)
       fail(std::string("design space field '") + field_name(Field(f)) + "' needs 1..255 options");
@@ -58,11 +59,18 @@ DesignSpace::DesignSpace(SpaceSpec spec, Layout layout, int smem_limit_bytes)
     if (family == Family::kTest) fail("the design space cannot hold test.* fault-injection designs");
 
   // Depth-first over the fields; inapplicable fields take option 0 only. Enumeration order is
-  // lexicographic, so the points come out sorted.
+  // lexicographic, so the points come out sorted. The launch mode, the last field, is no rule of
+  // why_invalid: one check covers all its options.
+  static_assert(int(Field::kPdl) == kFieldCount - 1);
   Point p(kFieldCount, 0);
   auto visit = [&](auto&& self, int field) -> void {
-    if (field == kFieldCount) {
-      if (!why_invalid(apply(p), layout_, smem_limit_bytes)) points_.insert(points_.end(), p.begin(), p.end());
+    if (field == int(Field::kPdl)) {
+      if (why_invalid(apply(p), layout_, smem_limit_bytes)) return;
+      for (int o = 0; o < option_counts_[field]; ++o) {
+        p[field] = uint8_t(o);
+        points_.insert(points_.end(), p.begin(), p.end());
+      }
+      p[field] = 0;
       return;
     }
     const Family family = spec_.families[p[0]];
@@ -106,6 +114,7 @@ Design DesignSpace::apply(const Point& p) const {
   d.epilogue = !staged ? Epilogue::kRegisters : sm90 ? Epilogue::kTma : Epilogue::kSmem;
   d.swap_ab = spec_.swap[p[int(Field::kSwap)]];
   d.static_shape = spec_.static_shape[p[int(Field::kStatic)]];
+  d.pdl = spec_.pdl[p[int(Field::kPdl)]];
   return d;
 }
 
@@ -135,7 +144,7 @@ Point DesignSpace::encode(const Design& d) const {
             find(int(Field::kSplit), spec_.splits, std::pair{d.split, d.splits}) &&
             find(int(Field::kEpilogue), spec_.staged_epilogue, d.epilogue != Epilogue::kRegisters) &&
             find(int(Field::kSwap), spec_.swap, d.swap_ab) &&
-            find(int(Field::kStatic), spec_.static_shape, d.static_shape);
+            find(int(Field::kStatic), spec_.static_shape, d.static_shape) && find(int(Field::kPdl), spec_.pdl, d.pdl);
   if (sm90)
     ok = ok && find(int(Field::kSchedule), spec_.schedules, d.schedule) &&
          find(int(Field::kCluster), spec_.clusters, std::pair{d.cluster_m, d.cluster_n});
@@ -219,6 +228,7 @@ std::string DesignSpace::option_label(int field, int option) const {
     case Field::kEpilogue: s << (spec_.staged_epilogue[option] ? "staged" : "reg"); break;
     case Field::kSwap: s << (spec_.swap[option] ? "swap" : "noswap"); break;
     case Field::kStatic: s << (spec_.static_shape[option] ? "static" : "dynamic"); break;
+    case Field::kPdl: s << (spec_.pdl[option] ? "on" : "off"); break;
   }
   return s.str();
 }

@@ -35,15 +35,16 @@ enum class Field : int {
   kEpilogue,   // reg | staged (epi_tma on sm90, epi_smem on sm80)
   kSwap,
   kStatic,
+  kPdl,        // launch as a programmatic dependent (sm_90+)
 };
-inline constexpr int kFieldCount = 15;
+inline constexpr int kFieldCount = 16;
 const char* field_name(Field field);
 
 // The options of every field. Each list must be non-empty; option labels are what a policy file records.
 struct SpaceSpec {
   std::vector<Family> families{Family::kSm90, Family::kSm80};
   std::vector<Sm90Schedule> schedules{Sm90Schedule::kCooperative, Sm90Schedule::kPingpong};
-  std::vector<int> tile_m{64, 128, 256};
+  std::vector<int> tile_m{32, 64, 128, 256};  // 32: sm80 only (wgmma tiles are 64 rows per warpgroup)
   std::vector<int> tile_n{64, 128, 192, 256};
   std::vector<int> tile_k{32, 64, 128};
   std::vector<std::pair<int, int>> warp_tiles{{32, 32}, {32, 64}, {64, 32}, {64, 64}};
@@ -52,15 +53,18 @@ struct SpaceSpec {
   std::vector<SmemLayout> smem_layouts{SmemLayout::kSwizzle, SmemLayout::kPad};
   std::vector<Raster> rasters{Raster::kAlongM, Raster::kAlongN};
   std::vector<int> groups{1, 4, 8, 16};
-  std::vector<std::pair<SplitK, int>> splits{{SplitK::kNone, 1},     {SplitK::kSerial, 2},   {SplitK::kSerial, 4},
-                                             {SplitK::kSerial, 8},   {SplitK::kParallel, 2}, {SplitK::kParallel, 4},
+  // 8 and 16 slices: K-heavy small shapes (decode) have too few tiles to fill the GPU otherwise.
+  std::vector<std::pair<SplitK, int>> splits{{SplitK::kNone, 1},      {SplitK::kSerial, 2},    {SplitK::kSerial, 4},
+                                             {SplitK::kSerial, 8},    {SplitK::kSerial, 16},   {SplitK::kParallel, 2},
+                                             {SplitK::kParallel, 4},  {SplitK::kParallel, 8}, {SplitK::kParallel, 16},
                                              {SplitK::kStreamK, 1}};
   std::vector<bool> staged_epilogue{false, true};
   std::vector<bool> swap{false, true};
   std::vector<bool> static_shape{false, true};
+  std::vector<bool> pdl{false, true};
 
   // The default space for a GPU of compute capability `cc_major`: sm90 and sm80 kernels on Hopper, sm80
-  // kernels alone before it.
+  // kernels alone and no programmatic dependent launch before it.
   static SpaceSpec for_gpu(int cc_major);
 };
 

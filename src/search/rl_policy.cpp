@@ -315,6 +315,10 @@ Policy Policy::load(const std::filesystem::path& file, RlOptions options) {
   // Offsets and option counts follow from the signature.
   const SpaceSpec spec = spec_from_signature(p.signature_);
   (void)spec;
+  // A policy from before the pdl field chose in the same space with pdl off: the field joins its signature
+  // with that one option, and the network the inputs and outputs of the field, with zero weights (below).
+  const bool before_pdl = p.signature_.find(std::string(";") + field_name(Field::kPdl) + ":") == std::string::npos;
+  if (before_pdl) p.signature_ += std::string(";") + field_name(Field::kPdl) + ":off";
   {
     std::istringstream fields(p.signature_);
     std::string field;
@@ -329,9 +333,11 @@ Policy Policy::load(const std::filesystem::path& file, RlOptions options) {
   }
   if (int(p.offsets_.size()) != kFieldCount) throw bad("the space signature does not list every field");
   const int d = p.input_size();
+  // Without the pdl field: one option less (decisions so far, outputs) and one field less (step indicator).
+  const int options_in_file = p.total_options_ - (before_pdl ? 1 : 0);
   const std::tuple<const char*, Tensor*, int, int> tensors[] = {
-      {"w1", &p.w1_, -1, d}, {"b1", &p.b1_, -1, 1}, {"w2", &p.w2_, -1, -1}, {"b2", &p.b2_, -1, 1},
-      {"w3", &p.w3_, p.total_options_, -1}, {"b3", &p.b3_, p.total_options_, 1},
+      {"w1", &p.w1_, -1, d - (before_pdl ? 2 : 0)}, {"b1", &p.b1_, -1, 1}, {"w2", &p.w2_, -1, -1}, {"b2", &p.b2_, -1, 1},
+      {"w3", &p.w3_, options_in_file, -1}, {"b3", &p.b3_, options_in_file, 1},
       {"v1", &p.v1_, -1, kShapeFeatureCount}, {"c1", &p.c1_, -1, 1}, {"v2", &p.v2_, 1, -1}, {"c2", &p.c2_, 1, 1}};
   for (auto [name, t, want_rows, want_cols] : tensors) {
     std::string tag, got_name;
@@ -348,6 +354,24 @@ Policy Policy::load(const std::filesystem::path& file, RlOptions options) {
         if (!(in >> t->w(i, j))) throw bad(std::string("tensor ") + name + " is truncated");
     t->m = MatrixXd::Zero(rows, cols);
     t->v = MatrixXd::Zero(rows, cols);
+  }
+  if (before_pdl) {
+    // The pdl option is the last of the decisions so far and of the outputs, its step indicator the last
+    // input. They carry no weight: pdl is decided last and, with one option, never a step, so every decision
+    // is the one the file's policy made.
+    const Eigen::Index h = p.w1_.w.rows(), prefix_end = kShapeFeatureCount + options_in_file;
+    MatrixXd w1 = MatrixXd::Zero(h, d);
+    w1.leftCols(prefix_end) = p.w1_.w.leftCols(prefix_end);
+    w1.block(0, prefix_end + 1, h, kFieldCount - 1) = p.w1_.w.rightCols(kFieldCount - 1);
+    p.w1_.w = std::move(w1);
+    for (Tensor* t : {&p.w3_, &p.b3_}) {
+      t->w.conservativeResize(p.total_options_, Eigen::NoChange);
+      t->w.row(p.total_options_ - 1).setZero();
+    }
+    for (Tensor* t : {&p.w1_, &p.w3_, &p.b3_}) {
+      t->m = MatrixXd::Zero(t->w.rows(), t->w.cols());
+      t->v = MatrixXd::Zero(t->w.rows(), t->w.cols());
+    }
   }
   p.options_.hidden = int(p.w1_.w.rows());
   if (p.w2_.w.rows() != p.options_.hidden || p.w2_.w.cols() != p.options_.hidden ||
@@ -572,9 +596,12 @@ SpaceSpec spec_from_signature(const std::string& signature) {
         break;
       case Field::kSwap: spec.swap.clear(); for (auto& l : labels) spec.swap.push_back(l == "swap"); break;
       case Field::kStatic: spec.static_shape.clear(); for (auto& l : labels) spec.static_shape.push_back(l == "static"); break;
+      case Field::kPdl: spec.pdl.clear(); for (auto& l : labels) spec.pdl.push_back(l == "on"); break;
     }
     ++index;
   }
+  // Signatures written before the pdl field existed end at static: their spaces launched without it.
+  if (index == int(Field::kPdl)) spec.pdl = {false}, ++index;
   if (index != kFieldCount) throw bad("lists " + std::to_string(index) + " fields, expected " + std::to_string(kFieldCount));
   return spec;
 }

@@ -188,6 +188,30 @@ TEST(DesignText, SyntaxErrorsNameTheField) {
   for (auto [text, field] : cases) EXPECT_NE(parse_error(text).find(field), std::string::npos) << text << " -> " << parse_error(text);
 }
 
+TEST(DesignText, PdlFollowsStaticAndPrecedesTheElementType) {
+  const std::string base = "sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg";
+  EXPECT_FALSE(parse_design(base).pdl);
+  for (const std::string text : {base + "/pdl", base + "/pdl/bf16", base + "/swap/static/pdl",
+                                 std::string("sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/splitk2.serial/epi_reg/pdl"),
+                                 std::string("sm90.ws.coop/128x128x64/s4/c2x1/raster_m.g8/streamk/epi_tma/static/pdl/bf16")}) {
+    const Design d = parse_design(text);
+    EXPECT_TRUE(d.pdl) << text;
+    EXPECT_EQ(to_string(d), text);
+    Design plain = d;
+    plain.pdl = false;
+    EXPECT_NE(plain, d);
+    EXPECT_EQ(to_string(plain).find("pdl"), std::string::npos);
+    EXPECT_FALSE(why_invalid(d, Layout::kTN)) << text;  // launch mode only: no layout rule
+  }
+  for (auto sweep : {valid_sm80_sweep(), valid_sm90_sweep()})
+    for (Design d : sweep) {
+      d.pdl = true;
+      EXPECT_EQ(parse_design(to_string(d)), d) << to_string(d);
+    }
+  for (const std::string wrong : {base + "/pdl/static", base + "/bf16/pdl", base + "/pdl/pdl"})
+    EXPECT_NE(parse_error(wrong).find("flags"), std::string::npos) << wrong;
+}
+
 Design sm80(const char* text) { return parse_design(text); }
 
 std::string reason(const std::string& text, Layout layout = Layout::kTN, int limit = 232448) {

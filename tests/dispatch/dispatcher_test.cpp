@@ -372,6 +372,12 @@ TEST(Dispatcher, DesignsTheLayoutOrTheGpuCannotRunAreSkipped) {
   EXPECT_EQ(Dispatcher(rows, ampere).choose({{1024, 1024, 1024}, Layout::kTN}).path, Path::kCublasLt);
   EXPECT_TRUE(why_not_runnable(parse_design(kSm90Big), Problem{{256, 256, 256}, Layout::kTN}, ampere));
   EXPECT_FALSE(why_not_runnable(parse_design(kSm80), Problem{{256, 256, 256}, Layout::kTN}, ampere));
+  // Programmatic dependent launch is an sm_90 feature, whatever the family.
+  const std::string sm80_pdl = kSm80 + "/pdl";
+  const auto no_pdl = why_not_runnable(parse_design(sm80_pdl), Problem{{256, 256, 256}, Layout::kTN}, ampere);
+  ASSERT_TRUE(no_pdl);
+  EXPECT_NE(no_pdl->find("/pdl"), std::string::npos) << *no_pdl;
+  EXPECT_FALSE(why_not_runnable(parse_design(sm80_pdl), Problem{{256, 256, 256}, Layout::kTN}, h100()));
   // A policy proposing a design the layout rejects falls back to the floor.
   const Dispatcher with_policy(rows, h100(), true, [&](const Problem&) { return parse_design(tn_only); });
   EXPECT_EQ(with_policy.choose({{500, 512, 512}, Layout::kNN}).path, Path::kCublasLt);

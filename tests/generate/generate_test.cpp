@@ -11,20 +11,14 @@
 #include "generate/families.h"
 #include "kernels/sm80/params.h"
 #include "rlgemm/error.h"
+#include "support/error_of.h"
 
 namespace rlgemm {
 namespace {
 
 Problem problem(int64_t m, int64_t n, int64_t k, Layout layout = Layout::kTN) { return Problem{{m, n, k}, layout}; }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(Generate, KernelNamesAreIdentifiersAndDistinguishLayoutAndStaticShape) {
   const Design d = parse_design("sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg");

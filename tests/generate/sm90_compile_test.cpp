@@ -16,7 +16,7 @@ namespace rlgemm {
 namespace {
 
 // One design per feature: schedules, tile sizes, BK 32/64/128, clusters, epilogues, split-K modes, stream-K,
-// swap, static shapes.
+// swap, static shapes, programmatic dependent launch.
 const std::vector<std::string> kSweep = {
     "sm90.ws.coop/128x256x64/s4/c1x1/raster_m.g8/splitk1/epi_reg",
     "sm90.ws.coop/128x256x64/s3/c2x1/raster_m.g8/splitk1/epi_tma",
@@ -32,6 +32,7 @@ const std::vector<std::string> kSweep = {
     "sm90.ws.pingpong/128x128x64/s5/c1x2/raster_n.g4/streamk/epi_tma",
     "sm90.ws.coop/128x192x64/s4/c1x2/raster_m.g8/streamk/epi_reg",
     "sm90.ws.pingpong/64x128x32/s6/c2x1/raster_m.g1/streamk/epi_reg/swap/static",
+    "sm90.ws.coop/128x128x64/s4/c1x2/raster_n.g4/splitk16.serial/epi_tma/pdl",
 };
 
 class Sm90Sweep : public ::testing::TestWithParam<std::tuple<std::string, Layout>> {};

@@ -1,5 +1,6 @@
 // GPU tests (skipped without a GPU): sm80 and sm90 designs against a double-precision host reference, on
-// shapes that are not tile multiples, in both layouts, with split-K, in fp16 and bf16; and the fault-injection
+// shapes that are not tile multiples, in both layouts, with split-K, in fp16 and bf16, and as programmatic
+// dependents (/pdl) of kernels that let them launch early, eagerly and in CUDA graphs; and the fault-injection
 // designs doing what they say.
 //
 // Each check: fresh random normal fp16 inputs, C poisoned with NaN (an element the kernel fails to write
@@ -11,6 +12,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +22,8 @@
 #include <random>
 #include <thread>
 
+#include "run/driver.h"
+#include "run/module_cache.h"
 #include "support/bf16.h"
 #include "support/gpu.h"
 
@@ -121,6 +126,31 @@ class GpuGemm : public ::testing::Test {
     for (size_t i = 0; i < results.size(); ++i) ASSERT_TRUE(results[i].kernel) << results[i].error;
   }
 
+  // "" when `out` (C, then the guard zone) holds the reference within rounding and the guard is intact, else
+  // what is wrong.
+  static std::string mismatch(const std::vector<uint16_t>& out, const HostProblem& hp, int serial_splits) {
+    const Problem& p = hp.problem;
+    const int64_t M = p.shape.m, N = p.shape.n, K = p.shape.k;
+    const double atol = std::ldexp(1.0, -9) * std::sqrt(double(K)) * std::max(1, serial_splits);
+    // Rounding to the element type: 2^-11 relative for fp16 and 2^-8 for bf16, with a factor 4 of margin.
+    const double rtol = std::ldexp(1.0, p.dtype == DType::kBF16 ? -6 : -9);
+    int64_t bad = 0;
+    std::string first;
+    for (int64_t i = 0; i < M * N; ++i) {
+      const double got = element_value(out[i], p.dtype), want = hp.ref[i];
+      const bool ok = std::isfinite(got) && std::abs(got - want) <= atol + rtol * std::abs(want);
+      if (!ok && bad++ < 3)
+        first += "\n    C[" + std::to_string(i / N) + "][" + std::to_string(i % N) + "] = " +
+                 (std::isnan(got) ? std::string("NaN (never written)") : std::to_string(got)) + ", want " +
+                 std::to_string(want);
+    }
+    int64_t guard_hits = 0;
+    for (size_t i = M * N; i < out.size(); ++i) guard_hits += out[i] != kGuard;
+    if (!bad && !guard_hits) return "";
+    return std::to_string(bad) + " of " + std::to_string(M * N) + " elements wrong, " + std::to_string(guard_hits) +
+           " written past the end" + first;
+  }
+
   // Runs `kernel` on `hp` twice and compares with the reference; returns "" or a description of the failure.
   std::string check(const GemmKernel& kernel, const HostProblem& hp, int serial_splits) {
     const Problem& p = hp.problem;
@@ -133,30 +163,14 @@ class GpuGemm : public ::testing::Test {
     RLGEMM_CUDA_CHECK(cudaMemset(ws.ptr, 0, std::max<size_t>(ws_bytes, 1)));
     std::vector<uint16_t> init(M * N + kGuardElems, kNaN), out(M * N + kGuardElems), first_out;
     std::fill(init.begin() + M * N, init.end(), kGuard);
-    const double atol = std::ldexp(1.0, -9) * std::sqrt(double(K)) * std::max(1, serial_splits);
-    // Rounding to the element type: 2^-11 relative for fp16 and 2^-8 for bf16, with a factor 4 of margin.
-    const double rtol = std::ldexp(1.0, p.dtype == DType::kBF16 ? -6 : -9);
     for (int launch = 0; launch < 2; ++launch) {
       RLGEMM_CUDA_CHECK(cudaMemcpy(c.ptr, init.data(), init.size() * 2, cudaMemcpyHostToDevice));
       kernel.launch(nullptr, p, GemmOperands{a.ptr, b.ptr, c.ptr, ws.ptr, ws_bytes});
       const cudaError_t status = cudaDeviceSynchronize();
       if (status != cudaSuccess) return std::string("kernel failed: ") + cudaGetErrorString(status);
       RLGEMM_CUDA_CHECK(cudaMemcpy(out.data(), c.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
-      int64_t bad = 0;
-      std::string first;
-      for (int64_t i = 0; i < M * N; ++i) {
-        const double got = element_value(out[i], p.dtype), want = hp.ref[i];
-        const bool ok = std::isfinite(got) && std::abs(got - want) <= atol + rtol * std::abs(want);
-        if (!ok && bad++ < 3)
-          first += "\n    C[" + std::to_string(i / N) + "][" + std::to_string(i % N) + "] = " +
-                   (std::isnan(got) ? std::string("NaN (never written)") : std::to_string(got)) + ", want " +
-                   std::to_string(want);
-      }
-      int64_t guard_hits = 0;
-      for (size_t i = M * N; i < out.size(); ++i) guard_hits += out[i] != kGuard;
-      if (bad || guard_hits)
-        return "launch " + std::to_string(launch + 1) + ": " + std::to_string(bad) + " of " + std::to_string(M * N) +
-               " elements wrong, " + std::to_string(guard_hits) + " written past the end" + first;
+      if (std::string why = mismatch(out, hp, serial_splits); !why.empty())
+        return "launch " + std::to_string(launch + 1) + ": " + why;
       // Same inputs, same bits: a split-K reduction must not depend on the order in which slices finish.
       if (launch == 0) first_out = out;
       else if (out != first_out) {
@@ -168,9 +182,113 @@ class GpuGemm : public ::testing::Test {
     return "";
   }
 
+  // /pdl: `kernel` on `hp` behind a stage kernel that lets it launch at once and only then (after a sleep)
+  // writes its operands and poisons C; launched twice back to back (the second behind the first, sharing its
+  // workspace), then C is copied out. Eagerly `rounds` times on one stream, then captured in a graph replayed
+  // `rounds` times. Every copy must match the reference: a global access before griddepcontrol.wait would
+  // read the operands' old contents (scrambled before the stage), or see its stores overwritten with NaN.
+  std::string check_programmatic(const GemmKernel& kernel, const HostProblem& hp, int serial_splits, int rounds = 3) {
+    const Problem& p = hp.problem;
+    const size_t c_elems = size_t(p.shape.m * p.shape.n), out_elems = c_elems + kGuardElems;
+    DeviceBuffer<uint16_t> a0(hp.a.size()), b0(hp.b.size()), a(hp.a.size()), b(hp.b.size()), c(out_elems);
+    RLGEMM_CUDA_CHECK(cudaMemcpy(a0.ptr, hp.a.data(), hp.a.size() * 2, cudaMemcpyHostToDevice));
+    RLGEMM_CUDA_CHECK(cudaMemcpy(b0.ptr, hp.b.data(), hp.b.size() * 2, cudaMemcpyHostToDevice));
+    const std::vector<uint16_t> guard(kGuardElems, kGuard);
+    RLGEMM_CUDA_CHECK(cudaMemcpy(c.ptr + c_elems, guard.data(), kGuardElems * 2, cudaMemcpyHostToDevice));
+    const size_t ws_bytes = kernel.workspace_bytes(p);
+    DeviceBuffer<char> ws(ws_bytes);
+    RLGEMM_CUDA_CHECK(cudaMemset(ws.ptr, 0, std::max<size_t>(ws_bytes, 1)));
+    std::vector<std::unique_ptr<DeviceBuffer<uint16_t>>> outs;
+    for (int r = 0; r < rounds; ++r) outs.push_back(std::make_unique<DeviceBuffer<uint16_t>>(out_elems));
+    cudaStream_t stream;
+    RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    auto round = [&](uint16_t* out) {
+      stage(stream, {nullptr, nullptr, nullptr}, {a.ptr, b.ptr, c.ptr}, {a.count, b.count, c_elems}, 0);
+      stage(stream, {a0.ptr, b0.ptr, nullptr}, {a.ptr, b.ptr, c.ptr}, {a.count, b.count, c_elems}, 20000);
+      for (int twice = 0; twice < 2; ++twice)
+        kernel.launch(stream, p, GemmOperands{a.ptr, b.ptr, c.ptr, ws.ptr, ws_bytes});
+      stage(stream, {c.ptr, nullptr, nullptr}, {out, nullptr, nullptr}, {out_elems, 0, 0}, 0);
+    };
+    auto compare = [&](const uint16_t* out, const std::string& when) {
+      std::vector<uint16_t> host(out_elems);
+      RLGEMM_CUDA_CHECK(cudaMemcpy(host.data(), out, out_elems * 2, cudaMemcpyDeviceToHost));
+      const std::string why = mismatch(host, hp, serial_splits);
+      return why.empty() ? why : when + ": " + why;
+    };
+    std::string failure;
+    for (int r = 0; r < rounds; ++r) round(outs[size_t(r)]->ptr);
+    wait_for(stream, "eager /pdl rounds", 60.0);
+    for (int r = 0; r < rounds && failure.empty(); ++r) failure = compare(outs[size_t(r)]->ptr, "eager round " + std::to_string(r + 1));
+
+    cudaGraph_t graph;
+    RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    round(outs[0]->ptr);
+    RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    // The capture keeps the launches' programmatic edges: stage -> first GEMM -> second GEMM.
+    size_t edges = 0;
+    RLGEMM_CUDA_CHECK(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &edges));
+    std::vector<cudaGraphNode_t> from(edges), to(edges);
+    std::vector<cudaGraphEdgeData> data(edges);
+    RLGEMM_CUDA_CHECK(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &edges));
+    const auto programmatic = std::count_if(data.begin(), data.end(), [](const cudaGraphEdgeData& e) {
+      return e.type == cudaGraphDependencyTypeProgrammatic;
+    });
+    if (failure.empty() && programmatic != 2)
+      failure = "the captured graph holds " + std::to_string(programmatic) + " programmatic edges, not 2";
+    cudaGraphExec_t exec;
+    RLGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int r = 0; r < rounds && failure.empty(); ++r) {
+      RLGEMM_CUDA_CHECK(cudaMemset(outs[0]->ptr, 0xff, out_elems * 2));  // NaN: a replay must write every element
+      RLGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      wait_for(stream, "graph replay " + std::to_string(r + 1), 60.0);
+      failure = compare(outs[0]->ptr, "graph replay " + std::to_string(r + 1));
+    }
+    RLGEMM_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    RLGEMM_CUDA_CHECK(cudaGraphDestroy(graph));
+    RLGEMM_CUDA_CHECK(cudaStreamDestroy(stream));
+    return failure;
+  }
+
   DeviceInfo device_;
   CompileOptions options_;
   std::filesystem::path cache_;
+
+ private:
+  // Copies up to three buffers on `stream` (a null source writes NaN), `sleep_ns` after letting a
+  // programmatic dependent launch.
+  void stage(cudaStream_t stream, std::array<const uint16_t*, 3> src, std::array<uint16_t*, 3> dst,
+             std::array<size_t, 3> count, unsigned sleep_ns) {
+    static constexpr const char* kSource = R"(
+struct Stage {
+  const unsigned short* src[3];
+  unsigned short* dst[3];
+  unsigned long long count[3];
+  unsigned sleep_ns;
+};
+extern "C" __global__ void rlgemm_test_stage(const __grid_constant__ Stage s) {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  for (unsigned slept = 0; slept < s.sleep_ns; slept += 1000) __nanosleep(1000);
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (int b = 0; b < 3; ++b)
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < s.count[b]; i += stride)
+      s.dst[b][i] = s.src[b] ? s.src[b][i] : 0x7fff;
+}
+)";
+    struct Stage {
+      const uint16_t* src[3];
+      uint16_t* dst[3];
+      unsigned long long count[3];
+      unsigned sleep_ns;
+    } params{{src[0], src[1], src[2]}, {dst[0], dst[1], dst[2]}, {count[0], count[1], count[2]}, sleep_ns};
+    if (!stage_) {
+      const CompiledKernel k = compile_kernel(GeneratedKernel{"rlgemm_test_stage", kSource, "sm_90"}, options_);
+      stage_ = ModuleCache::instance().function(k.cache_key, k.cubin, k.name, 0);
+    }
+    const unsigned grid[3] = {264, 1, 1}, block[3] = {256, 1, 1}, cluster[3] = {1, 1, 1};
+    void* args[] = {&params};
+    launch_function(stage_, grid, block, cluster, 0, reinterpret_cast<CUstream>(stream), args);
+  }
+  CUfunction stage_ = nullptr;
 };
 
 // Covers both smem layouts, both epilogues, swap_ab, serial and parallel split-K, raster orders and
@@ -296,6 +414,77 @@ TEST_F(GpuGemm, Bf16DesignsOfBothFamiliesMatchTheReferenceOnAwkwardShapes) {
   check_designs_on_awkward_shapes(*this, designs, DType::kBF16);
 }
 
+// /pdl designs of both families, each behind a kernel that lets it launch early and behind itself: serial
+// and parallel split-K (workspace), stream-K (tickets), clusters, the TMA store, swap; eagerly and in a
+// replayed graph.
+TEST_F(GpuGemm, PdlDesignsWaitForThePreviousKernelEagerlyAndInGraphs) {
+  if (device_.cc_major < 9) GTEST_SKIP() << "programmatic dependent launch needs sm_90 or later";
+  std::vector<std::string> designs = {
+      "sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_smem/pdl",
+      "sm80/64x64x64/w32x32/s3/swz/raster_m.g8/splitk3.serial/epi_reg/pdl",
+      "sm80/32x64x32/w32x32/s4/pad/raster_n.g8/splitk4.parallel/epi_reg/swap/pdl",
+  };
+  if (device_.cc_major == 9)
+    designs.insert(designs.end(), {
+        "sm90.ws.pingpong/64x64x128/s6/c1x1/raster_n.g8/splitk2.serial/epi_reg/swap/pdl",
+        "sm90.ws.coop/128x128x64/s4/c2x1/raster_m.g8/splitk3.parallel/epi_tma/pdl",
+        "sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/streamk/epi_reg/pdl",
+    });
+  precompile(designs, {Problem{{128, 128, 128}, Layout::kTN}});
+  precompile(designs, {Problem{{128, 128, 128}, Layout::kNN}});
+  int checks = 0;
+  for (Layout layout : {Layout::kTN, Layout::kNN})
+    for (Shape shape : {Shape{100, 200, 1000}, Shape{7, 72, 4104}, Shape{1000, 200, 136}}) {
+      const HostProblem hp = make_problem(shape, layout, 500 + shape.m + int(layout));
+      for (const auto& text : designs) {
+        const Design d = parse_design(text);
+        if (why_unfit(d, hp.problem)) continue;
+        const GemmKernel kernel(d, hp.problem, device_, options_);
+        EXPECT_EQ(check_programmatic(kernel, hp, d.split == SplitK::kSerial ? d.splits : 1), "")
+            << text << " layout " << to_string(layout) << " shape " << shape.to_string();
+        ++checks;
+      }
+    }
+  std::printf("  %d design x shape x layout checks\n", checks);
+}
+
+TEST(GemmKernelRules, PdlNeedsSm90) {
+  DeviceInfo a100;
+  a100.name = "NVIDIA A100-SXM4-80GB";
+  a100.cc_major = 8, a100.cc_minor = 0;
+  const Problem p{{64, 64, 128}, Layout::kTN};
+  try {
+    // Refused before anything is compiled or loaded, so this runs without a GPU.
+    GemmKernel(parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg/pdl"), p, a100);
+    FAIL() << "a /pdl design was accepted for an sm_80 GPU";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("programmatic dependent launch (/pdl) needs sm_90"), std::string::npos)
+        << e.what();
+  }
+}
+
+// 16 slices of K for shapes with few tiles and a deep K (decode, down-projections), ragged ones included.
+const std::vector<std::string> kSplitK16Designs = {
+    "sm80/32x64x64/w32x32/s4/swz/raster_m.g8/splitk16.parallel/epi_reg",
+    "sm80/64x64x64/w32x32/s3/pad/raster_n.g8/splitk16.serial/epi_smem",
+};
+const std::vector<Shape> kKHeavyShapes = {{64, 128, 4096}, {16, 4096, 4096}, {40, 136, 4104}};
+
+TEST_F(GpuGemm, SplitK16DesignsMatchTheReferenceOnKHeavyShapes) {
+  precompile(kSplitK16Designs, {Problem{{128, 128, 128}, Layout::kTN}});
+  precompile(kSplitK16Designs, {Problem{{128, 128, 128}, Layout::kNN}});
+  for (Layout layout : {Layout::kTN, Layout::kNN})
+    for (Shape shape : kKHeavyShapes) {
+      const HostProblem hp = make_problem(shape, layout, 900 + shape.n + int(layout));
+      for (const auto& text : kSplitK16Designs) {
+        const Design d = parse_design(text);
+        const GemmKernel kernel(d, hp.problem, device_, options_);
+        EXPECT_EQ(check(kernel, hp, d.split == SplitK::kSerial ? d.splits : 1), "")
+            << text << " layout " << to_string(layout) << " shape " << shape.to_string();
+      }
+    }
+}
+
 TEST_F(GpuGemm, Bf16KernelRefusesAnFp16Problem) {
   const HostProblem hp = make_problem({100, 200, 136}, Layout::kTN, 9);
   EXPECT_THROW(GemmKernel(parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg/bf16"), hp.problem,
@@ -336,8 +525,9 @@ TEST_F(GpuGemm, WrongDesignWritesWrongValues) {
   EXPECT_NE(why.find("elements wrong"), std::string::npos) << why;
 }
 
-// Launches whose CTAs wait on other CTAs of the same launch (stream-K, serial split-K), on four streams at
-// once, each launch big enough to fill the GPU: none may assume that the GPU holds all of its CTAs at once.
+// Launches whose CTAs wait on other CTAs of the same launch (stream-K, serial split-K) or count each other in
+// (parallel split-K), on four streams at once, some launches big enough to fill the GPU, others decode-sized
+// with 16 slices: none may assume that the GPU holds all of its CTAs at once, nor share another's workspace.
 // Every stream must finish (the watchdog bounds the wait) and give the bits the same launch gives alone. Runs
 // in a child process, which a hung kernel cannot take down with the test binary.
 void run_concurrent_launches_and_exit() {
@@ -347,9 +537,14 @@ void run_concurrent_launches_and_exit() {
   struct Case {
     std::string design;
     Shape shape;
+    Layout layout = Layout::kTN;
   };
   std::vector<Case> cases = {{"sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk3.serial/epi_reg", {1000, 2000, 3000}},
                              {"sm80/32x64x32/w16x32/s3/swz/raster_m.g8/splitk2.serial/epi_smem/swap", {200, 4096, 2048}}};
+  // Decode-like K-heavy shapes, cut into 16 slices: many small launches whose slices wait on each other.
+  for (const std::string& design : kSplitK16Designs)
+    for (Layout layout : {Layout::kTN, Layout::kNN})
+      for (Shape shape : kKHeavyShapes) cases.push_back({design, shape, layout});
   if (device.cc_major == 9) {
     cases.push_back({"sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/streamk/epi_reg", {2000, 1096, 4104}});
     cases.push_back({"sm90.ws.coop/128x128x64/s4/c2x1/raster_m.g8/streamk/epi_tma", {320, 512, 8192}});
@@ -369,7 +564,7 @@ void run_concurrent_launches_and_exit() {
   std::vector<Run> runs;
   for (const Case& cs : cases) {
     Run r;
-    r.problem = Problem{cs.shape, Layout::kTN};
+    r.problem = Problem{cs.shape, cs.layout};
     r.kernel = std::make_unique<GemmKernel>(parse_design(cs.design), r.problem, device, options);
     const size_t a_elems = size_t(cs.shape.m * cs.shape.k), b_elems = size_t(cs.shape.n * cs.shape.k);
     std::vector<uint16_t> host(std::max(a_elems, b_elems));
@@ -426,7 +621,7 @@ void run_concurrent_launches_and_exit() {
   std::_Exit(0);
 }
 
-TEST(GpuConcurrentLaunches, StreamKAndSerialSplitKFinishOnFourStreams) {
+TEST(GpuConcurrentLaunches, StreamKAndSplitKFinishOnFourStreams) {
   RLGEMM_REQUIRE_GPU();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(run_concurrent_launches_and_exit(), ::testing::ExitedWithCode(0), "all 4 streams finished");

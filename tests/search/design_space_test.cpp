@@ -1,6 +1,7 @@
 // The design space: every point is a valid design, decisions round-trip, masking never strands a choice.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <random>
 #include <set>
 
@@ -35,6 +36,46 @@ TEST(DesignSpace, DefaultHopperSpaceHoldsBothFamilies) {
   DesignSpace ampere(SpaceSpec::for_gpu(8), Layout::kTN);
   EXPECT_EQ(ampere.design(0).family, Family::kSm80);
   EXPECT_LT(ampere.size(), space.size());
+}
+
+TEST(DesignSpace, PdlIsTheLastFieldAndOnlyOnHopper) {
+  const DesignSpace hopper(SpaceSpec::for_gpu(9), Layout::kTN);
+  EXPECT_EQ(hopper.option_count(int(Field::kPdl)), 2);
+  EXPECT_TRUE(hopper.signature().ends_with(";static:dynamic static;pdl:off on")) << hopper.signature();
+  // Every design comes with and without it, in both families, next to each other.
+  ASSERT_EQ(hopper.size() % 2, 0u);
+  for (size_t i = 0; i < hopper.size(); i += 2) {
+    Design plain = hopper.design(i), pdl = hopper.design(i + 1);
+    ASSERT_FALSE(plain.pdl);
+    ASSERT_TRUE(pdl.pdl);
+    pdl.pdl = false;
+    ASSERT_EQ(pdl, plain);
+  }
+  EXPECT_EQ(hopper.encode(parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg/pdl")).back(), 1);
+  const DesignSpace ampere(SpaceSpec::for_gpu(8), Layout::kTN);
+  EXPECT_EQ(ampere.option_count(int(Field::kPdl)), 1);
+  EXPECT_TRUE(ampere.encode(parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg/pdl")).empty());
+  EXPECT_FALSE(ampere.encode(parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg")).empty());
+}
+
+TEST(DesignSpace, DecodeShapesGetSixteenSlicesAndSm80TilesOf32Rows) {
+  const DesignSpace space(SpaceSpec::for_gpu(9), Layout::kNN);
+  size_t bm32 = 0;
+  for (size_t i = 0; i < space.size(); ++i) {
+    const Design d = space.design(i);
+    if (d.bm != 32) continue;
+    ++bm32;
+    ASSERT_EQ(d.family, Family::kSm80) << to_string(d);  // wgmma tiles have 64 rows per warpgroup
+    ASSERT_EQ(d.warp_m, 32) << to_string(d);
+  }
+  EXPECT_GT(bm32, 0u);
+  for (const char* text : {"sm80/32x64x64/w32x32/s4/swz/raster_m.g8/splitk16.parallel/epi_reg",
+                           "sm80/32x128x64/w32x32/s3/pad/raster_n.g4/splitk16.serial/epi_smem/swap",
+                           "sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk8.parallel/epi_reg/pdl",
+                           "sm90.ws.pingpong/64x64x128/s6/c1x1/raster_m.g8/splitk16.parallel/epi_reg/pdl",
+                           "sm90.ws.pingpong/64x128x64/s4/c1x1/raster_m.g8/splitk16.serial/epi_reg"})
+    EXPECT_FALSE(space.encode(parse_design(text)).empty()) << text;
+  EXPECT_TRUE(space.encode(parse_design("sm90.ws.pingpong/32x64x64/s4/c1x1/raster_m.g8/splitk1/epi_reg")).empty());
 }
 
 TEST(DesignSpace, MaskedChoicesAlwaysReachAValidDesign) {
@@ -74,6 +115,27 @@ TEST(DesignSpace, SignatureRebuildsTheSpace) {
   EXPECT_EQ(rebuilt.size(), space.size());
   EXPECT_THROW(spec_from_signature("family:sm90"), Error);
   EXPECT_TRUE(space.encode(parse_design("test.fault")).empty());
+}
+
+// Policy files from before the pdl field (data/policies/h100.txt) name 15 fields: their space is the same,
+// launched without pdl, and keeps its own split and tile options.
+TEST(DesignSpace, SignatureWithoutPdlRebuildsTheSpaceWithPdlOff) {
+  std::ifstream in(std::string(RLGEMM_SOURCE_DIR) + "/data/policies/h100.txt");
+  std::string line;
+  while (std::getline(in, line) && !line.starts_with("space ")) {
+  }
+  ASSERT_TRUE(line.starts_with("space ")) << "data/policies/h100.txt has no space line";
+  const std::string old = line.substr(6);
+  ASSERT_EQ(old.find("pdl"), std::string::npos);
+  const SpaceSpec spec = spec_from_signature(old);
+  EXPECT_EQ(spec.pdl, std::vector<bool>{false});
+  EXPECT_EQ(spec.tile_m, (std::vector<int>{64, 128, 256}));
+  EXPECT_EQ(spec.splits.size(), 7u);
+  const DesignSpace space(spec, Layout::kTN);
+  EXPECT_EQ(space.signature(), old + ";pdl:off");
+  for (size_t i = 0; i < space.size(); i += 997) ASSERT_FALSE(space.design(i).pdl);
+  // Without static, a signature still lacks a field.
+  EXPECT_THROW(spec_from_signature(old.substr(0, old.rfind(';'))), Error);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
+#include <memory>
 
 #include "rlgemm/error.h"
 #include "search/rl_policy.h"
@@ -84,6 +86,35 @@ TEST(Policy, MalformedFilesAreRejectedWithTheRule) {
   DesignSpace other_space(other, Layout::kTN);
   const Policy p = Policy::load(dir / "good.policy");
   EXPECT_THROW(propose(p, other_space, {{64, 64, 64}, Layout::kTN}, 132), Error);
+}
+
+// The built-in policy was written before the pdl field: it loads into its space with pdl off and proposes
+// what it proposed before (these designs are what rlgemm proposed from it then), also once saved again.
+TEST(Policy, FileFromBeforePdlProposesAsBefore) {
+  const Policy old = Policy::load(std::string(RLGEMM_SOURCE_DIR) + "/data/policies/h100.txt");
+  EXPECT_TRUE(old.space_signature().ends_with(";pdl:off")) << old.space_signature();
+  TempDir dir;
+  old.save(dir / "again.policy");
+  const Policy again = Policy::load(dir / "again.policy");
+  EXPECT_EQ(again.space_signature(), old.space_signature());
+  const std::pair<Problem, const char*> before[] = {
+      {{{64, 64, 128}, Layout::kTN}, "sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/splitk1/epi_reg"},
+      {{{16, 4096, 4096}, Layout::kTN}, "sm90.ws.pingpong/64x64x128/s6/c1x1/raster_n.g8/splitk2.serial/epi_reg/swap"},
+      {{{16, 4096, 4096}, Layout::kNN}, "sm90.ws.pingpong/64x64x128/s6/c1x1/raster_m.g8/splitk4.parallel/epi_reg"},
+      {{{4096, 4096, 4096}, Layout::kTN}, "sm90.ws.coop/128x256x64/s4/c1x2/raster_n.g8/splitk1/epi_tma"},
+      {{{128, 8192, 1024}, Layout::kNN}, "sm90.ws.pingpong/64x128x64/s6/c1x1/raster_m.g8/splitk1/epi_reg"},
+  };
+  std::map<Layout, std::unique_ptr<DesignSpace>> spaces;
+  for (const auto& [problem, design] : before) {
+    auto& space = spaces[problem.layout];
+    if (!space) space = std::make_unique<DesignSpace>(spec_from_signature(old.space_signature()), problem.layout);
+    EXPECT_EQ(to_string(propose(old, *space, problem, 132)), design) << problem.shape.to_string();
+    std::mt19937_64 a(5), b(5);
+    const auto ta = old.sample(*space, shape_features(problem, 132), a, false);
+    const auto tb = again.sample(*space, shape_features(problem, 132), b, false);
+    ASSERT_EQ(ta.point, tb.point);
+    for (size_t i = 0; i < ta.steps.size(); ++i) EXPECT_NEAR(ta.steps[i].log_prob, tb.steps[i].log_prob, 1e-6);
+  }
 }
 
 TEST(Policy, ProposesAGoodValidDesignForAnUnseenShape) {

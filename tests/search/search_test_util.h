@@ -15,7 +15,9 @@
 
 namespace rlgemm::search::testing {
 
-// sm90 kernels only, with the decisions that matter most: a few thousand valid designs.
+// sm90 kernels only, with the decisions that matter most: a few thousand valid designs. Split-K up to 8
+// slices (the tests' problems have K down to 512, too shallow for 16 slices of 64) and no pdl (the synthetic
+// GPU times no launch gaps, so a /pdl design would only repeat its plain twin).
 inline SpaceSpec small_spec() {
   SpaceSpec s;
   s.families = {Family::kSm90};
@@ -24,7 +26,10 @@ inline SpaceSpec small_spec() {
   s.tile_k = {32, 64};
   s.stages = {2, 3, 4, 6};
   s.groups = {1, 8};
+  s.splits = {{SplitK::kNone, 1},     {SplitK::kSerial, 2},   {SplitK::kSerial, 4}, {SplitK::kSerial, 8},
+              {SplitK::kParallel, 2}, {SplitK::kParallel, 4}, {SplitK::kStreamK, 1}};
   s.static_shape = {false};
+  s.pdl = {false};
   return s;
 }
 

@@ -13,11 +13,14 @@
 //              the slice it waits for drew a smaller ticket, so it is running already and waits only on
 //              smaller tickets still. Other launches sharing the GPU cannot deadlock it.
 //   epilogue   fp32 -> fp16 straight from registers, or staged in shared memory for 16-byte stores.
+// A /pdl design (kPdl) waits for the grids it depends on before its first global access (the serial ticket or
+// the first cp.async): see ptx/grid_dependency.cuh.
 #pragma once
 
 #include "common/sync.cuh"
 #include "common/tile_order.cuh"
 #include "common/types.cuh"
+#include "ptx/grid_dependency.cuh"
 #include "ptx/sm80.cuh"
 #include "sm80/params.h"
 #include "sm80/smem_tile.cuh"
@@ -28,7 +31,7 @@ enum SplitMode { kSplitNone = 0, kSplitSerial = 1, kSplitParallel = 2 };
 
 template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_, bool SWIZZLE_, bool A_KMAJOR_, bool B_KMAJOR_,
           bool D_TRANSPOSED_, int SPLIT_, bool EPI_SMEM_, bool RASTER_M_, int GROUP_, int STATIC_M_ = 0,
-          int STATIC_N_ = 0, int STATIC_K_ = 0>
+          int STATIC_N_ = 0, int STATIC_K_ = 0, bool PDL_ = false>
 struct Config {
   static constexpr int BM = BM_, BN = BN_, BK = BK_;  // block tile
   static constexpr int WM = WM_, WN = WN_;              // warp tile
@@ -42,6 +45,7 @@ struct Config {
   static constexpr bool kRasterM = RASTER_M_;
   static constexpr int kGroup = GROUP_;
   static constexpr int kStaticM = STATIC_M_, kStaticN = STATIC_N_, kStaticK = STATIC_K_;  // 0: run-time
+  static constexpr bool kPdl = PDL_;  // launched as a programmatic dependent (sm_90+)
 
   static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
   static constexpr int kThreads = kWarpsM * kWarpsN * 32;
@@ -380,6 +384,9 @@ struct Kernel {
 
   __device__ __forceinline__ static void run(const Params& p) {
     extern __shared__ __align__(128) uint8_t smem[];
+    // A /pdl kernel waits here for the previous kernel in its stream, which may still be writing A, B or the
+    // workspace, or reading C: nothing above touches global memory.
+    ptx::GridDependency<Cfg::kPdl>::wait_then_launch_dependents();
     const int M = Cfg::kStaticM ? Cfg::kStaticM : p.m;
     const int N = Cfg::kStaticN ? Cfg::kStaticN : p.n;
     const int K = Cfg::kStaticK ? Cfg::kStaticK : p.k;

@@ -31,12 +31,17 @@
 // Ragged edges cost nothing special: TMA loads zero-fill outside the matrices, the TMA store clips, and
 // register stores are bounds-checked. K need only be a multiple of 8 (16-byte rows for TMA).
 //
+// A /pdl design (kPdl) is launched as a programmatic dependent of the previous kernel in its stream: its CTAs
+// prefetch the tensor maps (kernel parameters) and set up their barriers while that kernel finishes, and wait
+// for it before the first global access (the ticket, TMA loads, the workspace, C): ptx/grid_dependency.cuh.
+//
 // The configuration is a struct of compile-time constants (see Sm90Config below); the generator writes one
 // per design.
 #pragma once
 
 #include "common/sync.cuh"
 #include "common/tile_order.cuh"
+#include "ptx/grid_dependency.cuh"
 #include "ptx/sm90.cuh"
 #include "sm90/params.h"
 #include "sm90/stream_k.h"
@@ -50,6 +55,7 @@ enum SplitMode : int { kSplitNone = 0, kSplitSerial = 1, kSplitParallel = 2, kSp
 //   int kBM, kBN, kBK, kStages, kClusterM, kClusterN, kGroup, kSplits, kSplitMode;
 //   bool kPingpong, kAMnMajor, kBMnMajor, kSwapAB, kRasterAlongN, kEpilogueTma;
 //   int kStaticM, kStaticN, kStaticK;  // 0: taken from Params at run time
+//   bool kPdl;                          // launched as a programmatic dependent
 template <class Cfg>
 struct Gemm {
   typedef ptx::u32 u32;
@@ -360,6 +366,10 @@ struct Gemm {
         ptx::mbarrier_init(turn_bar(0), 1);
         ptx::mbarrier_init(turn_bar(1), 1);
       }
+    }
+    // Up to here only shared memory and the kernel parameters: the ticket is the first global access.
+    ptx::GridDependency<Cfg::kPdl>::wait_then_launch_dependents();
+    if (threadIdx.x == 0) {
       if constexpr (kTickets)
         if (rank == 0) draw_ticket(p.ticket, static_cast<int>(gridDim.x) / kClusterSize, ticket_slot);
       ptx::fence_mbarrier_init();
