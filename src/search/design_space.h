@@ -44,10 +44,12 @@ const char* field_name(Field field);
 struct SpaceSpec {
   std::vector<Family> families{Family::kSm90, Family::kSm80};
   std::vector<Sm90Schedule> schedules{Sm90Schedule::kCooperative, Sm90Schedule::kPingpong};
-  std::vector<int> tile_m{32, 64, 128, 256};  // 32: sm80 only (wgmma tiles are 64 rows per warpgroup)
+  // 16 and 32: sm80 only (wgmma tiles are 64 rows per warpgroup); decode's few tokens fill them, where a 64-row
+  // tile would read and reduce mostly zeros.
+  std::vector<int> tile_m{16, 32, 64, 128, 256};
   std::vector<int> tile_n{64, 128, 192, 256};
   std::vector<int> tile_k{32, 64, 128};
-  std::vector<std::pair<int, int>> warp_tiles{{32, 32}, {32, 64}, {64, 32}, {64, 64}};
+  std::vector<std::pair<int, int>> warp_tiles{{16, 16}, {16, 32}, {16, 64}, {32, 32}, {32, 64}, {64, 32}, {64, 64}};
   std::vector<int> stages{2, 3, 4, 5, 6, 8};
   std::vector<std::pair<int, int>> clusters{{1, 1}, {2, 1}, {1, 2}};
   std::vector<SmemLayout> smem_layouts{SmemLayout::kSwizzle, SmemLayout::kPad};
@@ -61,10 +63,14 @@ struct SpaceSpec {
   std::vector<bool> staged_epilogue{false, true};
   std::vector<bool> swap{false, true};
   std::vector<bool> static_shape{false, true};
-  std::vector<bool> pdl{false, true};
+  // Off by default: a graph that replays one GEMM back to back credits PDL with 1.4-1.9x on small kernels, but
+  // behind a kernel that does not trigger its dependents (a norm or an activation in a model) a PDL launch ran
+  // 0.91-0.99x of a plain one (bench/results/h200/pdl-probe.csv). A search that times GEMMs back to back would
+  // choose it for the wrong reason. A space may still offer it ({false, true}) for chains of GEMMs.
+  std::vector<bool> pdl{false};
 
   // The default space for a GPU of compute capability `cc_major`: sm90 and sm80 kernels on Hopper, sm80
-  // kernels alone and no programmatic dependent launch before it.
+  // kernels alone before it (and never programmatic dependent launch, which needs sm_90).
   static SpaceSpec for_gpu(int cc_major);
 };
 

@@ -24,6 +24,7 @@ inline SpaceSpec small_spec() {
   s.tile_m = {64, 128, 256};
   s.tile_n = {64, 128, 256};
   s.tile_k = {32, 64};
+  s.warp_tiles = {{32, 32}, {32, 64}, {64, 32}, {64, 64}};
   s.stages = {2, 3, 4, 6};
   s.groups = {1, 8};
   s.splits = {{SplitK::kNone, 1},     {SplitK::kSerial, 2},   {SplitK::kSerial, 4}, {SplitK::kSerial, 8},
