@@ -470,6 +470,31 @@ const std::vector<std::string> kSplitK16Designs = {
 };
 const std::vector<Shape> kKHeavyShapes = {{64, 128, 4096}, {16, 4096, 4096}, {40, 136, 4104}};
 
+// Decode tiles: 16 rows of tokens (warp tiles of 16 rows), the K-split reduced in the kernel; on token counts
+// below, at and past one tile, and N and K that are not tile multiples.
+const std::vector<std::string> kDecodeTileDesigns = {
+    "sm80/16x64x128/w16x16/s4/swz/raster_m.g1/splitk4.parallel/epi_reg",
+    "sm80/16x128x64/w16x32/s6/swz/raster_m.g1/splitk2.parallel/epi_smem",
+    "sm80/16x64x64/w16x64/s8/pad/raster_n.g4/splitk8.serial/epi_reg",
+    "sm80/16x64x64/w16x32/s4/swz/raster_m.g1/splitk2.parallel/epi_smem/swap",
+};
+const std::vector<Shape> kDecodeShapes = {{1, 136, 4104}, {3, 4104, 1000}, {16, 200, 3080}, {17, 72, 4096}, {40, 4096, 520}};
+
+TEST_F(GpuGemm, DecodeTilesMatchTheReferenceOnRaggedShapes) {
+  precompile(kDecodeTileDesigns, {Problem{{128, 128, 128}, Layout::kTN}});
+  precompile(kDecodeTileDesigns, {Problem{{128, 128, 128}, Layout::kNN}});
+  for (Layout layout : {Layout::kTN, Layout::kNN})
+    for (Shape shape : kDecodeShapes) {
+      const HostProblem hp = make_problem(shape, layout, 1700 + shape.m + shape.n + int(layout));
+      for (const auto& text : kDecodeTileDesigns) {
+        const Design d = parse_design(text);
+        const GemmKernel kernel(d, hp.problem, device_, options_);
+        EXPECT_EQ(check(kernel, hp, d.split == SplitK::kSerial ? d.splits : 1), "")
+            << text << " layout " << to_string(layout) << " shape " << shape.to_string();
+      }
+    }
+}
+
 TEST_F(GpuGemm, SplitK16DesignsMatchTheReferenceOnKHeavyShapes) {
   precompile(kSplitK16Designs, {Problem{{128, 128, 128}, Layout::kTN}});
   precompile(kSplitK16Designs, {Problem{{128, 128, 128}, Layout::kNN}});
@@ -545,6 +570,8 @@ void run_concurrent_launches_and_exit() {
   for (const std::string& design : kSplitK16Designs)
     for (Layout layout : {Layout::kTN, Layout::kNN})
       for (Shape shape : kKHeavyShapes) cases.push_back({design, shape, layout});
+  for (size_t i = 0; i < kDecodeTileDesigns.size(); ++i)
+    cases.push_back({kDecodeTileDesigns[i], kDecodeShapes[i % kDecodeShapes.size()], i % 2 ? Layout::kNN : Layout::kTN});
   if (device.cc_major == 9) {
     cases.push_back({"sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/streamk/epi_reg", {2000, 1096, 4104}});
     cases.push_back({"sm90.ws.coop/128x128x64/s4/c2x1/raster_m.g8/streamk/epi_tma", {320, 512, 8192}});
