@@ -62,6 +62,9 @@ typedef struct rlgemm_options_t {
   int predicted_kernels;   /* 0 or 1 */
   int autotune;            /* 0 or 1: measure the predictor's best designs at a shape's first use, keep the fastest */
   int autotune_candidates; /* 1..16 */
+  int check_routes;        /* 0 or 1: a kernel route serves a way of calling only where it measured faster than the
+                              cuBLASLt floor at first use (1, the default); 0 serves the table's or database's kernel
+                              as it is */
 } rlgemm_options_t;
 
 rlgemm_options_t rlgemm_default_options(void);

@@ -30,7 +30,8 @@ def _default_options():
     return dict(database=os.environ.get("RLGEMM_DATABASE"), tuned_table=os.environ.get("RLGEMM_TUNED_TABLE"),
                 policy=os.environ.get("RLGEMM_POLICY"),
                 prefer_cublaslt=os.environ.get("RLGEMM_PREFER_CUBLASLT", "1") != "0", cache_dir=None,
-                autotune=os.environ.get("RLGEMM_AUTOTUNE", "0") != "0")
+                autotune=os.environ.get("RLGEMM_AUTOTUNE", "0") != "0",
+                check_routes=os.environ.get("RLGEMM_CHECK_ROUTES", "1") != "0")
 
 
 def handle(index):

@@ -52,7 +52,7 @@ class Options(ctypes.Structure):
     """rlgemm_options_t (include/rlgemm/rlgemm_c.h)."""
     _fields_ = [("database", ctypes.c_char_p), ("tuned_table", ctypes.c_char_p), ("policy", ctypes.c_char_p),
                 ("cache_dir", ctypes.c_char_p), ("prefer_cublaslt", ctypes.c_int), ("predicted_kernels", ctypes.c_int),
-                ("autotune", ctypes.c_int), ("autotune_candidates", ctypes.c_int)]
+                ("autotune", ctypes.c_int), ("autotune_candidates", ctypes.c_int), ("check_routes", ctypes.c_int)]
 
 
 def candidate_paths():
@@ -145,7 +145,7 @@ class Handle:
     """One rlgemm handle (rlgemm::Handle) on the current CUDA device."""
 
     def __init__(self, database=None, tuned_table=None, policy=None, prefer_cublaslt=True, cache_dir=None,
-                 predicted_kernels=True, autotune=False, autotune_candidates=4):
+                 predicted_kernels=True, autotune=False, autotune_candidates=4, check_routes=True):
         lib = library()
         enc = lambda s: None if s is None else os.fsencode(s)
         options = lib.rlgemm_default_options()
@@ -155,6 +155,7 @@ class Handle:
         options.predicted_kernels = 1 if predicted_kernels else 0
         options.autotune = 1 if autotune else 0
         options.autotune_candidates = int(autotune_candidates)
+        options.check_routes = 1 if check_routes else 0
         handle = ctypes.c_void_p()
         check(lib.rlgemm_create_with_options(ctypes.byref(handle), ctypes.byref(options)))
         self._handle = handle

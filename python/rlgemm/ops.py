@@ -53,18 +53,22 @@ def _options_from_environment():
     return dict(database=os.environ.get("RLGEMM_DATABASE"), tuned_table=os.environ.get("RLGEMM_TUNED_TABLE"),
                 policy=os.environ.get("RLGEMM_POLICY"),
                 prefer_cublaslt=os.environ.get("RLGEMM_PREFER_CUBLASLT", "1") != "0", cache_dir=None,
-                autotune=os.environ.get("RLGEMM_AUTOTUNE", "0") != "0")
+                autotune=os.environ.get("RLGEMM_AUTOTUNE", "0") != "0",
+                check_routes=os.environ.get("RLGEMM_CHECK_ROUTES", "1") != "0")
 
 
 def configure(database=None, tuned_table=None, policy=None, prefer_cublaslt=True, cache_dir=None, autotune=False,
-              autotune_candidates=4):
+              autotune_candidates=4, check_routes=True):
     """Options of the handles created from now on (one per device, on first use); by default the environment's
     RLGEMM_DATABASE, RLGEMM_TUNED_TABLE, RLGEMM_POLICY, RLGEMM_PREFER_CUBLASLT (0/1), RLGEMM_AUTOTUNE (0/1),
     else the tuned table built into librlgemm. autotune: a shape without a tuned row measures the predictor's
     `autotune_candidates` best kernels against cuBLASLt at its first call and keeps the fastest (the choice is
-    kept in the cache directory, once per machine)."""
+    kept in the cache directory, once per machine). check_routes (RLGEMM_CHECK_ROUTES, default on): a kernel route
+    serves eager or captured calls only where it measured faster than the cuBLASLt floor at the shape's first
+    use; off, the table's or database's kernel serves as it is."""
     options = dict(database=database, tuned_table=tuned_table, policy=policy, prefer_cublaslt=prefer_cublaslt,
-                   cache_dir=cache_dir, autotune=autotune, autotune_candidates=autotune_candidates)
+                   cache_dir=cache_dir, autotune=autotune, autotune_candidates=autotune_candidates,
+                   check_routes=check_routes)
     if BACKEND == "ctypes":
         _ctypes_ops.configure(**options)
         return
@@ -73,7 +77,7 @@ def configure(database=None, tuned_table=None, policy=None, prefer_cublaslt=True
     except _library.LibraryNotFound:
         path = ""  # the first call says where it looked
     torch.ops.rlgemm._configure(path, database or "", tuned_table or "", policy or "", bool(prefer_cublaslt),
-                                cache_dir or "", bool(autotune), int(autotune_candidates))
+                                cache_dir or "", bool(autotune), int(autotune_candidates), bool(check_routes))
 
 
 if BACKEND == "cpp":

@@ -86,7 +86,8 @@ rlgemm_options_t rlgemm_default_options(void) {
                           defaults.prefer_cublaslt ? 1 : 0,
                           defaults.predicted_kernels ? 1 : 0,
                           defaults.autotune ? 1 : 0,
-                          defaults.autotune_candidates};
+                          defaults.autotune_candidates,
+                          defaults.check_routes ? 1 : 0};
 }
 
 int rlgemm_create_with_options(rlgemm_handle_t* handle, const rlgemm_options_t* given) {
@@ -103,6 +104,7 @@ int rlgemm_create_with_options(rlgemm_handle_t* handle, const rlgemm_options_t* 
     options.predicted_kernels = given->predicted_kernels != 0;
     options.autotune = given->autotune != 0;
     options.autotune_candidates = given->autotune_candidates;
+    options.check_routes = given->check_routes != 0;
     *handle = new rlgemm_handle{rlgemm::Handle(options)};
   });
 }

@@ -100,7 +100,8 @@ def test_fake_impl_gives_shapes_without_running():
 @pytest.fixture
 def split_k_table(tmp_path):
     """Handles whose tuned table sends (64, 256, 4096) tn and (64, 4096, 256) nn to a serial split-K design (a
-    workspace, flags that other CTAs wait on); restored to the default table afterwards."""
+    workspace, flags that other CTAs wait on), served as it is (no first-use check against cuBLASLt, which would
+    send these shapes to the floor where the kernel measures slower); restored to the defaults afterwards."""
     major, minor = torch.cuda.get_device_capability()
     design = ("sm90.ws.pingpong/64x128x64/s4/c1x1/raster_m.g8/splitk4.serial/epi_reg" if (major, minor) == (9, 0)
               else "sm80/64x64x64/w32x32/s3/swz/raster_m.g8/splitk3.serial/epi_reg")
@@ -108,7 +109,7 @@ def split_k_table(tmp_path):
     table = tmp_path / "tuned.csv"
     table.write_text("gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto\n"
                      f"{name},64,256,4096,tn,{design},10,1.5\n{name},64,4096,256,nn,{design},10,1.5\n")
-    rlgemm.configure(tuned_table=str(table))
+    rlgemm.configure(tuned_table=str(table), check_routes=False)
     yield design
     rlgemm.configure()
 

@@ -59,6 +59,7 @@ struct Config {
   bool prefer_cublaslt = true;
   bool autotune = false;
   int64_t autotune_candidates = 4;
+  bool check_routes = true;
 };
 
 constexpr int kMaxDevices = 64;
@@ -128,6 +129,7 @@ rlgemm_handle_t handle_for(int device) {
   options.prefer_cublaslt = config.prefer_cublaslt ? 1 : 0;
   options.autotune = config.autotune ? 1 : 0;
   options.autotune_candidates = static_cast<int>(config.autotune_candidates);
+  options.check_routes = config.check_routes ? 1 : 0;
   const int status = a.create_with_options(&h, &options);
   if (status != RLGEMM_OK) raise(a, status);
   handles[device].store(h, std::memory_order_release);
@@ -438,7 +440,8 @@ at::Tensor mm_autograd(const at::Tensor& a, const at::Tensor& b) {
 
 // Where librlgemm is and the options of the handles created from now on; handles created before are retired.
 void configure(std::string library, std::string database, std::string tuned_table, std::string policy,
-               bool prefer_cublaslt, std::string cache_dir, bool autotune, int64_t autotune_candidates) {
+               bool prefer_cublaslt, std::string cache_dir, bool autotune, int64_t autotune_candidates,
+               bool check_routes) {
   std::lock_guard lock(state_mutex);
   if (api_loaded.load() && library != config.library && !library.empty()) {
     TORCH_WARN("rlgemm: librlgemm is already loaded from ", config.library.empty() ? "the default path" : config.library,
@@ -453,6 +456,7 @@ void configure(std::string library, std::string database, std::string tuned_tabl
   config.cache_dir = std::move(cache_dir);
   config.autotune = autotune;
   config.autotune_candidates = autotune_candidates;
+  config.check_routes = check_routes;
   for (auto& h : handles)
     if (rlgemm_handle_t old = h.exchange(nullptr)) retired.push_back(old);
 }
@@ -468,7 +472,7 @@ TORCH_LIBRARY(rlgemm, m) {
   m.def("mm(Tensor a, Tensor b) -> Tensor");
   m.def("linear(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor");
   m.def("_configure(str library, str database, str tuned_table, str policy, bool prefer_cublaslt, str cache_dir, "
-        "bool autotune, int autotune_candidates) -> ()",
+        "bool autotune, int autotune_candidates, bool check_routes=True) -> ()",
         &rlgemm_ops::configure);
   m.def("_handle(int device) -> int", &rlgemm_ops::handle_address);
 }
