@@ -110,19 +110,25 @@ class LtHeuristic final : public LtBase {
 };
 
 // lt_auto's choice (choose_fastest): every candidate screened, the fastest and the heuristic's first timed
-// side by side, the fastest kept.
+// side by side, the fastest kept; timed in `choice_mode` (offline by default; graph: the GPU's time, as the
+// library's floor chooses for captured calls).
 class LtAuto final : public LtBase {
  public:
+  explicit LtAuto(Mode choice_mode = Mode::kOffline) : choice_mode_(choice_mode) {}
   std::string name() const override { return "lt_auto"; }
 
  protected:
   void choose(const Problem&, const Operands& x, cudaStream_t stream,
               const std::vector<cublasLtMatmulHeuristicResult_t>& candidates) override {
     const LtChoice choice = choose_fastest(lt_problem(), lt_handle(), candidates, x.a, x.b, x.c, lt_workspace(),
-                                           kLtWorkspaceBytes, stream);
+                                           kLtWorkspaceBytes, stream, choice_mode_);
     algo_ = candidates[size_t(choice.index)].algo;
     detail_ = lt_auto_detail(choice.index, choice.count, choice.failed);
+    if (choice_mode_ != Mode::kOffline) detail_ += " in " + std::string(to_string(choice_mode_)) + " mode";
   }
+
+ private:
+  Mode choice_mode_;
 };
 
 // lt_auto's algorithm under another name (see make_lt_twin).
@@ -167,6 +173,8 @@ ImplementationPtr make_cublas_implementation(const std::string& name) {
   if (name == "lt_auto") return std::make_unique<LtAuto>();
   return nullptr;
 }
+
+ImplementationPtr make_lt_auto(Mode choice_mode) { return std::make_unique<LtAuto>(choice_mode); }
 
 bool is_vendor_implementation(const std::string& name) {
   const auto names = cublas_implementation_names();

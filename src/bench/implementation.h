@@ -56,6 +56,10 @@ std::optional<int> lt_auto_candidate(const std::string& detail);
 // kept).
 std::vector<std::string> cublas_implementation_names();
 ImplementationPtr make_cublas_implementation(const std::string& name);
+enum class Mode;  // bench/timing.h
+// lt_auto with its candidates timed in `choice_mode`: in graph mode it is the cuBLASLt call the library's floor
+// makes for captured calls (dispatch's GPU-time choice), the reference a graph-mode reward must be paired with.
+ImplementationPtr make_lt_auto(Mode choice_mode);
 // The vendor calls a subject is compared with (the best of them in the same run is the "best vendor"):
 // cublas_nn, cublas_tn, lt_heuristic and lt_auto. torch is not one: it calls cuBLAS.
 bool is_vendor_implementation(const std::string& name);

@@ -38,7 +38,7 @@ class GpuMeasurer : public search::Measurer {
  private:
   void load_problem(const Problem& problem);
   // lt_auto for the loaded problem, chosen and through the gate once per problem.
-  bench::Implementation& reference_for(const Problem& problem);
+  bench::Implementation& reference_for(const Problem& problem, TimingMode mode);
   // Times `subjects` (implementations of the loaded problem) side by side in `mode`.
   std::vector<bench::Timing> time(const std::vector<bench::Implementation*>& subjects, const Problem& problem,
                                   TimingMode mode);
@@ -51,6 +51,7 @@ class GpuMeasurer : public search::Measurer {
   std::optional<Problem> loaded_;
   bench::ImplementationPtr reference_;      // lt_auto, prepared for reference_problem_
   std::optional<Problem> reference_problem_;
+  bench::Mode reference_choice_ = bench::Mode::kOffline;  // the mode lt_auto timed its candidates in
   uint64_t seed_;
   std::map<std::string, std::unique_ptr<DesignImplementation>> designs_;
   std::map<std::string, double> compiled_ahead_;  // kernel -> compile seconds, for batches compiled ahead

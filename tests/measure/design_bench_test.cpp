@@ -9,6 +9,8 @@
 #include <fstream>
 
 #include "bench/correctness.h"
+#include "bench/implementation.h"
+#include "bench/timing.h"
 #include "measure/design_implementation.h"
 #include "measure/gpu_measurer.h"
 #include "rlgemm/shapes.h"
@@ -96,6 +98,24 @@ TEST(DesignsGpu, CorrectOnTheGrid) {
   for (const Design& d : family_designs(dev)) {
     DesignImplementation impl(d, dev);
     for (Layout layout : {Layout::kNN, Layout::kTN}) expect_correct(impl, shapes, layout);
+  }
+}
+
+// The reference of a graph-mode reward is cuBLASLt with its candidates timed in graph mode, as the library's
+// floor chooses for captured calls, and it passes the gate.
+TEST(GpuBackend, TheGraphReferenceIsChosenInGpuTime) {
+  RLGEMM_REQUIRE_GPU();
+  const Problem p{{64, 128, 4096}, Layout::kTN};
+  bench::Gate gate;
+  gate.load(p, 5, nullptr);
+  for (bench::Mode mode : {bench::Mode::kGraph, bench::Mode::kOffline}) {
+    auto lt = bench::make_lt_auto(mode);
+    EXPECT_EQ(lt->name(), "lt_auto");
+    lt->prepare(p, gate.operands(), nullptr);
+    const auto r = gate.check(*lt, nullptr);
+    EXPECT_TRUE(r.ok) << r.why;
+    EXPECT_EQ(lt->detail().ends_with(" in graph mode"), mode == bench::Mode::kGraph) << lt->detail();
+    EXPECT_TRUE(bench::lt_auto_candidate(lt->detail()).has_value()) << lt->detail();
   }
 }
 
