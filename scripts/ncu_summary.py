@@ -3,6 +3,7 @@
 
 Usage: ncu_summary.py --subject S --clock C RAW.csv   (prints one line per kernel)
        ncu_summary.py --header                          (prints the header line)
+       ncu_summary.py --harness-pattern                 (prints the pattern of the kernels left out)
 Kernels of the benchmark harness (fills, checks, the fp64 reference) are skipped.
 """
 import argparse
@@ -10,8 +11,11 @@ import csv
 import re
 import sys
 
-HARNESS = re.compile(r"fill_kernel|widen_kernel|compare_kernel|find_kernel|nan_kernel|nonfinite_kernel|"
-                     r"absolute_kernel|spin_kernel|add_bias_kernel|dgemm|d884gemm|tensorop_d|f64|double", re.I)
+# The harness's own kernels and the fp64 reference's (their demangled names; the reference's templates name
+# double). scripts/ncu-profile reads this pattern (--harness-pattern) for ncu's kernel filter.
+HARNESS_PATTERN = (r"fill_kernel|widen_kernel|compare_kernel|find_kernel|nan_kernel|nonfinite_kernel|"
+                   r"absolute_kernel|spin_kernel|add_bias_kernel|dgemm|d884gemm|tensorop_d|f64|double")
+HARNESS = re.compile(HARNESS_PATTERN, re.I)
 
 FIELDS = ["subject", "clock", "kernel", "grid", "block", "cluster", "registers", "smem_dynamic_bytes",
           "duration_us", "sm_clock_mhz", "tensor_pipe_pct", "sm_throughput_pct", "memory_throughput_pct",
@@ -40,10 +44,14 @@ def main():
     ap.add_argument("--subject", default="")
     ap.add_argument("--clock", default="")
     ap.add_argument("--header", action="store_true", help="print the header line only")
+    ap.add_argument("--harness-pattern", action="store_true", help="print the pattern of the kernels left out")
     ap.add_argument("raw", nargs="?")
     a = ap.parse_args()
     if a.header:
         csv.writer(sys.stdout).writerow(FIELDS)
+        return
+    if a.harness_pattern:
+        print(HARNESS_PATTERN)
         return
     with open(a.raw, newline="") as f:
         rows = list(csv.reader(f))

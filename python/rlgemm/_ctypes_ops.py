@@ -4,7 +4,6 @@ librlgemm through ctypes. Same schemas, checks and messages as the C++ ones, but
 (tens of microseconds), and inside a CUDA graph capture the workspace comes from PyTorch's caching allocator
 here too.
 """
-import os
 import threading
 from typing import Optional
 
@@ -27,11 +26,7 @@ def configure(**options):
 def _default_options():
     if _options:
         return _options
-    return dict(database=os.environ.get("RLGEMM_DATABASE"), tuned_table=os.environ.get("RLGEMM_TUNED_TABLE"),
-                policy=os.environ.get("RLGEMM_POLICY"),
-                prefer_cublaslt=os.environ.get("RLGEMM_PREFER_CUBLASLT", "1") != "0", cache_dir=None,
-                autotune=os.environ.get("RLGEMM_AUTOTUNE", "0") != "0",
-                check_routes=os.environ.get("RLGEMM_CHECK_ROUTES", "1") != "0")
+    return _library.options_from_environment()
 
 
 def handle(index):

@@ -141,6 +141,17 @@ def version():
     return library().rlgemm_version().decode()
 
 
+def options_from_environment():
+    """The handle options the operators start from: RLGEMM_DATABASE, RLGEMM_TUNED_TABLE, RLGEMM_POLICY,
+    RLGEMM_PREFER_CUBLASLT (0/1, default 1), RLGEMM_AUTOTUNE (0/1, default 0), RLGEMM_CHECK_ROUTES (0/1, default 1);
+    keyword arguments of Handle and of rlgemm.configure."""
+    return dict(database=os.environ.get("RLGEMM_DATABASE"), tuned_table=os.environ.get("RLGEMM_TUNED_TABLE"),
+                policy=os.environ.get("RLGEMM_POLICY"),
+                prefer_cublaslt=os.environ.get("RLGEMM_PREFER_CUBLASLT", "1") != "0", cache_dir=None,
+                autotune=os.environ.get("RLGEMM_AUTOTUNE", "0") != "0",
+                check_routes=os.environ.get("RLGEMM_CHECK_ROUTES", "1") != "0")
+
+
 class Handle:
     """One rlgemm handle (rlgemm::Handle) on the current CUDA device."""
 

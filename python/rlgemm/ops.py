@@ -49,14 +49,6 @@ except Exception as e:  # noqa: BLE001 (any failure to build or load means the f
     from . import _ctypes_ops
 
 
-def _options_from_environment():
-    return dict(database=os.environ.get("RLGEMM_DATABASE"), tuned_table=os.environ.get("RLGEMM_TUNED_TABLE"),
-                policy=os.environ.get("RLGEMM_POLICY"),
-                prefer_cublaslt=os.environ.get("RLGEMM_PREFER_CUBLASLT", "1") != "0", cache_dir=None,
-                autotune=os.environ.get("RLGEMM_AUTOTUNE", "0") != "0",
-                check_routes=os.environ.get("RLGEMM_CHECK_ROUTES", "1") != "0")
-
-
 def configure(database=None, tuned_table=None, policy=None, prefer_cublaslt=True, cache_dir=None, autotune=False,
               autotune_candidates=4, check_routes=True):
     """Options of the handles created from now on (one per device, on first use); by default the environment's
@@ -81,7 +73,7 @@ def configure(database=None, tuned_table=None, policy=None, prefer_cublaslt=True
 
 
 if BACKEND == "cpp":
-    configure(**_options_from_environment())
+    configure(**_library.options_from_environment())
 
 
 def _device_index(device):

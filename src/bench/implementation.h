@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "rlgemm/problem.h"
 
 namespace rlgemm::bench {
@@ -56,7 +57,6 @@ std::optional<int> lt_auto_candidate(const std::string& detail);
 // kept).
 std::vector<std::string> cublas_implementation_names();
 ImplementationPtr make_cublas_implementation(const std::string& name);
-enum class Mode;  // bench/timing.h
 // lt_auto with its candidates timed in `choice_mode`: in graph mode it is the cuBLASLt call the library's floor
 // makes for captured calls (dispatch's GPU-time choice), the reference a graph-mode reward must be paired with.
 ImplementationPtr make_lt_auto(Mode choice_mode);

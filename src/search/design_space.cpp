@@ -17,7 +17,7 @@ const char* field_name(Field field) {
 
 SpaceSpec SpaceSpec::for_gpu(int cc_major) {
   SpaceSpec spec;
-  if (cc_major < 9) spec.families = {Family::kSm80}, spec.pdl = {false};
+  if (cc_major < 9) spec.families = {Family::kSm80};
   return spec;
 }
 

@@ -182,6 +182,23 @@ class GpuGemm : public ::testing::Test {
     return "";
   }
 
+  // Every design against the reference on every shape, in both layouts (inputs seeded by seed_base, the shape
+  // and the layout).
+  void expect_designs_match(const std::vector<std::string>& designs, const std::vector<Shape>& shapes, int seed_base) {
+    precompile(designs, {Problem{{128, 128, 128}, Layout::kTN}});
+    precompile(designs, {Problem{{128, 128, 128}, Layout::kNN}});
+    for (Layout layout : {Layout::kTN, Layout::kNN})
+      for (Shape shape : shapes) {
+        const HostProblem hp = make_problem(shape, layout, seed_base + int(shape.m + shape.n) + int(layout));
+        for (const auto& text : designs) {
+          const Design d = parse_design(text);
+          const GemmKernel kernel(d, hp.problem, device_, options_);
+          EXPECT_EQ(check(kernel, hp, d.split == SplitK::kSerial ? d.splits : 1), "")
+              << text << " layout " << to_string(layout) << " shape " << shape.to_string();
+        }
+      }
+  }
+
   // /pdl: `kernel` on `hp` behind a stage kernel that lets it launch at once and only then (after a sleep)
   // writes its operands and poisons C; launched twice back to back (the second behind the first, sharing its
   // workspace), then C is copied out. Eagerly `rounds` times on one stream, then captured in a graph replayed
@@ -481,33 +498,11 @@ const std::vector<std::string> kDecodeTileDesigns = {
 const std::vector<Shape> kDecodeShapes = {{1, 136, 4104}, {3, 4104, 1000}, {16, 200, 3080}, {17, 72, 4096}, {40, 4096, 520}};
 
 TEST_F(GpuGemm, DecodeTilesMatchTheReferenceOnRaggedShapes) {
-  precompile(kDecodeTileDesigns, {Problem{{128, 128, 128}, Layout::kTN}});
-  precompile(kDecodeTileDesigns, {Problem{{128, 128, 128}, Layout::kNN}});
-  for (Layout layout : {Layout::kTN, Layout::kNN})
-    for (Shape shape : kDecodeShapes) {
-      const HostProblem hp = make_problem(shape, layout, 1700 + shape.m + shape.n + int(layout));
-      for (const auto& text : kDecodeTileDesigns) {
-        const Design d = parse_design(text);
-        const GemmKernel kernel(d, hp.problem, device_, options_);
-        EXPECT_EQ(check(kernel, hp, d.split == SplitK::kSerial ? d.splits : 1), "")
-            << text << " layout " << to_string(layout) << " shape " << shape.to_string();
-      }
-    }
+  expect_designs_match(kDecodeTileDesigns, kDecodeShapes, 1700);
 }
 
 TEST_F(GpuGemm, SplitK16DesignsMatchTheReferenceOnKHeavyShapes) {
-  precompile(kSplitK16Designs, {Problem{{128, 128, 128}, Layout::kTN}});
-  precompile(kSplitK16Designs, {Problem{{128, 128, 128}, Layout::kNN}});
-  for (Layout layout : {Layout::kTN, Layout::kNN})
-    for (Shape shape : kKHeavyShapes) {
-      const HostProblem hp = make_problem(shape, layout, 900 + shape.n + int(layout));
-      for (const auto& text : kSplitK16Designs) {
-        const Design d = parse_design(text);
-        const GemmKernel kernel(d, hp.problem, device_, options_);
-        EXPECT_EQ(check(kernel, hp, d.split == SplitK::kSerial ? d.splits : 1), "")
-            << text << " layout " << to_string(layout) << " shape " << shape.to_string();
-      }
-    }
+  expect_designs_match(kSplitK16Designs, kKHeavyShapes, 900);
 }
 
 TEST_F(GpuGemm, Bf16KernelRefusesAnFp16Problem) {
