@@ -538,7 +538,11 @@ struct Handle::Impl {
     const std::optional<int> eager = cublaslt_candidate(problem, stream, how);
     const std::optional<int> graph = cublaslt_candidate(problem, stream, graph_how, bench::Mode::kGraph);
     std::unique_ptr<Route> floor = make(eager, how);
-    if (graph != eager) floor->captured = make(graph, graph_how);
+    if (graph != eager) {
+      floor->captured = make(graph, graph_how);
+      // describe() tells both ways of calling: captured calls take another algorithm.
+      floor->description += "; captured calls: " + floor->captured->description;
+    }
     return floor;
   }
 

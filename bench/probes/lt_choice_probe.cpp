@@ -1,0 +1,90 @@
+// How steady is lt_auto's choice among cuBLASLt's candidates? For each shape: every candidate timed side by
+// side with the harness's method, offline and in CUDA graphs (the GPU's time), then choose_fastest run a few
+// times in each mode, as the harness's lt_auto and the library's floor run it.
+//
+//   lt_choice_probe [--repeat R] M,N,K [M,N,K ...]      (tn, fp16; prints CSV)
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench/cublaslt_problem.h"
+#include "bench/fill.h"
+#include "bench/timing.h"
+#include "core/cuda_util.h"
+#include "rlgemm/error.h"
+
+using namespace rlgemm;
+
+int main(int argc, char** argv) {
+  int repeat = 3;
+  std::vector<Shape> shapes;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--repeat" && i + 1 < argc) {
+      repeat = std::atoi(argv[++i]);
+      continue;
+    }
+    long long m = 0, n = 0, k = 0;
+    if (std::sscanf(arg.c_str(), "%lld,%lld,%lld", &m, &n, &k) != 3 || m <= 0 || n <= 0 || k <= 0) {
+      std::fprintf(stderr, "lt_choice_probe: expected M,N,K, got '%s'\n", arg.c_str());
+      return 2;
+    }
+    shapes.push_back({m, n, k});
+  }
+  if (shapes.empty()) {
+    std::fprintf(stderr, "usage: lt_choice_probe [--repeat R] M,N,K [M,N,K ...]\n");
+    return 2;
+  }
+  try {
+    cudaStream_t stream = nullptr;
+    RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cublasLtHandle_t handle = nullptr;
+    if (cublasLtCreate(&handle) != CUBLAS_STATUS_SUCCESS) throw Error(ErrorKind::kRuntime, "cublasLtCreate failed");
+    std::printf("M,N,K,what,mode,candidate,time_us,min_us,max_us\n");
+    for (const Shape& shape : shapes) {
+      const Problem problem{shape, Layout::kTN, DType::kF16};
+      const bench::LtProblem lt(problem);
+      const auto candidates = lt.candidates(handle);
+      const bench::ScratchOperands x(problem, stream);
+      DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
+      std::vector<bench::Subject> subjects;
+      std::vector<int> runnable;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        auto call = [&, i](cudaStream_t s) {
+          lt.launch(handle, candidates[i].algo, x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr, bench::kLtWorkspaceBytes, s);
+        };
+        try {
+          call(stream);
+          RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+        } catch (const Error&) {
+          continue;
+        }
+        runnable.push_back(int(i));
+        subjects.push_back({call, {}, "candidate " + std::to_string(i)});
+      }
+      const std::string s = std::to_string(shape.m) + "," + std::to_string(shape.n) + "," + std::to_string(shape.k);
+      for (bench::Mode mode : {bench::Mode::kOffline, bench::Mode::kGraph}) {
+        const std::string m(bench::to_string(mode));
+        for (int r = 0; r < repeat; ++r) {
+          bench::TimingOptions o;
+          o.seed = 1000 + uint64_t(r);
+          const auto times = bench::time_side_by_side(mode, subjects, nullptr, stream, o);
+          for (size_t j = 0; j < times.size(); ++j)
+            std::printf("%s,all-candidates-%d,%s,%d,%.3f,%.3f,%.3f\n", s.c_str(), r, m.c_str(),
+                        runnable[j], times[j].time_us, times[j].min_us, times[j].max_us);
+          const bench::LtChoice c = bench::choose_fastest(lt, handle, candidates, x.a.ptr, x.b.ptr, x.c.ptr,
+                                                          workspace.ptr, bench::kLtWorkspaceBytes, stream, mode);
+          std::printf("%s,choose_fastest-%d,%s,%d,,,\n", s.c_str(), r, m.c_str(), c.index);
+          std::fflush(stdout);
+        }
+      }
+    }
+    cublasLtDestroy(handle);
+    cudaStreamDestroy(stream);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lt_choice_probe: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
