@@ -1,6 +1,7 @@
 // How steady is lt_auto's choice among cuBLASLt's candidates? For each shape: every candidate timed side by
 // side with the harness's method, offline and in CUDA graphs (the GPU's time), then choose_fastest run a few
-// times in each mode, as the harness's lt_auto and the library's floor run it.
+// times in each mode, as the harness's lt_auto and the library's floor run it. Before all that, the library
+// floor's first-use choice (dispatch::time_candidates) in each mode, on the shape's first touch.
 //
 //   lt_choice_probe [--repeat R] M,N,K [M,N,K ...]      (tn, fp16; prints CSV)
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "bench/fill.h"
 #include "bench/timing.h"
 #include "core/cuda_util.h"
+#include "dispatch/cublaslt_gemm.h"
 #include "rlgemm/error.h"
 
 using namespace rlgemm;
@@ -44,6 +46,14 @@ int main(int argc, char** argv) {
     std::printf("M,N,K,what,mode,candidate,time_us,min_us,max_us\n");
     for (const Shape& shape : shapes) {
       const Problem problem{shape, Layout::kTN, DType::kF16};
+      const std::string s = std::to_string(shape.m) + "," + std::to_string(shape.n) + "," + std::to_string(shape.k);
+      // First, before anything else touches this shape: the library floor's own first-use choice (fresh scratch
+      // operands and workspace, a fresh cuBLASLt handle), in each mode, as a handle makes it.
+      for (bench::Mode mode : {bench::Mode::kOffline, bench::Mode::kGraph}) {
+        const dispatch::CublasLtContext context;
+        const bench::LtChoice c = dispatch::time_candidates(context, problem, stream, mode);
+        std::printf("%s,first-use,%s,%d,,,\n", s.c_str(), std::string(bench::to_string(mode)).c_str(), c.index);
+      }
       const bench::LtProblem lt(problem);
       const auto candidates = lt.candidates(handle);
       const bench::ScratchOperands x(problem, stream);
@@ -63,7 +73,6 @@ int main(int argc, char** argv) {
         runnable.push_back(int(i));
         subjects.push_back({call, {}, "candidate " + std::to_string(i)});
       }
-      const std::string s = std::to_string(shape.m) + "," + std::to_string(shape.n) + "," + std::to_string(shape.k);
       for (bench::Mode mode : {bench::Mode::kOffline, bench::Mode::kGraph}) {
         const std::string m(bench::to_string(mode));
         for (int r = 0; r < repeat; ++r) {
