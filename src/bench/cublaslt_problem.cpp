@@ -137,10 +137,27 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
     finalists.push_back(screened[i].second);
   const bool first_ran = std::any_of(screened.begin(), screened.end(), [](auto& s) { return s.second == 0; });
   if (first_ran && std::find(finalists.begin(), finalists.end(), 0) == finalists.end()) finalists.push_back(0);
-  choice.index = finalists.front();
-  if (finalists.size() == 1) return choice;
+  choice.index = fastest_of(problem, handle, candidates, finalists, a, b, c, workspace, workspace_bytes, stream, mode);
+  return choice;
+}
+
+int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
+               const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
+               const void* a, const void* b, void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+               Mode mode) {
+  if (finalists.empty()) throw Error(ErrorKind::kInvalidInput, "fastest_of: no finalists");
+  for (int f : finalists)
+    if (f < 0 || size_t(f) >= candidates.size())
+      throw Error(ErrorKind::kInvalidInput, "fastest_of: candidate " + std::to_string(f) + " of " +
+                                                std::to_string(candidates.size()) + " does not exist");
+  if (finalists.size() == 1) return finalists.front();
   std::vector<Subject> subjects;
-  for (int f : finalists) subjects.push_back({call(size_t(f)), {}, "cuBLASLt candidate " + std::to_string(f)});
+  for (int f : finalists)
+    subjects.push_back({[&, f](cudaStream_t s) {
+                          problem.launch(handle, candidates[size_t(f)].algo, a, b, c, workspace, workspace_bytes, s);
+                        },
+                        {},
+                        "cuBLASLt candidate " + std::to_string(f)});
   TimingOptions final_round;  // the harness's method
   final_round.seed = problem_seed(0, problem.problem());
   const auto times = time_side_by_side(mode, subjects, nullptr, stream, final_round);
@@ -152,8 +169,7 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
     const size_t f0 = size_t(first - finalists.begin());
     if (times[best].time_us > (1 - kLtMargin) * times[f0].time_us) best = f0;
   }
-  choice.index = finalists[best];
-  return choice;
+  return finalists[best];
 }
 
 }  // namespace rlgemm::bench

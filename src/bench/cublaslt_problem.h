@@ -88,4 +88,13 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
                         void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                         Mode mode = Mode::kOffline);
 
+// The final of choose_fastest on its own: the `finalists` (indices into `candidates`, each known to launch) timed
+// side by side with the harness's method of `mode`, in shuffled rounds; the fastest, except that the
+// heuristic's first, when a finalist, stays unless another beat it by more than kLtMargin. Also settles a
+// runoff between two choices made apart (the library's floor, when its eager and its CUDA-graph screens disagree).
+int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
+               const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
+               const void* a, const void* b, void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+               Mode mode);
+
 }  // namespace rlgemm::bench

@@ -88,7 +88,8 @@ class RoundOrder {
 std::vector<Timing> time_side_by_side(Mode mode, const std::vector<Subject>& subjects, const Call& refresh,
                                       cudaStream_t stream, const TimingOptions& options);
 
-// A short offline measurement for screening candidates side by side (a few batches, no long warm-up).
+// A short measurement for screening candidates side by side (5 batches of 300 us, after a warm-up until the
+// rounds agree, at most 10).
 TimingOptions screen_options();
 
 // Keeps the GPU busy on `stream` for about `microseconds` (one thread spinning on the global timer): queued

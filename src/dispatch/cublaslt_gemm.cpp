@@ -85,6 +85,18 @@ bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& p
   return choice;
 }
 
+int runoff(const CublasLtContext& context, const Problem& problem, cudaStream_t stream, bench::Mode mode,
+           const std::vector<int>& finalists) {
+  const bench::LtProblem lt(problem);
+  const auto candidates = lt.candidates(context.handle());
+  const bench::ScratchOperands x(problem, stream);
+  DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
+  const int fastest = bench::fastest_of(lt, context.handle(), candidates, finalists, x.a.ptr, x.b.ptr, x.c.ptr,
+                                        workspace.ptr, bench::kLtWorkspaceBytes, stream, mode);
+  RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
+  return fastest;
+}
+
 CublasLtChoices::Key CublasLtChoices::key_of(const Problem& p) {
   return {p.shape.m, p.shape.n, p.shape.k, int(p.layout), int(p.dtype)};
 }

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "bench/cublaslt_problem.h"
 #include "dispatch/choices_file.h"
@@ -78,6 +79,11 @@ class CublasLtGemm {
 // scratch for the duration of the call.
 bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& problem, cudaStream_t stream,
                                 bench::Mode mode = bench::Mode::kOffline);
+
+// A runoff between cuBLASLt candidates chosen apart (indices among the heuristic's candidates): timed side by
+// side in `mode` with the harness's method, on scratch operands as time_candidates (bench::fastest_of).
+int runoff(const CublasLtContext& context, const Problem& problem, cudaStream_t stream, bench::Mode mode,
+           const std::vector<int>& finalists);
 
 // The cuBLASLt choices made on this machine, so that each costs its timing once per machine: a ChoicesFile
 // (gpu,cublaslt_version,M,N,K,layout,candidate,candidates, and a ninth field with the element type of a problem
