@@ -3,10 +3,15 @@
 // times in each mode, as the harness's lt_auto and the library's floor run it. Before all that, the library
 // floor's first-use choice (dispatch::time_candidates) in each mode, on the shape's first touch.
 //
-//   lt_choice_probe [--repeat R] M,N,K [M,N,K ...]      (tn, fp16; prints CSV)
+//   lt_choice_probe [--repeat R] [--idle-ms T] M,N,K [M,N,K ...]      (tn, fp16; prints CSV)
+//
+// --idle-ms leaves the GPU idle that long before each first-use choice, as a handle does while its host-side
+// work for a new shape (the predictor's scan) runs.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/cublaslt_problem.h"
@@ -20,11 +25,16 @@ using namespace rlgemm;
 
 int main(int argc, char** argv) {
   int repeat = 3;
+  double idle_ms = 0;
   std::vector<Shape> shapes;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--repeat" && i + 1 < argc) {
       repeat = std::atoi(argv[++i]);
+      continue;
+    }
+    if (arg == "--idle-ms" && i + 1 < argc) {
+      idle_ms = std::atof(argv[++i]);
       continue;
     }
     long long m = 0, n = 0, k = 0;
@@ -35,7 +45,7 @@ int main(int argc, char** argv) {
     shapes.push_back({m, n, k});
   }
   if (shapes.empty()) {
-    std::fprintf(stderr, "usage: lt_choice_probe [--repeat R] M,N,K [M,N,K ...]\n");
+    std::fprintf(stderr, "usage: lt_choice_probe [--repeat R] [--idle-ms T] M,N,K [M,N,K ...]\n");
     return 2;
   }
   try {
@@ -51,6 +61,8 @@ int main(int argc, char** argv) {
       // operands and workspace, a fresh cuBLASLt handle), in each mode, as a handle makes it.
       for (bench::Mode mode : {bench::Mode::kOffline, bench::Mode::kGraph}) {
         const dispatch::CublasLtContext context;
+        RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+        if (idle_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(idle_ms));
         const bench::LtChoice c = dispatch::time_candidates(context, problem, stream, mode);
         std::printf("%s,first-use,%s,%d,,,\n", s.c_str(), std::string(bench::to_string(mode)).c_str(), c.index);
       }

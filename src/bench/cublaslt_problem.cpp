@@ -1,6 +1,7 @@
 #include "bench/cublaslt_problem.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -120,6 +121,14 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
   }
   if (runnable.empty())
     throw Error(ErrorKind::kRuntime, "no cuBLASLt candidate ran for " + problem.problem().shape.to_string());
+  // The GPU is kept busy with the candidates for kLtWarmUpMs before anything is timed: a choice is often made
+  // after the GPU sat idle (a library's first use of a shape comes after its host-side work, such as the
+  // predictor's scan of the design space), and its first rounds then ran on clocks still rising.
+  const auto warm_start = std::chrono::steady_clock::now();
+  do {
+    for (int i : runnable) call(size_t(i))(stream);
+    RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  } while (std::chrono::steady_clock::now() - warm_start < std::chrono::duration<double, std::milli>(kLtWarmUpMs));
   // The screen times every runnable candidate side by side, in shuffled rounds. Screened one after another,
   // the later candidates of a large problem ran on a GPU the earlier ones had heated, slower clocks making
   // them look slower: they missed the final, and a first candidate 4-5% slower than the sixth stayed (on the

@@ -68,7 +68,8 @@ class LtProblem {
   cublasLtMatrixLayout_t b_ = nullptr, a_ = nullptr, c_ = nullptr;
 };
 
-// lt_auto's choice among a problem's candidates: every candidate that launches screened with a short timing
+// lt_auto's choice among a problem's candidates: the candidates that launch run for kLtWarmUpMs, then every one
+// is screened with a short timing
 // in `mode` (offline by default: the harness's lt_auto; graph for the GPU's own time), side by side in shuffled
 // rounds (screen_options), then the
 // kFinalists fastest and the heuristic's first timed side by side with the harness's method of that mode, in
@@ -81,8 +82,9 @@ struct LtChoice {
   int count = 0;   // candidates offered
   int failed = 0;  // candidates that did not run
 };
-inline constexpr int kLtFinalists = 3;
+inline constexpr int kLtFinalists = 4;
 inline constexpr double kLtMargin = 0.01;
+inline constexpr double kLtWarmUpMs = 50;  // the candidates run this long before the screen times them
 LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
                         const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const void* a, const void* b,
                         void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream,

@@ -278,11 +278,9 @@ TimingOptions screen_options() {
   TimingOptions quick;
   quick.batch_target_us = 300;
   quick.batches = 5;
-  // Warm-up until the rounds agree (at most 10): a shape is screened at its first use, often right after other
-  // heavy work (the harness's fp64 reference, other implementations' checks), and with 2 warm-up rounds the
-  // candidates early in the first timed rounds ran on a GPU still settling -- on an H200 the library's floor
-  // then chose, in every run, cuBLASLt candidates 4-8% slower than the one an undisturbed screen chose
-  // (bench/results/h200/floor-choice-check.csv).
+  // Warm-up until the rounds agree (at most 10; it was 2): with 2, the library's floor chose, run after run,
+  // cuBLASLt candidates 4-8% slower on some shapes than a screen run on a busy GPU chose
+  // (bench/results/h200/floor-choice-check.csv); choose_fastest also keeps the GPU busy before its screen.
   quick.max_warmup_batches = 10;
   return quick;
 }

@@ -47,6 +47,21 @@ TEST_F(CublasLtChoicesTest, WhatOneRecordsAnotherReadsBack) {
                       "GPU X,130000,1,4096,4096,nn,0,3\n" + "GPU Y,130000,2000,576,7168,tn,2,20\n");
 }
 
+// A runoff records what it kept after the screen's choice: the shape's last line is what a later handle finds.
+TEST_F(CublasLtChoicesTest, AShapesLastRecordWins) {
+  const auto file = dir_ / "cublaslt-choices.csv";
+  {
+    CublasLtChoices choices(file, "GPU X", 130000);
+    choices.record(kA, 1, 8);
+    choices.record(kB, 2, 8);
+    choices.record(kA, 5, 8);
+    EXPECT_EQ(choices.find(kA), 5);
+  }
+  CublasLtChoices again(file, "GPU X", 130000);
+  EXPECT_EQ(again.find(kA), 5);
+  EXPECT_EQ(again.find(kB), 2);
+}
+
 TEST_F(CublasLtChoicesTest, LinesCutShortOrOutOfRangeAreSkipped) {
   std::filesystem::create_directories(dir_);
   const auto file = dir_ / "cublaslt-choices.csv";
