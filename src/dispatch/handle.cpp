@@ -274,8 +274,11 @@ struct Handle::Impl {
     if (!std::filesystem::is_regular_file(source))
       throw Error(ErrorKind::kInvalidInput, "the database of SASS-rescheduled cubins " + source + " does not exist");
     Store store(source);
+    // Only cubins whose gain held in CUDA graphs, where a captured call runs them (recorded since schedules are
+    // re-timed there): an older record's back-to-back gain can be a launch effect a graph never sees.
     for (OptimizedCubin& record : store.optimized_cubins(device.name))
-      optimized.emplace(optimized_key(record.design, record.problem), std::move(record));
+      if (record.graph_gain_low && *record.graph_gain_low > 0)
+        optimized.emplace(optimized_key(record.design, record.problem), std::move(record));
   }
 
   // The rescheduled cubin of this route's (design, problem), loaded once, when one is recorded and still

@@ -29,9 +29,18 @@ using nlohmann::json;
 
 namespace {
 
-json timing_json(const bench::TimingOptions& t) {
+// A timing as requests carry it; "mode" (offline or graph) is absent from the requests of older callers, which
+// time offline.
+json timing_json(const bench::TimingOptions& t, bench::Mode mode) {
   return {{"batch_target_us", t.batch_target_us}, {"batches", t.batches},
-          {"max_warmup_batches", t.max_warmup_batches}, {"seed", t.seed}};
+          {"max_warmup_batches", t.max_warmup_batches}, {"seed", t.seed}, {"mode", std::string(bench::to_string(mode))}};
+}
+
+bench::Mode timing_mode_from_json(const json& j) {
+  const bench::Mode mode = bench::parse_mode(j.value("mode", std::string("offline")));
+  if (mode != bench::Mode::kOffline && mode != bench::Mode::kGraph)
+    fail("a foreign-kernel timing runs offline or in graph mode, not " + std::string(bench::to_string(mode)));
+  return mode;
 }
 
 bench::TimingOptions timing_from_json(const json& j) {
@@ -99,7 +108,7 @@ class ForeignKernelRunner {
   const ForeignTarget& target() const { return target_; }
   bool tainted() const { return tainted_; }
 
-  json judge(const std::string& candidate_path, int draws, const bench::TimingOptions& timing) {
+  json judge(const std::string& candidate_path, int draws, const bench::TimingOptions& timing, bench::Mode mode) {
     if (draws < 1 || draws > target_.draws)
       fail("a judgement asks for " + std::to_string(draws) + " draws; the session prepared " +
            std::to_string(target_.draws));
@@ -149,7 +158,7 @@ class ForeignKernelRunner {
     }
     std::vector<bench::Timing> times;
     try {
-      times = time({original_, candidate}, timing);
+      times = time({original_, candidate}, timing, mode);
     } catch (const Error& e) {
       end_worker_if_lost(e, "timing the candidate");
       return failed(std::string("timing the candidate failed: ") + e.what());
@@ -165,7 +174,7 @@ class ForeignKernelRunner {
 
   json time_original(const bench::TimingOptions& timing) {
     try {
-      return {{"ok", true}, {"time_us", time({original_}, timing).front().time_us}};
+      return {{"ok", true}, {"time_us", time({original_}, timing, bench::Mode::kOffline).front().time_us}};
     } catch (const Error& e) {
       end_worker_if_lost(e, "timing the original");
       throw;
@@ -275,14 +284,15 @@ class ForeignKernelRunner {
     }
   }
 
-  // Side by side, offline, on the first draw's inputs.
-  std::vector<bench::Timing> time(const std::vector<CUfunction>& functions, const bench::TimingOptions& timing) {
+  // Side by side, in `mode`, on the first draw's inputs.
+  std::vector<bench::Timing> time(const std::vector<CUfunction>& functions, const bench::TimingOptions& timing,
+                                  bench::Mode mode) {
     load_draw(0);
     std::vector<bench::Subject> subjects;
     for (size_t i = 0; i < functions.size(); ++i)
       subjects.push_back({[this, f = functions[i]](cudaStream_t) { launch(f); }, {},
                           i == 0 ? "the original" : "the candidate"});
-    return bench::time_side_by_side(bench::Mode::kOffline, subjects, nullptr, stream_, timing);
+    return bench::time_side_by_side(mode, subjects, nullptr, stream_, timing);
   }
 
   ForeignTarget target_;
@@ -329,8 +339,9 @@ class ForeignKernelBackend : public search::Measurer {
     }
     const std::string task = request.at("task").get<std::string>();
     const bench::TimingOptions timing = timing_from_json(request.at("timing"));
+    const bench::Mode mode = timing_mode_from_json(request.at("timing"));
     if (task == "judge")
-      return runner_->judge(request.value("candidate", std::string()), request.at("draws").get<int>(), timing);
+      return runner_->judge(request.value("candidate", std::string()), request.at("draws").get<int>(), timing, mode);
     if (task == "time") return runner_->time_original(timing);
     fail("unknown foreign-kernel task '" + task + "': expected judge or time");
   }
@@ -383,9 +394,9 @@ ForeignSassEvaluator::~ForeignSassEvaluator() {
   std::filesystem::remove_all(scratch_, ec);
 }
 
-json ForeignSassEvaluator::request(const std::string& task, const std::string& candidate, int draws,
+json ForeignSassEvaluator::request(const std::string& task, const std::string& candidate, int draws, bench::Mode mode,
                                    const bench::TimingOptions& timing) {
-  json message = {{"foreign", target_.to_json()}, {"task", task}, {"timing", timing_json(timing)}};
+  json message = {{"foreign", target_.to_json()}, {"task", task}, {"timing", timing_json(timing, mode)}};
   if (!candidate.empty()) message["candidate"] = candidate;
   if (task == "judge") message["draws"] = draws;
   return worker_->evaluate(message);
@@ -393,7 +404,7 @@ json ForeignSassEvaluator::request(const std::string& task, const std::string& c
 
 double ForeignSassEvaluator::reference_time_us() {
   if (!reference_us_) {
-    const json record = request("time", "", 0, options_.reference_timing);
+    const json record = request("time", "", 0, bench::Mode::kOffline, options_.reference_timing);
     if (record.contains("worker_failed"))
       throw Error(ErrorKind::kRuntime, "the original kernel '" + target_.kernel + "' did not run with launch SPEC " +
                                            target_.launch_path + ": its worker " +
@@ -405,11 +416,11 @@ double ForeignSassEvaluator::reference_time_us() {
 }
 
 CubinComparison ForeignSassEvaluator::compare(const std::vector<uint8_t>& cubin, int draws,
-                                              const bench::TimingOptions& timing) {
+                                              const bench::TimingOptions& timing, bench::Mode mode) {
   CubinComparison result;
   const std::filesystem::path file = scratch_ / "candidate.cubin";
   sass::write_file_atomically(file.string(), cubin);
-  const json record = request("judge", file.string(), draws, timing);
+  const json record = request("judge", file.string(), draws, mode, timing);
   if (record.contains("worker_failed")) {
     // The candidate crashed or hung its worker, which restarts for the next one: this schedule alone failed.
     ++faults_;
@@ -440,7 +451,7 @@ CubinComparison ForeignSassEvaluator::compare(const std::vector<uint8_t>& cubin,
 
 sass::Measurement ForeignSassEvaluator::evaluate(const sass::Candidate& candidate) {
   const double reference = reference_time_us();
-  const CubinComparison c = compare(candidate.cubin(), options_.search_draws, options_.search_timing);
+  const CubinComparison c = compare(candidate.cubin(), options_.search_draws, options_.search_timing, bench::Mode::kOffline);
   sass::Measurement m;
   if (!c.ok) {
     m.failure = c.failure;  // never fatal: the fault stayed in the worker

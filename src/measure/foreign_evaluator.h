@@ -74,7 +74,8 @@ class ForeignSassEvaluator : public sass::Evaluator, public CubinJudge {
   // A candidate that crashes or hangs its worker is a failed comparison (context_lost stays false: the
   // context was the worker's); the schedule is saved and named in failure. Throws Error when the worker
   // cannot serve at all (it does not start, or fails every request).
-  CubinComparison compare(const std::vector<uint8_t>& cubin, int draws, const bench::TimingOptions& timing) override;
+  CubinComparison compare(const std::vector<uint8_t>& cubin, int draws, const bench::TimingOptions& timing,
+                          bench::Mode mode) override;
 
   // The original's offline time (reference_timing), measured on first use. Throws Error(kRuntime) when the
   // original itself does not run with the SPEC.
@@ -82,7 +83,7 @@ class ForeignSassEvaluator : public sass::Evaluator, public CubinJudge {
   int faults() const { return faults_; }  // candidates that crashed or hung their worker
 
  private:
-  nlohmann::json request(const std::string& task, const std::string& candidate, int draws,
+  nlohmann::json request(const std::string& task, const std::string& candidate, int draws, bench::Mode mode,
                          const bench::TimingOptions& timing);
 
   search::MeasurerPtr worker_;

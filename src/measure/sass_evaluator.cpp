@@ -126,7 +126,7 @@ double GpuSassEvaluator::reference_time_us() {
 }
 
 CubinComparison GpuSassEvaluator::compare(const std::vector<uint8_t>& cubin, int draws,
-                                          const bench::TimingOptions& timing) {
+                                          const bench::TimingOptions& timing, bench::Mode mode) {
   CubinComparison result;
   if (context_lost())
     throw Error(ErrorKind::kRuntime, "the CUDA context of this process was lost (" + lost_ +
@@ -200,14 +200,14 @@ CubinComparison GpuSassEvaluator::compare(const std::vector<uint8_t>& cubin, int
     ++result.draws;
   }
 
-  // Side by side, offline.
+  // Side by side, in `mode`.
   try {
     load_timing_inputs();
     if (workspace_bytes_ > 0) zero_workspaces();
     const std::vector<bench::Subject> subjects{
         {[&](cudaStream_t s) { original_.launch(s, problem_, original_ops); }, {}},
         {[&](cudaStream_t s) { kernel->launch(s, problem_, candidate_ops); }, {}}};
-    const auto times = bench::time_side_by_side(bench::Mode::kOffline, subjects, nullptr, stream_, timing);
+    const auto times = bench::time_side_by_side(mode, subjects, nullptr, stream_, timing);
     result.original_us = times[0].time_us;
     result.candidate_us = times[1].time_us;
     result.samples = times[1].samples;
@@ -227,7 +227,7 @@ sass::Measurement GpuSassEvaluator::evaluate(const sass::Candidate& candidate) {
     throw Error(ErrorKind::kRuntime, "a candidate schedule lost the CUDA context (" + lost_ +
                                          "); the search cannot go on in this process and nothing was written");
   const double reference = reference_time_us();
-  const CubinComparison c = compare(candidate.cubin(), options_.draws, options_.search_timing);
+  const CubinComparison c = compare(candidate.cubin(), options_.draws, options_.search_timing, bench::Mode::kOffline);
   sass::Measurement m;
   if (!c.ok) {
     m.failure = c.failure;

@@ -60,11 +60,14 @@ struct CubinComparison {
 };
 
 // Judges a cubin of the kernel (the same kernel, rescheduled) against its compiled schedule: bitwise on `draws`
-// fresh draws, then timed side by side with `timing`. Never throws for a bad candidate: see failure.
+// fresh draws, then timed side by side with `timing` in `mode` (offline: back-to-back launches; graph: the
+// launches captured in CUDA graphs, the GPU's own time, where a kernel of a few microseconds cannot gain by
+// launch effects). Never throws for a bad candidate: see failure.
 class CubinJudge {
  public:
   virtual ~CubinJudge() = default;
-  virtual CubinComparison compare(const std::vector<uint8_t>& cubin, int draws, const bench::TimingOptions& timing) = 0;
+  virtual CubinComparison compare(const std::vector<uint8_t>& cubin, int draws, const bench::TimingOptions& timing,
+                                  bench::Mode mode) = 0;
 };
 
 // SHA-256 (hex) of a cubin's bytes: the key of its module and the name of its saved copy.
@@ -102,8 +105,9 @@ class GpuSassEvaluator : public sass::Evaluator, public CubinJudge {
   std::string name() const override { return "gpu"; }
 
   // Checks `cubin` (the same kernel, rescheduled) bitwise against the compiled cubin on `draws` fresh draws,
-  // then times the two side by side with `timing`. Never throws for a bad candidate: see failure.
-  CubinComparison compare(const std::vector<uint8_t>& cubin, int draws, const bench::TimingOptions& timing) override;
+  // then times the two side by side with `timing` in `mode`. Never throws for a bad candidate: see failure.
+  CubinComparison compare(const std::vector<uint8_t>& cubin, int draws, const bench::TimingOptions& timing,
+                          bench::Mode mode) override;
 
   // The compiled cubin's offline time (reference_timing), measured on first use.
   double reference_time_us();

@@ -117,6 +117,8 @@ SassOptDesignReport run_sass_opt_design(const SassOptDesignOptions& o) {
     record.time_before_us = report.time_before_us;
     record.time_after_us = report.time_after_us;
     record.gain = report.gain;
+    if (report.graph_interval)
+      record.graph_gain = report.graph_interval->gain, record.graph_gain_low = report.graph_interval->low;
     record.moves = moves_text(report.game.search);
     report.stored = store.put_optimized_cubin(record);
   }

@@ -56,9 +56,10 @@ std::string first_line(const std::string& path) {
   return header;
 }
 
-// Rewrites a first-format file in the current format: every old row gets its design's family as its set and
-// "moves" as its action space (the only one there was), and no interval or changes.
-void migrate_v1(const std::string& path) {
+// Rewrites a file of an earlier format in the current one: a first-format row gets its design's family as its
+// set and "moves" as its action space (the only one there was), and no interval or changes; rows of either
+// earlier format get empty graph columns.
+void migrate(const std::string& path, bool first_format) {
   std::ifstream in(path);
   std::string line;
   std::getline(in, line);
@@ -66,8 +67,8 @@ void migrate_v1(const std::string& path) {
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
-    const auto fields = csv_fields(line);
-    text += line + "," + csv_field(default_sass_opt_set(fields.front())) + ",moves,,,\n";
+    if (first_format) line += "," + csv_field(default_sass_opt_set(csv_fields(line).front())) + ",moves,,,";
+    text += line + ",,,\n";
   }
   if (in.bad()) throw Error(ErrorKind::kRuntime, "reading CSV " + path + " failed");
   sass::write_file_atomically(path, std::vector<uint8_t>(text.begin(), text.end()));
@@ -96,7 +97,8 @@ std::string format_sass_opt_csv_row(const SassOptCsvRow& r) {
   return csv_field(r.kernel) + "," + problem_fields(r.problem) + "," + number(r.time_before_us) + "," +
          number(r.time_after_us) + "," + number(r.gain) + "," + (r.bitwise_equal ? "true" : "false") + "," +
          std::to_string(r.moves) + "," + csv_field(r.set) + "," + csv_field(r.actions) + "," + optional(r.ci_low) +
-         "," + optional(r.ci_high) + "," + csv_field(r.changes);
+         "," + optional(r.ci_high) + "," + csv_field(r.changes) + "," + optional(r.graph_gain) + "," +
+         optional(r.graph_ci_low) + "," + optional(r.graph_ci_high);
 }
 
 void append_sass_opt_csv(const std::string& path, const SassOptCsvRow& row) {
@@ -106,8 +108,8 @@ void append_sass_opt_csv(const std::string& path, const SassOptCsvRow& row) {
   const bool fresh = !fs::exists(file, ec) || fs::file_size(file, ec) == 0;
   if (!fresh) {
     const std::string header = first_line(path);
-    if (header == kSassOptCsvHeaderV1) {
-      migrate_v1(path);
+    if (header == kSassOptCsvHeaderV1 || header == kSassOptCsvHeaderV2) {
+      migrate(path, header == kSassOptCsvHeaderV1);
     } else if (header != kSassOptCsvHeader) {
       fail("CSV " + path + " starts with '" + header + "', not the sass-opt header '" + kSassOptCsvHeader +
            "': use another --csv file");
@@ -190,7 +192,7 @@ void final_check(SassOptOutcome& r, CubinJudge* judge, const std::vector<uint8_t
     timing.max_warmup_batches = 30;
     timing.seed = check.seed;
     if (changed) {
-      const CubinComparison c = judge->compare(r.game.patched, check.draws, timing);
+      const CubinComparison c = judge->compare(r.game.patched, check.draws, timing, bench::Mode::kOffline);
       if (c.context_lost)
         throw Error(ErrorKind::kRuntime, "the best schedule lost the CUDA context in its final check (" + c.failure +
                                              "); nothing was written");
@@ -207,7 +209,7 @@ void final_check(SassOptOutcome& r, CubinJudge* judge, const std::vector<uint8_t
       r.verdict = "no action paid during the search";
     }
     if (r.time_before_us <= 0) {
-      const CubinComparison c = judge->compare(compiled, 1, timing);
+      const CubinComparison c = judge->compare(compiled, 1, timing, bench::Mode::kOffline);
       if (!c.ok) throw Error(ErrorKind::kRuntime, "timing the compiled schedule failed: " + c.failure);
       r.time_before_us = c.original_us;
     }
@@ -228,6 +230,31 @@ void final_check(SassOptOutcome& r, CubinJudge* judge, const std::vector<uint8_t
       gain = r.time_before_us / r.rejected_after_us - 1.0;
       decision.kept = gain > 0 && gain >= check.min_gain;
       decision.verdict = decision.kept ? "kept: faster in the synthetic model" : "not kept: not faster in the synthetic model";
+    }
+    if (decision.kept && r.interval) {
+      // Where users run it: the same schedule against the compiled one in CUDA graphs, by the same rule.
+      bench::TimingOptions timing;
+      timing.batch_target_us = 1000;
+      timing.batches = check.rounds;
+      timing.max_warmup_batches = 30;
+      timing.seed = check.seed + 1;
+      const CubinComparison g = judge->compare(r.game.patched, 1, timing, bench::Mode::kGraph);
+      if (g.context_lost)
+        throw Error(ErrorKind::kRuntime, "the best schedule lost the CUDA context when re-timed in CUDA graphs (" +
+                                             g.failure + "); nothing was written");
+      // decide_keep's verdicts start with "kept: " or "not kept: ".
+      auto reason = [](const std::string& verdict) { return verdict.substr(verdict.find(": ") + 2); };
+      const std::string offline = "offline " + reason(decision.verdict);
+      if (!g.ok) {
+        decision.kept = false;
+        decision.verdict = "not kept: held " + offline + ", then failed in CUDA graphs: " + g.failure;
+      } else {
+        r.graph_interval = gain_interval(g.original_rounds_us, g.candidate_rounds_us);
+        const KeepDecision in_graphs = decide_keep(*r.graph_interval, check.min_gain);
+        decision.kept = in_graphs.kept;
+        decision.verdict = (in_graphs.kept ? "kept: " : "not kept: held ") + offline + "; in CUDA graphs " +
+                           reason(in_graphs.verdict);
+      }
     }
     r.verdict = decision.verdict;
     if (decision.kept) {
@@ -254,6 +281,9 @@ SassOptCsvRow csv_row(const SassOptOutcome& r, const std::string& kernel_column,
   row.set = r.set;
   row.actions = sass::to_string(actions);
   if (r.interval) row.ci_low = r.interval->low, row.ci_high = r.interval->high;
+  if (r.graph_interval)
+    row.graph_gain = r.graph_interval->gain, row.graph_ci_low = r.graph_interval->low,
+    row.graph_ci_high = r.graph_interval->high;
   row.changes = r.kept ? r.game.changes.to_string() : "";
   return row;
 }

@@ -3,12 +3,15 @@
 // (bench/results/<gpu>/sass-opt*.csv).
 //
 // Columns: kernel,M,N,K,layout,time_before_us,time_after_us,gain,bitwise_equal,moves,set,actions,ci_low,ci_high,
-// changes. `kernel` is a design's text form or a foreign kernel's name; M,N,K,layout are empty for a foreign
-// kernel whose launch SPEC names no problem; `set` groups rows (sm80, sm90, triton, ...); `actions` is the
-// game's action space; ci_low and ci_high bound the re-measured gain (95%, core/gain_interval.h; empty when
-// there was nothing to re-measure); `changes` says what the best schedule changed (sass::ScheduleChanges).
-// Files of the first format (the columns up to `moves`) are rewritten in this one when a row is appended to
-// them, their rows marked as moves-only runs of the set their design's family names.
+// changes,graph_gain,graph_ci_low,graph_ci_high. `kernel` is a design's text form or a foreign kernel's name;
+// M,N,K,layout are empty for a foreign kernel whose launch SPEC names no problem; `set` groups rows (sm80, sm90,
+// triton, ...); `actions` is the game's action space; ci_low and ci_high bound the re-measured offline gain
+// (95%, core/gain_interval.h; empty when there was nothing to re-measure); `changes` says what the best schedule
+// changed (sass::ScheduleChanges); graph_gain and its interval are the same schedule re-timed in CUDA graphs
+// (the GPU's own time; empty when the offline re-measure did not keep it, or without a GPU).
+// Files of the earlier formats are rewritten in this one when a row is appended to them: first-format rows
+// (the columns up to `moves`) are marked as moves-only runs of the set their design's family names; rows of
+// either earlier format have no graph columns.
 #pragma once
 
 #include <cstdint>
@@ -37,8 +40,15 @@ struct SassOptCsvRow {
   std::optional<double> ci_low;
   std::optional<double> ci_high;
   std::string changes;
+  std::optional<double> graph_gain;
+  std::optional<double> graph_ci_low;
+  std::optional<double> graph_ci_high;
 };
 inline constexpr const char* kSassOptCsvHeader =
+    "kernel,M,N,K,layout,time_before_us,time_after_us,gain,bitwise_equal,moves,set,actions,ci_low,ci_high,changes,"
+    "graph_gain,graph_ci_low,graph_ci_high";
+// The header of the second format (no graph columns).
+inline constexpr const char* kSassOptCsvHeaderV2 =
     "kernel,M,N,K,layout,time_before_us,time_after_us,gain,bitwise_equal,moves,set,actions,ci_low,ci_high,changes";
 // The header of the first format, which files written before the set, actions and interval columns carry.
 inline constexpr const char* kSassOptCsvHeaderV1 =
@@ -80,8 +90,10 @@ struct SassOptOutcome {
   double rejected_after_us = 0; // the best schedule's re-measured time when it was not kept (0 otherwise)
   double gain = 0;              // the rounds' gain (GainInterval::gain; 0 when not kept)
   std::optional<GainInterval> interval;  // of the best schedule's re-measure (GPU, when it ran)
+  // The schedule the offline re-measure kept, re-timed against the compiled one in CUDA graphs (GPU only).
+  std::optional<GainInterval> graph_interval;
   bool bitwise_equal = false;   // the best schedule passed the final bitwise check
-  bool kept = false;
+  bool kept = false;            // both re-measures (offline, and in graphs where a GPU judged) held
   std::string verdict;          // why kept or not, one line
   int moves = 0;                // actions on the kept path
   bool written = false;
@@ -89,8 +101,11 @@ struct SassOptOutcome {
 };
 
 // The final check after the search. With `judge` (the GPU): the best schedule, if it differs from the compiled
-// one, is checked bitwise on `draws` fresh draws and timed against it in `rounds` interleaved rounds; its gain
-// and interval decide (decide_keep). Without (the synthetic model): the model's times, kept when faster.
+// one, is checked bitwise on `draws` fresh draws and timed against it in `rounds` interleaved rounds offline;
+// its gain and interval decide (decide_keep). A schedule that holds is re-timed the same way in CUDA graphs,
+// and is kept only if it holds there too: a kernel of a few microseconds can win back-to-back launches by
+// launch effects that a captured decode step never sees. Without a judge (the synthetic model): the model's
+// times, kept when faster.
 // Fills every field but game, kernel, evaluator, set, written and csv_written. Throws Error(kRuntime) when
 // the best schedule lost the CUDA context of this process.
 struct FinalCheck {

@@ -71,6 +71,11 @@ class Statement {
   Statement& bind(int i, int64_t v) { check(sqlite3_bind_int64(stmt_, i, v)); return *this; }
   Statement& bind(int i, int v) { return bind(i, int64_t(v)); }
   Statement& bind(int i, double v) { check(sqlite3_bind_double(stmt_, i, v)); return *this; }
+  Statement& bind(int i, const std::optional<double>& v) {
+    if (v) return bind(i, *v);
+    check(sqlite3_bind_null(stmt_, i));
+    return *this;
+  }
   Statement& bind(int i, std::string_view v) {
     check(sqlite3_bind_text(stmt_, i, v.data(), int(v.size()), SQLITE_TRANSIENT));
     return *this;
@@ -394,6 +399,13 @@ void migrate_to_v5(sqlite3* db) {
   exec(db, kBestDesignsV5);
 }
 
+// Version 6 records a rescheduled cubin's gain re-timed in CUDA graphs (empty in older rows).
+void migrate_to_v6(sqlite3* db) {
+  for (const char* column : {"graph_gain", "graph_gain_low"})
+    if (!has_column(db, "optimized_cubins", column))
+      exec(db, (std::string("ALTER TABLE optimized_cubins ADD COLUMN ") + column + " REAL").c_str());
+}
+
 // The rows whose time may be used: paired measurements, and every failure (unpaired or not).
 constexpr const char* kTrusted = " AND (paired = 1 OR status <> 'ok')";
 
@@ -490,6 +502,7 @@ void Store::migrate() {
     migrate_to_v3(db_);
     exec(db_, kSchemaV4);
     migrate_to_v5(db_);
+    migrate_to_v6(db_);
     Statement v(db_, "INSERT INTO schema_version (version) VALUES (?)");
     v.bind(1, kSchemaVersion).step();
     tx.commit();
@@ -521,6 +534,11 @@ void Store::migrate() {
     migrate_to_v5(db_);
     exec(db_, "UPDATE schema_version SET version = 5");
     version = 5;
+  }
+  if (version == 5) {
+    migrate_to_v6(db_);
+    exec(db_, "UPDATE schema_version SET version = 6");
+    version = 6;
   }
   if (version != kSchemaVersion)
     fail("tuning database " + path_.string() + " has schema version " + std::to_string(version) +
@@ -701,16 +719,17 @@ bool Store::put_optimized_cubin(const OptimizedCubin& r) {
   WriteTransaction tx(db_);
   Statement s(db_,
               "INSERT INTO optimized_cubins (gpu_id, m, n, k, layout, dtype, design, kernel, source_key, cubin, "
-              "time_before_us, time_after_us, gain, moves, created_at) "
-              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+              "time_before_us, time_after_us, gain, moves, created_at, graph_gain, graph_gain_low) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
               "ON CONFLICT (gpu_id, m, n, k, layout, design) DO UPDATE SET kernel = excluded.kernel, "
               "source_key = excluded.source_key, cubin = excluded.cubin, time_before_us = excluded.time_before_us, "
               "time_after_us = excluded.time_after_us, gain = excluded.gain, moves = excluded.moves, "
-              "created_at = excluded.created_at WHERE excluded.gain > optimized_cubins.gain");
+              "created_at = excluded.created_at, graph_gain = excluded.graph_gain, "
+              "graph_gain_low = excluded.graph_gain_low WHERE excluded.gain > optimized_cubins.gain");
   s.bind(1, r.gpu_id).bind_problem(2, r.problem).bind(7, std::string_view(r.design));
   s.bind(8, std::string_view(r.kernel)).bind(9, std::string_view(r.source_key)).bind_blob(10, r.cubin);
   s.bind(11, r.time_before_us).bind(12, r.time_after_us).bind(13, r.gain).bind(14, std::string_view(r.moves));
-  s.bind(15, utc_now());
+  s.bind(15, utc_now()).bind(16, r.graph_gain).bind(17, r.graph_gain_low);
   s.step();
   const bool stored = sqlite3_changes(db_) == 1;
   tx.commit();
@@ -721,7 +740,8 @@ namespace {
 
 constexpr const char* kOptimizedColumns =
     "SELECT o.gpu_id, o.m, o.n, o.k, o.layout, o.dtype, o.design, o.kernel, o.source_key, o.cubin, "
-    "o.time_before_us, o.time_after_us, o.gain, o.moves, o.created_at FROM optimized_cubins o ";
+    "o.time_before_us, o.time_after_us, o.gain, o.moves, o.created_at, o.graph_gain, o.graph_gain_low "
+    "FROM optimized_cubins o ";
 
 OptimizedCubin read_optimized(const Statement& s) {
   OptimizedCubin r;
@@ -736,6 +756,8 @@ OptimizedCubin read_optimized(const Statement& s) {
   r.gain = s.f64(12);
   r.moves = s.text(13);
   r.created_at = s.text(14);
+  if (!s.is_null(15)) r.graph_gain = s.f64(15);
+  if (!s.is_null(16)) r.graph_gain_low = s.f64(16);
   return r;
 }
 

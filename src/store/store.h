@@ -65,6 +65,11 @@ struct OptimizedCubin {
   double time_before_us = 0;  // the compiled cubin, re-measured side by side with the rescheduled one
   double time_after_us = 0;
   double gain = 0;            // time_before / time_after - 1
+  // The same two re-timed in CUDA graphs (the GPU's own time): the gain and its 95% interval's lower bound.
+  // Empty for cubins recorded before schedules were re-timed in graphs; a handle serves a cubin only where
+  // graph_gain_low > 0.
+  std::optional<double> graph_gain;
+  std::optional<double> graph_gain_low;
   std::string moves;          // the moves from the compiled schedule, one per line
   std::string created_at;     // UTC, ISO 8601; filled by the store
 };
@@ -100,7 +105,7 @@ struct BestDesign {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   // Opens or creates the database. Throws Error(kInvalidInput) when the file holds a schema this build does
   // not know (newer, or not an rlgemm database), Error(kRuntime) on I/O failures.

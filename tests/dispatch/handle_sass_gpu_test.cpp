@@ -1,6 +1,7 @@
 // The handle's use of SASS-rescheduled cubins (HandleOptions::optimized_cubins) on a GPU (skipped without
 // one): a recorded cubin serves exactly the (shape, layout, design) it was measured on, and one derived from
-// another build of the kernel is refused as stale.
+// another build of the kernel is refused as stale, and one whose gain did not hold in CUDA graphs (or was never
+// re-timed there) is not used.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -67,7 +68,7 @@ double run_relative_error(Handle& handle, const Problem& p) {
   return worst / scale;
 }
 
-TEST_F(HandleSassGpu, UsesTheRecordedCubinOnlyWhereItWasMeasuredAndNotWhenStale) {
+TEST_F(HandleSassGpu, UsesTheRecordedCubinOnlyWhereItWasMeasuredHeldInGraphsAndIsNotStale) {
   const bool hopper = device_.cc_major == 9 && device_.cc_minor == 0;
   const std::string text = hopper ? "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg"
                                   : "sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg";
@@ -75,6 +76,10 @@ TEST_F(HandleSassGpu, UsesTheRecordedCubinOnlyWhereItWasMeasuredAndNotWhenStale)
   const Problem measured{{256, 384, 512}, Layout::kTN};
   const Problem stale{{256, 384, 1024}, Layout::kTN};
   const Problem other{{512, 384, 512}, Layout::kTN};
+  // Rescheduled cubins whose gain did not hold in CUDA graphs: recorded without a graph re-time (as before
+  // schedules were re-timed there), and with a graph interval that reaches below zero.
+  const Problem offline_only{{256, 768, 512}, Layout::kTN};
+  const Problem lost_in_graphs{{256, 1152, 512}, Layout::kTN};
 
   // The compiled kernel's own cubin stands in for a rescheduled one: what matters here is which cubin the
   // handle loads, and that it launches it with the design's plan.
@@ -92,8 +97,19 @@ TEST_F(HandleSassGpu, UsesTheRecordedCubinOnlyWhereItWasMeasuredAndNotWhenStale)
     record.time_before_us = 10.0;
     record.time_after_us = 9.5;
     record.gain = 10.0 / 9.5 - 1;
+    record.graph_gain = 0.04;
+    record.graph_gain_low = 0.03;
+    ASSERT_TRUE(store.put_optimized_cubin(record));
+    record.problem = lost_in_graphs;
+    record.graph_gain_low = -0.01;
+    ASSERT_TRUE(store.put_optimized_cubin(record));
+    record.problem = offline_only;
+    record.graph_gain.reset();
+    record.graph_gain_low.reset();
     ASSERT_TRUE(store.put_optimized_cubin(record));
     record.problem = stale;
+    record.graph_gain = 0.04;
+    record.graph_gain_low = 0.03;
     record.source_key = "from another build";
     ASSERT_TRUE(store.put_optimized_cubin(record));
   }
@@ -101,7 +117,7 @@ TEST_F(HandleSassGpu, UsesTheRecordedCubinOnlyWhereItWasMeasuredAndNotWhenStale)
   {
     std::ofstream out(table);
     out << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto\n";
-    for (const Problem& p : {measured, stale, other})
+    for (const Problem& p : {measured, stale, other, offline_only, lost_in_graphs})
       out << device_.name << "," << p.shape.to_string() << ",tn," << text << ",10,1.1\n";
   }
   HandleOptions options;
@@ -113,9 +129,12 @@ TEST_F(HandleSassGpu, UsesTheRecordedCubinOnlyWhereItWasMeasuredAndNotWhenStale)
   EXPECT_EQ(handle.describe(256, 384, 512, Layout::kTN), "tuned " + text + " sass +5.3%");
   EXPECT_NE(handle.describe(256, 384, 1024, Layout::kTN).find("stale"), std::string::npos);
   EXPECT_EQ(handle.describe(512, 384, 512, Layout::kTN), "tuned " + text);
-  for (const Problem& p : {measured, stale, other}) EXPECT_LT(run_relative_error(handle, p), 2e-3) << p.shape.to_string();
+  EXPECT_EQ(handle.describe(256, 768, 512, Layout::kTN), "tuned " + text);
+  EXPECT_EQ(handle.describe(256, 1152, 512, Layout::kTN), "tuned " + text);
+  for (const Problem& p : {measured, stale, other, offline_only, lost_in_graphs})
+    EXPECT_LT(run_relative_error(handle, p), 2e-3) << p.shape.to_string();
   const Stats s = handle.stats();
-  EXPECT_EQ(s.tuned, 3u);
+  EXPECT_EQ(s.tuned, 5u);
   EXPECT_EQ(s.sass_optimized, 1u);
 
   // "none" turns them off; a database that does not exist is refused by name.

@@ -234,14 +234,14 @@ TEST(ForeignKernelWorker, ACandidateThatCrashesOrHangsItsWorkerIsContainedAndThe
 
   bench::TimingOptions timing;
   timing.batches = 12;
-  const CubinComparison good = evaluator.compare({0x01, 0x02}, 3, timing);
+  const CubinComparison good = evaluator.compare({0x01, 0x02}, 3, timing, bench::Mode::kOffline);
   ASSERT_TRUE(good.ok) << good.failure;
   EXPECT_EQ(good.draws, 3);
   EXPECT_EQ(good.original_rounds_us.size(), 12u);
   EXPECT_GT(gain_interval(good.original_rounds_us, good.candidate_rounds_us).low, 0);
 
   const std::vector<uint8_t> crashing{0xde, 0x01, 0x02, 0x03};
-  const CubinComparison crashed = evaluator.compare(crashing, 3, timing);
+  const CubinComparison crashed = evaluator.compare(crashing, 3, timing, bench::Mode::kOffline);
   EXPECT_FALSE(crashed.ok);
   EXPECT_FALSE(crashed.context_lost) << "the fault was the worker's, not this process's";
   EXPECT_NE(crashed.failure.find("crashed its worker"), std::string::npos) << crashed.failure;
@@ -255,18 +255,18 @@ TEST(ForeignKernelWorker, ACandidateThatCrashesOrHangsItsWorkerIsContainedAndThe
   EXPECT_EQ(evaluator.faults(), 1);
 
   // The next candidate is judged by a new worker.
-  EXPECT_TRUE(evaluator.compare({0x01}, 3, timing).ok);
+  EXPECT_TRUE(evaluator.compare({0x01}, 3, timing, bench::Mode::kOffline).ok);
   EXPECT_EQ(raw->restarts(), 1);
-  const CubinComparison hung = evaluator.compare({0xad}, 3, timing);
+  const CubinComparison hung = evaluator.compare({0xad}, 3, timing, bench::Mode::kOffline);
   EXPECT_FALSE(hung.ok);
   EXPECT_NE(hung.failure.find("hung its worker"), std::string::npos) << hung.failure;
   fs::remove(hung.failure.substr(hung.failure.find("saved as ") + 9));
   EXPECT_EQ(evaluator.faults(), 2);
-  const CubinComparison wrong = evaluator.compare({0x0f}, 3, timing);
+  const CubinComparison wrong = evaluator.compare({0x0f}, 3, timing, bench::Mode::kOffline);
   EXPECT_FALSE(wrong.ok);
   EXPECT_EQ(wrong.failure, "buffer 'y' differs");
   EXPECT_EQ(evaluator.faults(), 2) << "a wrong output is not a fault";
-  EXPECT_TRUE(evaluator.compare({0x02}, 3, timing).ok);
+  EXPECT_TRUE(evaluator.compare({0x02}, 3, timing, bench::Mode::kOffline).ok);
   EXPECT_EQ(raw->restarts(), 2);
 }
 
@@ -296,26 +296,28 @@ TEST(ForeignKernelGpu, TheRealWorkerJudgesContainsAFaultAndGoesOn) {
   EXPECT_GT(evaluator.reference_time_us(), 0);
   bench::TimingOptions timing;
   timing.batches = 9;
-  const CubinComparison same = evaluator.compare(read_all(f.cubin), 4, timing);
+  const CubinComparison same = evaluator.compare(read_all(f.cubin), 4, timing, bench::Mode::kOffline);
   ASSERT_TRUE(same.ok) << same.failure;
   EXPECT_EQ(same.draws, 4);
   EXPECT_EQ(same.original_rounds_us.size(), 9u);
   EXPECT_NEAR(same.candidate_us / same.original_us, 1.0, 0.1);
 
-  const CubinComparison fault = evaluator.compare(read_all(f.wrong), 2, timing);
+  const CubinComparison fault = evaluator.compare(read_all(f.wrong), 2, timing, bench::Mode::kOffline);
   EXPECT_FALSE(fault.ok);
   EXPECT_NE(fault.failure.find("crashed its worker"), std::string::npos) << fault.failure;
   EXPECT_EQ(evaluator.faults(), 1);
   if (const size_t at = fault.failure.find("saved as "); at != std::string::npos) fs::remove(fault.failure.substr(at + 9));
-  EXPECT_TRUE(evaluator.compare(read_all(f.cubin), 2, timing).ok) << "the run goes on in a new worker";
-  const CubinComparison garbage = evaluator.compare(std::vector<uint8_t>(4096, 0x5a), 1, timing);
+  EXPECT_TRUE(evaluator.compare(read_all(f.cubin), 2, timing, bench::Mode::kOffline).ok) << "the run goes on in a new worker";
+  const CubinComparison in_graphs = evaluator.compare(read_all(f.cubin), 1, timing, bench::Mode::kGraph);
+  EXPECT_TRUE(in_graphs.ok) << "the foreign kernel captured in CUDA graphs: " << in_graphs.failure;
+  const CubinComparison garbage = evaluator.compare(std::vector<uint8_t>(4096, 0x5a), 1, timing, bench::Mode::kOffline);
   EXPECT_FALSE(garbage.ok);
   EXPECT_NE(garbage.failure.find("does not load"), std::string::npos) << garbage.failure;
 
   // With a > 0 the variant runs to the end and its output differs.
   ForeignSassEvaluator positive(start_foreign_worker(testing::rlgemm_binary()),
                                 {f.cubin.string(), "saxpy", f.spec.string(), 5, 4});
-  const CubinComparison wrong = positive.compare(read_all(f.wrong), 2, timing);
+  const CubinComparison wrong = positive.compare(read_all(f.wrong), 2, timing, bench::Mode::kOffline);
   EXPECT_FALSE(wrong.ok);
   EXPECT_NE(wrong.failure.find("buffer 'y' differs"), std::string::npos) << wrong.failure;
   EXPECT_EQ(positive.faults(), 0);

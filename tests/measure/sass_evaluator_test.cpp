@@ -272,7 +272,7 @@ TEST(SassGpu, TheCompiledCubinIsBitwiseEqualToItselfAndTimesAlike) {
   EXPECT_GT(reference, 0);
   bench::TimingOptions timing;
   timing.batches = 9;
-  const CubinComparison same = evaluator.compare(c.bytes, 4, timing);
+  const CubinComparison same = evaluator.compare(c.bytes, 4, timing, bench::Mode::kOffline);
   ASSERT_TRUE(same.ok) << same.failure;
   EXPECT_EQ(same.draws, 4);
   EXPECT_FALSE(same.context_lost);
@@ -281,11 +281,15 @@ TEST(SassGpu, TheCompiledCubinIsBitwiseEqualToItselfAndTimesAlike) {
   // The same bytes loaded twice run at the same speed, within timing noise.
   EXPECT_NEAR(same.candidate_us / same.original_us, 1.0, 0.1);
   // Not a cubin at all: a failed measurement, and the process can go on.
-  const CubinComparison garbage = evaluator.compare(std::vector<uint8_t>(4096, 0x5a), 1, timing);
+  const CubinComparison garbage = evaluator.compare(std::vector<uint8_t>(4096, 0x5a), 1, timing, bench::Mode::kOffline);
   EXPECT_FALSE(garbage.ok);
   EXPECT_FALSE(garbage.context_lost) << garbage.failure;
   EXPECT_NE(garbage.failure.find("does not load"), std::string::npos) << garbage.failure;
-  EXPECT_TRUE(evaluator.compare(c.bytes, 1, timing).ok);
+  EXPECT_TRUE(evaluator.compare(c.bytes, 1, timing, bench::Mode::kOffline).ok);
+  // In CUDA graphs too (the final check's second re-time): the compiled schedule against itself.
+  const CubinComparison in_graphs = evaluator.compare(c.bytes, 1, timing, bench::Mode::kGraph);
+  EXPECT_TRUE(in_graphs.ok) << in_graphs.failure;
+  EXPECT_EQ(in_graphs.original_rounds_us.size(), in_graphs.candidate_rounds_us.size());
 }
 
 TEST(SassGpu, ShortSearchWithTheGpuEvaluatorKeepsIdenticalOutput) {
@@ -304,7 +308,7 @@ TEST(SassGpu, ShortSearchWithTheGpuEvaluatorKeepsIdenticalOutput) {
   // The best schedule, judged once more on fresh draws: identical bits, a positive time.
   bench::TimingOptions timing;
   timing.batches = 9;
-  const CubinComparison best = evaluator.compare(report.patched, 4, timing);
+  const CubinComparison best = evaluator.compare(report.patched, 4, timing, bench::Mode::kOffline);
   ASSERT_TRUE(best.ok) << best.failure;
   EXPECT_GT(best.candidate_us, 0);
 }

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ SassOptCsvRow design_row(const std::string& design, Shape shape, const std::stri
   row.actions = actions;
   row.ci_low = 0.05;
   row.ci_high = 0.17;
+  row.graph_gain = 0.08;
+  row.graph_ci_low = 0.03;
+  row.graph_ci_high = 0.13;
   row.changes = "displaced=4 stall=2 yield=0 reuse=1";
   return row;
 }
@@ -53,16 +57,20 @@ TEST(SassOptCsv, WritesTheHeaderOnceAndOneRowPerRun) {
   not_kept.ci_low.reset();
   not_kept.ci_high.reset();
   not_kept.changes.clear();
+  not_kept.graph_gain.reset();
+  not_kept.graph_ci_low.reset();
+  not_kept.graph_ci_high.reset();
   append_sass_opt_csv(file.string(), not_kept);
   const auto lines = lines_of(file);
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0], kSassOptCsvHeader);
   EXPECT_EQ(lines[0],
-            "kernel,M,N,K,layout,time_before_us,time_after_us,gain,bitwise_equal,moves,set,actions,ci_low,ci_high,changes");
+            "kernel,M,N,K,layout,time_before_us,time_after_us,gain,bitwise_equal,moves,set,actions,ci_low,ci_high,changes,"
+            "graph_gain,graph_ci_low,graph_ci_high");
   EXPECT_EQ(lines[1], std::string(kSm90Design) +
                           ",4096,2048,1024,tn,100.0000,90.0000,0.1111,true,7,sm90,both,0.0500,0.1700,"
-                          "displaced=4 stall=2 yield=0 reuse=1");
-  EXPECT_EQ(lines[2], std::string(kSm80Design) + ",2048,2048,2048,nn,100.0000,100.0000,0.0000,true,0,sm80,moves,,,");
+                          "displaced=4 stall=2 yield=0 reuse=1,0.0800,0.0300,0.1300");
+  EXPECT_EQ(lines[2], std::string(kSm80Design) + ",2048,2048,2048,nn,100.0000,100.0000,0.0000,true,0,sm80,moves,,,,,,");
 }
 
 TEST(SassOptCsv, AForeignKernelWithoutAProblemLeavesItsShapeEmptyAndNamesAreQuoted) {
@@ -70,7 +78,7 @@ TEST(SassOptCsv, AForeignKernelWithoutAProblemLeavesItsShapeEmptyAndNamesAreQuot
   row.set = "triton";
   EXPECT_EQ(format_sass_opt_csv_row(row),
             "\"odd,\"\"name\"\"\",8,8,8,tn,100.0000,90.0000,0.1111,true,7,triton,control,0.0500,0.1700,"
-            "displaced=4 stall=2 yield=0 reuse=1");
+            "displaced=4 stall=2 yield=0 reuse=1,0.0800,0.0300,0.1300");
   row.problem = Problem{{0, 0, 0}};
   EXPECT_EQ(format_sass_opt_csv_row(row).rfind("\"odd,\"\"name\"\"\",,,,,100.0000,", 0), 0u) << format_sass_opt_csv_row(row);
   const fs::path file = scratch("quoted.csv");
@@ -108,11 +116,29 @@ TEST(SassOptCsv, AFirstFormatFileIsRewrittenAndItsRowsResume) {
   const auto lines = lines_of(file);
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[0], kSassOptCsvHeader);
-  EXPECT_EQ(lines[1], std::string(kSm80Design) + ",2048,2048,2048,tn,48.3616,46.7992,0.0334,true,17,sm80,moves,,,");
-  EXPECT_EQ(lines[2], std::string(kSm90Design) + ",1024,1024,4096,tn,24.0952,24.0952,0.0000,true,0,sm90,moves,,,");
+  EXPECT_EQ(lines[1], std::string(kSm80Design) + ",2048,2048,2048,tn,48.3616,46.7992,0.0334,true,17,sm80,moves,,,,,,");
+  EXPECT_EQ(lines[2], std::string(kSm90Design) + ",1024,1024,4096,tn,24.0952,24.0952,0.0000,true,0,sm90,moves,,,,,,");
   done = sass_opt_rows_done(file.string());
   EXPECT_EQ(done.size(), 3u);
   EXPECT_EQ(done.count(sass_opt_row_key("sm90", kSm90Design, {{1024, 1024, 4096}, Layout::kTN}, "both")), 1u);
+}
+
+TEST(SassOptCsv, ASecondFormatFileGainsEmptyGraphColumns) {
+  // A file written before schedules were re-timed in CUDA graphs.
+  const fs::path file = scratch("v2.csv");
+  const std::string old_row = std::string(kSm90Design) +
+                              ",1024,1024,4096,tn,24.0952,23.0000,0.0476,true,5,sm90,both,0.0100,0.0800,displaced=2 stall=1 yield=0 reuse=0";
+  {
+    std::ofstream out(file);
+    out << kSassOptCsvHeaderV2 << "\n" << old_row << "\n";
+  }
+  EXPECT_EQ(sass_opt_rows_done(file.string()).size(), 1u);
+  append_sass_opt_csv(file.string(), design_row(kSm80Design, {2048, 2048, 2048}, "moves"));
+  const auto lines = lines_of(file);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], kSassOptCsvHeader);
+  EXPECT_EQ(lines[1], old_row + ",,,");
+  EXPECT_EQ(sass_opt_rows_done(file.string()).size(), 2u);
 }
 
 TEST(SassOptCsv, RowsAreFoundByColumnName) {
@@ -129,18 +155,24 @@ TEST(SassOptCsv, RowsAreFoundByColumnName) {
   EXPECT_TRUE(sass_opt_rows_done(scratch("missing.csv").string()).empty());
 }
 
-// A judge that answers with the timings it was given, and counts what it was asked.
+// A judge that answers with the timings it was given (in graph mode `graph_answer` where set), and counts what
+// it was asked.
 class GivenTimings : public CubinJudge {
  public:
   CubinComparison answer;
+  std::optional<CubinComparison> graph_answer;
   int calls = 0;
   std::vector<uint8_t> last;
-  CubinComparison compare(const std::vector<uint8_t>& cubin, int, const bench::TimingOptions& timing) override {
+  std::vector<bench::Mode> modes;
+  CubinComparison compare(const std::vector<uint8_t>& cubin, int, const bench::TimingOptions& timing,
+                          bench::Mode mode) override {
     ++calls;
     last = cubin;
-    CubinComparison c = answer;
-    c.original_rounds_us.resize(size_t(timing.batches), answer.original_rounds_us.empty() ? 0 : answer.original_rounds_us[0]);
-    c.candidate_rounds_us.resize(size_t(timing.batches), answer.candidate_rounds_us.empty() ? 0 : answer.candidate_rounds_us[0]);
+    modes.push_back(mode);
+    const CubinComparison& given = mode == bench::Mode::kGraph && graph_answer ? *graph_answer : answer;
+    CubinComparison c = given;
+    c.original_rounds_us.resize(size_t(timing.batches), given.original_rounds_us.empty() ? 0 : given.original_rounds_us[0]);
+    c.candidate_rounds_us.resize(size_t(timing.batches), given.candidate_rounds_us.empty() ? 0 : given.candidate_rounds_us[0]);
     return c;
   }
 };
@@ -167,11 +199,16 @@ TEST(SassOptFinalCheck, KeepsAScheduleWhoseIntervalLiesAboveZero) {
   }
   SassOptOutcome o = searched(patched);
   final_check(o, &judge, compiled, {60, 8, 0.0, 1});
-  EXPECT_EQ(judge.calls, 1);
+  // Offline first, then the same schedule re-timed in CUDA graphs.
+  EXPECT_EQ(judge.calls, 2);
+  EXPECT_EQ(judge.modes, (std::vector<bench::Mode>{bench::Mode::kOffline, bench::Mode::kGraph}));
   EXPECT_EQ(judge.last, patched);
   ASSERT_TRUE(o.interval.has_value());
   EXPECT_EQ(o.interval->rounds, 60);
+  ASSERT_TRUE(o.graph_interval.has_value());
+  EXPECT_GT(o.graph_interval->low, 0);
   EXPECT_TRUE(o.kept) << o.verdict;
+  EXPECT_NE(o.verdict.find("in CUDA graphs"), std::string::npos) << o.verdict;
   EXPECT_NEAR(o.gain, 0.05, 0.01);
   EXPECT_EQ(o.gain, o.interval->gain);
   EXPECT_EQ(o.time_before_us, 100);
@@ -181,6 +218,54 @@ TEST(SassOptFinalCheck, KeepsAScheduleWhoseIntervalLiesAboveZero) {
   EXPECT_EQ(row.actions, "both");
   EXPECT_EQ(row.ci_low, o.interval->low);
   EXPECT_GT(*row.ci_low, 0);
+  EXPECT_EQ(row.graph_gain, o.graph_interval->gain);
+  EXPECT_EQ(row.graph_ci_low, o.graph_interval->low);
+  EXPECT_EQ(row.graph_ci_high, o.graph_interval->high);
+}
+
+// A gain back-to-back launches show and CUDA graphs do not (a launch effect): not kept, and the row says both.
+TEST(SassOptFinalCheck, AGainThatDoesNotHoldInCudaGraphsIsNotKept) {
+  const std::vector<uint8_t> compiled{1, 2, 3}, patched{1, 3, 2};
+  GivenTimings judge;
+  judge.answer.ok = true;
+  judge.answer.original_us = 100;
+  judge.answer.candidate_us = 95;
+  CubinComparison graph;
+  graph.ok = true;
+  graph.original_us = 80;
+  graph.candidate_us = 80;
+  for (int i = 0; i < 60; ++i) {
+    judge.answer.original_rounds_us.push_back(100 * (i % 2 ? 1.02 : 0.98));
+    judge.answer.candidate_rounds_us.push_back(100 / 1.05 * (i % 3 ? 1.01 : 0.99));
+    graph.original_rounds_us.push_back(80 * (i % 2 ? 1.01 : 0.99));
+    graph.candidate_rounds_us.push_back(80 * (i % 4 < 2 ? 1.01 : 0.99));
+  }
+  judge.graph_answer = graph;
+  SassOptOutcome o = searched(patched);
+  final_check(o, &judge, compiled, {60, 8, 0.0, 1});
+  EXPECT_EQ(judge.calls, 2);
+  ASSERT_TRUE(o.interval.has_value());
+  EXPECT_GT(o.interval->low, 0);
+  ASSERT_TRUE(o.graph_interval.has_value());
+  EXPECT_LE(o.graph_interval->low, 0);
+  EXPECT_FALSE(o.kept) << o.verdict;
+  EXPECT_EQ(o.gain, 0);
+  EXPECT_EQ(o.time_after_us, o.time_before_us);
+  EXPECT_EQ(o.verdict.rfind("not kept: held offline", 0), 0u) << o.verdict;
+  EXPECT_NE(o.verdict.find("in CUDA graphs"), std::string::npos) << o.verdict;
+  const SassOptCsvRow row = csv_row(o, kSm80Design, {{2048, 2048, 2048}, Layout::kTN}, sass::ActionSpace::kMoves);
+  EXPECT_TRUE(row.graph_ci_low.has_value());
+  EXPECT_TRUE(row.changes.empty());
+
+  // A schedule that fails when captured is not kept either, and says so.
+  graph.ok = false;
+  graph.failure = "cannot be captured in a CUDA graph";
+  judge.graph_answer = graph;
+  SassOptOutcome failed = searched(patched);
+  final_check(failed, &judge, compiled, {60, 8, 0.0, 1});
+  EXPECT_FALSE(failed.kept);
+  EXPECT_FALSE(failed.graph_interval.has_value());
+  EXPECT_NE(failed.verdict.find("failed in CUDA graphs: cannot be captured"), std::string::npos) << failed.verdict;
 }
 
 TEST(SassOptFinalCheck, DoesNotKeepAGainTheRoundsCannotTellFromNoise) {
@@ -195,7 +280,9 @@ TEST(SassOptFinalCheck, DoesNotKeepAGainTheRoundsCannotTellFromNoise) {
   }
   SassOptOutcome o = searched(patched);
   final_check(o, &judge, compiled, {60, 8, 0.0, 1});
+  EXPECT_EQ(judge.calls, 1);  // nothing to re-time in graphs
   ASSERT_TRUE(o.interval.has_value());
+  EXPECT_FALSE(o.graph_interval.has_value());
   EXPECT_LE(o.interval->low, 0) << o.interval->to_string();
   EXPECT_FALSE(o.kept);
   EXPECT_EQ(o.gain, 0);

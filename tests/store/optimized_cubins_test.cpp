@@ -1,4 +1,4 @@
-// The optimized_cubins table (schema version 2): rescheduled cubins stored per (gpu, problem, design), the
+// The optimized_cubins table (schema version 2; graph gains since version 6): rescheduled cubins stored per (gpu, problem, design), the
 // better one kept on a second write, and the migration that adds the table to a version-1 file.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -63,11 +63,31 @@ TEST_F(OptimizedCubinsTest, StoresAndReadsBackEveryField) {
   EXPECT_DOUBLE_EQ(out->gain, in.gain);
   EXPECT_EQ(out->moves, in.moves);
   EXPECT_FALSE(out->created_at.empty());
+  EXPECT_FALSE(out->graph_gain.has_value());  // not re-timed in CUDA graphs
+  EXPECT_FALSE(out->graph_gain_low.has_value());
   // Another layout, shape or design is another key.
   EXPECT_FALSE(store.optimized_cubin(gpu, {{4096, 4096, 4096}, Layout::kNN}, kDesign));
   EXPECT_FALSE(store.optimized_cubin(gpu, {{4096, 4096, 2048}, Layout::kTN}, kDesign));
   EXPECT_FALSE(store.optimized_cubin(gpu, p, "sm90.ws.coop/128x256x64/s4/c1x1/raster_m.g8/splitk1/epi_tma"));
   EXPECT_EQ(store.integrity_check(), "ok");
+}
+
+// Schema version 6: the gain re-timed in CUDA graphs and its interval's lower bound, read back as written.
+TEST_F(OptimizedCubinsTest, TheGraphGainIsStoredAndReadBack) {
+  Store store(file());
+  const int64_t gpu = store.gpu_id(h100());
+  OptimizedCubin in = record(gpu, {{64, 4096, 4096}, Layout::kTN}, 10.0, 9.0, 0x22);
+  in.graph_gain = 0.07;
+  in.graph_gain_low = -0.002;
+  ASSERT_TRUE(store.put_optimized_cubin(in));
+  const auto out = store.optimized_cubin(gpu, in.problem, kDesign);
+  ASSERT_TRUE(out);
+  ASSERT_TRUE(out->graph_gain.has_value());
+  EXPECT_DOUBLE_EQ(*out->graph_gain, 0.07);
+  ASSERT_TRUE(out->graph_gain_low.has_value());
+  EXPECT_DOUBLE_EQ(*out->graph_gain_low, -0.002);
+  ASSERT_EQ(store.optimized_cubins(h100().name).size(), 1u);
+  EXPECT_TRUE(store.optimized_cubins(h100().name)[0].graph_gain_low.has_value());
 }
 
 TEST_F(OptimizedCubinsTest, KeepsTheLargerGainOnASecondWrite) {
@@ -152,6 +172,34 @@ TEST_F(OptimizedCubinsTest, MigratesAVersionOneFileKeepingItsRows) {
   EXPECT_EQ(store.gpu_id(h100()), gpu);
   EXPECT_TRUE(store.put_optimized_cubin(record(gpu, p, 50.0, 45.0, 7)));
   EXPECT_TRUE(store.optimized_cubin(gpu, p, kDesign));
+  EXPECT_EQ(store.integrity_check(), "ok");
+}
+
+// A version-5 file's cubins were never re-timed in CUDA graphs: they come back without a graph gain.
+TEST_F(OptimizedCubinsTest, AVersion5FileGainsTheGraphColumnsEmpty) {
+  const Problem p{{1024, 1024, 1024}, Layout::kTN};
+  int64_t gpu = 0;
+  {
+    Store store(file());
+    gpu = store.gpu_id(h100());
+    ASSERT_TRUE(store.put_optimized_cubin(record(gpu, p, 50.0, 45.0, 7)));
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file().c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "ALTER TABLE optimized_cubins DROP COLUMN graph_gain; "
+                         "ALTER TABLE optimized_cubins DROP COLUMN graph_gain_low; UPDATE schema_version SET version = 5",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+
+  Store store(file());
+  EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
+  const auto out = store.optimized_cubin(gpu, p, kDesign);
+  ASSERT_TRUE(out);
+  EXPECT_DOUBLE_EQ(out->time_after_us, 45.0);
+  EXPECT_FALSE(out->graph_gain.has_value());
+  EXPECT_FALSE(out->graph_gain_low.has_value());
   EXPECT_EQ(store.integrity_check(), "ok");
 }
 
