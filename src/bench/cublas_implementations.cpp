@@ -114,8 +114,9 @@ class LtHeuristic final : public LtBase {
 // library's floor chooses for captured calls).
 class LtAuto final : public LtBase {
  public:
-  explicit LtAuto(Mode choice_mode = Mode::kOffline) : choice_mode_(choice_mode) {}
-  std::string name() const override { return "lt_auto"; }
+  explicit LtAuto(Mode choice_mode = Mode::kOffline, std::string name = "lt_auto")
+      : choice_mode_(choice_mode), name_(std::move(name)) {}
+  std::string name() const override { return name_; }
 
  protected:
   void choose(const Problem&, const Operands& x, cudaStream_t stream,
@@ -129,6 +130,7 @@ class LtAuto final : public LtBase {
 
  private:
   Mode choice_mode_;
+  std::string name_;
 };
 
 // lt_auto's algorithm under another name (see make_lt_twin).
@@ -171,6 +173,7 @@ ImplementationPtr make_cublas_implementation(const std::string& name) {
   if (name == "cublas_tn") return std::make_unique<CublasGemmEx>(Layout::kTN);
   if (name == "lt_heuristic") return std::make_unique<LtHeuristic>();
   if (name == "lt_auto") return std::make_unique<LtAuto>();
+  if (name == kLtAutoGraphImplementation) return std::make_unique<LtAuto>(Mode::kGraph, kLtAutoGraphImplementation);
   return nullptr;
 }
 
@@ -178,7 +181,7 @@ ImplementationPtr make_lt_auto(Mode choice_mode) { return std::make_unique<LtAut
 
 bool is_vendor_implementation(const std::string& name) {
   const auto names = cublas_implementation_names();
-  return std::find(names.begin(), names.end(), name) != names.end();
+  return name == kLtAutoGraphImplementation || std::find(names.begin(), names.end(), name) != names.end();
 }
 
 ImplementationPtr make_lt_twin(const Implementation& lt_auto) {

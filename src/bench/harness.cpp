@@ -151,7 +151,8 @@ nlohmann::json identity(const BenchConfig& config, const DeviceInfo& dev) {
   j["seed"] = std::to_string(config.seed);
   j["order"] = "subjects shuffled in every round (offline batches, server and cudal2 calls), from the seed";
   j["control"] = config.control;
-  j["best_vendor"] = "fastest correct of cublas_nn, cublas_tn, lt_heuristic, lt_auto in the same run, per problem and mode";
+  j["best_vendor"] = "fastest correct of cublas_nn, cublas_tn, lt_heuristic, lt_auto (and lt_auto_graph where asked for) in "
+                     "the same run, per problem and mode";
   j["shard"] = std::to_string(config.shard_index) + "/" + std::to_string(config.shard_count);
   if (config.extra.is_object()) j.update(config.extra);
   return j;

@@ -56,12 +56,17 @@ std::optional<int> lt_auto_candidate(const std::string& detail);
 // short offline timing; the three fastest and the heuristic's first choice re-timed side by side, the fastest
 // kept).
 std::vector<std::string> cublas_implementation_names();
+// lt_auto with its candidates timed in CUDA graphs (make_lt_auto(Mode::kGraph)), asked for by name only
+// (`bench --impl ...,lt_auto_graph`): in graph mode the strongest vendor call, the cuBLASLt algorithm fastest
+// in the GPU's own time, which the offline-chosen lt_auto is not on small shapes.
+inline constexpr const char* kLtAutoGraphImplementation = "lt_auto_graph";
+// make_cublas_implementation takes every name of cublas_implementation_names() and kLtAutoGraphImplementation.
 ImplementationPtr make_cublas_implementation(const std::string& name);
 // lt_auto with its candidates timed in `choice_mode`: in graph mode it is the cuBLASLt call the library's floor
 // makes for captured calls (dispatch's GPU-time choice), the reference a graph-mode reward must be paired with.
 ImplementationPtr make_lt_auto(Mode choice_mode);
 // The vendor calls a subject is compared with (the best of them in the same run is the "best vendor"):
-// cublas_nn, cublas_tn, lt_heuristic and lt_auto. torch is not one: it calls cuBLAS.
+// cublas_nn, cublas_tn, lt_heuristic, lt_auto and lt_auto_graph. torch is not one: it calls cuBLAS.
 bool is_vendor_implementation(const std::string& name);
 
 // The fairness control "lt_twin": the very algorithm `lt_auto` (an implementation made by

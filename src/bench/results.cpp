@@ -305,7 +305,7 @@ namespace {
 
 void print_table(std::ostream& out, const std::vector<SummaryGroup>& groups, bool vendor) {
   char buf[512];
-  out << (vendor ? "\nSpeedup vs the best vendor call of the same run (cublas_nn/tn, lt_heuristic, lt_auto), "
+  out << (vendor ? "\nSpeedup vs the best vendor call of the same run (cublas_nn/tn, lt_heuristic, lt_auto[_graph]), "
                    "arithmetic mean / geometric mean, shapes counted:\n"
                  : "\nSpeedup vs lt_auto (arithmetic mean / geometric mean, shapes counted):\n");
   std::snprintf(buf, sizeof buf, "%-8s %-3s %-4s %-14s | %-22s | %-22s | %-22s | %-22s | %s\n", "mode", "lay", "type", "impl",

@@ -53,7 +53,7 @@ ResumableCsv read_csv_for_resume(const std::string& path);
 
 // The vendor calls of one run compared with every subject: for each (shape, layout, dtype, mode), the fastest
 // correct row whose implementation is a vendor call (is_vendor_implementation: cublas_nn, cublas_tn,
-// lt_heuristic, lt_auto) gives every row of that problem and mode its speedup_vendor. Rows of other runs must
+// lt_heuristic, lt_auto, lt_auto_graph) gives every row of that problem and mode its speedup_vendor. Rows of other runs must
 // not be mixed in.
 void assign_best_vendor(std::vector<Row>& rows);
 

@@ -127,6 +127,21 @@ TEST(Results, BestVendorIsTheFastestCorrectVendorCallPerProblemAndMode) {
   EXPECT_TRUE(std::isnan(rows[2].speedup_vendor));  // a wrong row has no time worth comparing
 }
 
+// lt_auto_graph (lt_auto chosen in CUDA graphs, asked for by name) is a vendor call: where it is the fastest,
+// it is the yardstick.
+TEST(Results, LtAutoGraphIsAVendorCall) {
+  EXPECT_TRUE(is_vendor_implementation(kLtAutoGraphImplementation));
+  EXPECT_FALSE(is_vendor_implementation("torch"));
+  const Shape s{16, 4096, 4096};
+  std::vector<Row> rows{make_row(s, "lt_auto", 10, 1.0), make_row(s, kLtAutoGraphImplementation, 8, 1.25),
+                        make_row(s, "rlgemm", 9, 1.1)};
+  for (Row& r : rows) r.mode = Mode::kGraph;
+  assign_best_vendor(rows);
+  EXPECT_NEAR(rows[0].speedup_vendor, 0.8, 1e-12);
+  EXPECT_NEAR(rows[1].speedup_vendor, 1.0, 1e-12);
+  EXPECT_NEAR(rows[2].speedup_vendor, 8.0 / 9.0, 1e-12);
+}
+
 // A run killed while writing leaves a last line without its newline: resume drops it and the rows of its
 // problem before it, and says where the file is cut.
 TEST(Results, ResumeDropsATornLastLineAndItsProblem) {
