@@ -20,6 +20,7 @@
 #include "bench/cublaslt_problem.h"
 #include "core/cuda_util.h"
 #include "rlgemm/error.h"
+#include "rlgemm/problem.h"
 #include "rlgemm/rlgemm.h"
 
 using namespace rlgemm;
@@ -49,12 +50,12 @@ int main(int argc, char** argv) {
       (arg == "--rounds" ? rounds : calls) = std::atoi(argv[++i]);
       continue;
     }
-    long long m = 0, n = 0, k = 0;
-    if (std::sscanf(arg.c_str(), "%lld,%lld,%lld", &m, &n, &k) != 3 || m <= 0 || n <= 0 || k <= 0) {
-      std::fprintf(stderr, "host_cost_probe: expected M,N,K, got '%s'\n", arg.c_str());
+    try {
+      shapes.push_back(parse_shape(arg));
+    } catch (const Error& e) {
+      std::fprintf(stderr, "host_cost_probe: %s\n", e.what());
       return 2;
     }
-    shapes.push_back({m, n, k});
   }
   if (shapes.empty()) shapes = {{1, 256, 256}, {16, 4096, 4096}, {128, 3584, 4096}};
   if (rounds < 1 || calls < 1) {

@@ -20,6 +20,7 @@
 #include "core/cuda_util.h"
 #include "dispatch/cublaslt_gemm.h"
 #include "rlgemm/error.h"
+#include "rlgemm/problem.h"
 
 using namespace rlgemm;
 
@@ -37,12 +38,12 @@ int main(int argc, char** argv) {
       idle_ms = std::atof(argv[++i]);
       continue;
     }
-    long long m = 0, n = 0, k = 0;
-    if (std::sscanf(arg.c_str(), "%lld,%lld,%lld", &m, &n, &k) != 3 || m <= 0 || n <= 0 || k <= 0) {
-      std::fprintf(stderr, "lt_choice_probe: expected M,N,K, got '%s'\n", arg.c_str());
+    try {
+      shapes.push_back(parse_shape(arg));
+    } catch (const Error& e) {
+      std::fprintf(stderr, "lt_choice_probe: %s\n", e.what());
       return 2;
     }
-    shapes.push_back({m, n, k});
   }
   if (shapes.empty()) {
     std::fprintf(stderr, "usage: lt_choice_probe [--repeat R] [--idle-ms T] M,N,K [M,N,K ...]\n");

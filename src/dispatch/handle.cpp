@@ -247,11 +247,22 @@ struct Handle::Impl {
   // `mode`: offline for eager calls, graph for calls captured into CUDA graphs. The two differ: on small shapes
   // an eager call's time is the host's, so the offline choice says little of the GPU's time (on an H200, lt_auto's
   // offline choice for 8192x64x128 ran 3.16 us in a graph, the heuristic's first 2.74).
+  dispatch::CublasLtChoices& lt_choices_of(bench::Mode mode) {
+    return mode == bench::Mode::kGraph ? *lt_graph_choices : *lt_choices;
+  }
+  static std::string in_mode(bench::Mode mode) { return mode == bench::Mode::kGraph ? " in CUDA graphs" : ""; }
+  // How a choice timed now reads in describe(); `runoff_with`: the screen's choice it won a runoff against.
+  static std::string timed_text(bench::Mode mode, int index, int count, std::optional<int> runoff_with = std::nullopt) {
+    return " (timed on first use" + in_mode(mode) + ": candidate " + std::to_string(index) + " of " +
+           std::to_string(count) +
+           (runoff_with ? ", the winner of a runoff with candidate " + std::to_string(*runoff_with) : "") + ")";
+  }
+
   std::optional<int> cublaslt_candidate(const Problem& problem, cudaStream_t stream, std::string& how,
                                         bench::Mode mode = bench::Mode::kOffline, int* timed_of = nullptr) {
     if (!lt_context) lt_context = std::make_unique<dispatch::CublasLtContext>();
-    dispatch::CublasLtChoices& choices = mode == bench::Mode::kGraph ? *lt_graph_choices : *lt_choices;
-    const std::string in = mode == bench::Mode::kGraph ? " in CUDA graphs" : "";
+    dispatch::CublasLtChoices& choices = lt_choices_of(mode);
+    const std::string in = in_mode(mode);
     if (const auto known = choices.find(problem)) {
       how = " (chosen on this machine before" + in + ")";
       return known;
@@ -262,8 +273,7 @@ struct Handle::Impl {
     }
     const bench::LtChoice choice = dispatch::time_candidates(*lt_context, problem, stream, mode);
     choices.record(problem, choice.index, choice.count);
-    how = " (timed on first use" + in + ": candidate " + std::to_string(choice.index) + " of " +
-          std::to_string(choice.count) + ")";
+    how = timed_text(mode, choice.index, choice.count);
     if (timed_of) *timed_of = choice.count;
     return choice.index;
   }
@@ -550,10 +560,8 @@ struct Handle::Impl {
       auto settle = [&](bench::Mode mode, std::optional<int>& chosen, std::string& text, int count) {
         const int won = dispatch::runoff(*lt_context, problem, stream, mode, both);
         if (won == *chosen) return;
-        const std::string in = mode == bench::Mode::kGraph ? " in CUDA graphs" : "";
-        text = " (timed on first use" + in + ": candidate " + std::to_string(won) + " of " + std::to_string(count) +
-               ", the winner of a runoff with candidate " + std::to_string(*chosen) + ")";
-        (mode == bench::Mode::kGraph ? *lt_graph_choices : *lt_choices).record(problem, won, count);
+        text = timed_text(mode, won, count, *chosen);
+        lt_choices_of(mode).record(problem, won, count);
         chosen = won;
       };
       settle(bench::Mode::kOffline, eager, how, eager_count);

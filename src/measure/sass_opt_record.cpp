@@ -180,17 +180,27 @@ KeepDecision decide_keep(const GainInterval& g, double min_gain) {
   return d;
 }
 
+namespace {
+
+// The final check's re-measure: `check.rounds` interleaved rounds of the harness's 1 ms batches.
+bench::TimingOptions final_timing(const FinalCheck& check, uint64_t seed) {
+  bench::TimingOptions timing;
+  timing.batch_target_us = 1000;
+  timing.batches = check.rounds;
+  timing.max_warmup_batches = 30;
+  timing.seed = seed;
+  return timing;
+}
+
+}  // namespace
+
 void final_check(SassOptOutcome& r, CubinJudge* judge, const std::vector<uint8_t>& compiled, const FinalCheck& check) {
   const auto& search = r.game.search;
   r.search_before_us = search.initial_time_us;
   r.search_after_us = search.best_time_us;
   const bool changed = !search.path.empty() && !r.game.patched.empty() && r.game.patched != compiled;
   if (judge) {
-    bench::TimingOptions timing;
-    timing.batch_target_us = 1000;
-    timing.batches = check.rounds;
-    timing.max_warmup_batches = 30;
-    timing.seed = check.seed;
+    const bench::TimingOptions timing = final_timing(check, check.seed);
     if (changed) {
       const CubinComparison c = judge->compare(r.game.patched, check.draws, timing, bench::Mode::kOffline);
       if (c.context_lost)
@@ -233,12 +243,7 @@ void final_check(SassOptOutcome& r, CubinJudge* judge, const std::vector<uint8_t
     }
     if (decision.kept && r.interval) {
       // Where users run it: the same schedule against the compiled one in CUDA graphs, by the same rule.
-      bench::TimingOptions timing;
-      timing.batch_target_us = 1000;
-      timing.batches = check.rounds;
-      timing.max_warmup_batches = 30;
-      timing.seed = check.seed + 1;
-      const CubinComparison g = judge->compare(r.game.patched, 1, timing, bench::Mode::kGraph);
+      const CubinComparison g = judge->compare(r.game.patched, 1, final_timing(check, check.seed + 1), bench::Mode::kGraph);
       if (g.context_lost)
         throw Error(ErrorKind::kRuntime, "the best schedule lost the CUDA context when re-timed in CUDA graphs (" +
                                              g.failure + "); nothing was written");
