@@ -2,17 +2,22 @@
 //   1. the host cost of the CUDA runtime queries a call may make (cudaGetDevice, cudaStreamIsCapturing,
 //      cudaStreamGetId, cudaStreamGetCaptureInfo), in ns per query;
 //   2. for each shape, the host time to enqueue a call through rlgemm::Handle on its cuBLASLt floor route
-//      (predicted kernels off) against cublasLtMatmul called directly with the same algorithm on a prebuilt
-//      plan, in interleaved rounds of back-to-back calls: ns per call, median of the rounds and the spread.
+//      (predicted kernels off), launching cuBLASLt's kernel directly (handle) and through cublasLtMatmul
+//      (handle_via_cublasLtMatmul), against cublasLtMatmul called directly with the same algorithm on a prebuilt
+//      plan, in interleaved rounds of back-to-back calls (few enough that the launch queue never fills): ns per
+//      call, median of the rounds and the spread.
 //
 //   host_cost_probe [--rounds R] [--calls C] M,N,K [M,N,K ...]      (tn, fp16)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <memory>
 #include <functional>
 #include <string>
 #include <vector>
@@ -42,7 +47,7 @@ double median_of(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int rounds = 15, calls = 2000;
+  int rounds = 15, calls = 200;
   std::vector<Shape> shapes;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -82,19 +87,43 @@ int main(int argc, char** argv) {
       std::printf("%s,,%.1f,,,\n", name, ns);
     }
 
+    // Two handles on the cuBLASLt floor of every shape: one launching cuBLASLt's kernel directly (the default),
+    // one calling cublasLtMatmul. The second is made after the first chose each shape's algorithm and reads it
+    // from their shared cache directory, so all three subjects run one algorithm.
+    const auto dir = std::filesystem::temp_directory_path() / ("rlgemm-host-cost-" + std::to_string(::getpid()));
     HandleOptions options;
     options.predicted_kernels = false;  // the cuBLASLt floor on every shape
+    options.cache_dir = dir.string();
+    options.direct_cublaslt = false;
+    Handle through_lt(options);
+    struct Operands {
+      Problem problem;
+      DeviceScratch<half> a, b, c;
+      explicit Operands(const Problem& p)
+          : problem(p), a(size_t(p.a_elems())), b(size_t(p.b_elems())), c(size_t(p.c_elems())) {}
+    };
+    std::vector<std::unique_ptr<Operands>> operands;
+    for (const Shape& shape : shapes) {
+      auto& x = *operands.emplace_back(std::make_unique<Operands>(Problem{shape, Layout::kTN, DType::kF16}));
+      RLGEMM_CUDA_CHECK(cudaMemset(x.a.ptr, 0, size_t(x.problem.a_elems()) * sizeof(half)));
+      RLGEMM_CUDA_CHECK(cudaMemset(x.b.ptr, 0, size_t(x.problem.b_elems()) * sizeof(half)));
+      through_lt.gemm(stream, shape.m, shape.n, shape.k, x.a.ptr, x.b.ptr, Layout::kTN, x.c.ptr, DType::kF16);
+      RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+    options.direct_cublaslt = true;
     Handle handle(options);
     cublasLtHandle_t lt = nullptr;
     if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) throw Error(ErrorKind::kRuntime, "cublasLtCreate failed");
-    for (const Shape& shape : shapes) {
-      const Problem problem{shape, Layout::kTN, DType::kF16};
-      DeviceScratch<half> a(size_t(problem.a_elems())), b(size_t(problem.b_elems())), c(size_t(problem.c_elems()));
-      RLGEMM_CUDA_CHECK(cudaMemset(a.ptr, 0, size_t(problem.a_elems()) * sizeof(half)));
-      RLGEMM_CUDA_CHECK(cudaMemset(b.ptr, 0, size_t(problem.b_elems()) * sizeof(half)));
+    for (size_t si = 0; si < shapes.size(); ++si) {
+      const Shape& shape = shapes[si];
+      const Problem& problem = operands[si]->problem;
+      auto& a = operands[si]->a;
+      auto& b = operands[si]->b;
+      auto& c = operands[si]->c;
       handle.gemm(stream, shape.m, shape.n, shape.k, a.ptr, b.ptr, Layout::kTN, c.ptr, DType::kF16);  // first use
       RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
       const std::string route = handle.describe(shape.m, shape.n, shape.k, Layout::kTN);
+      const std::string lt_route = through_lt.describe(shape.m, shape.n, shape.k, Layout::kTN);
       int candidate = 0, count = 0;
       const auto at = route.find("candidate ");
       if (at != std::string::npos) std::sscanf(route.c_str() + at, "candidate %d of %d", &candidate, &count);
@@ -104,34 +133,40 @@ int main(int argc, char** argv) {
       const size_t ws_bytes = candidates[size_t(candidate)].workspaceSize;
       DeviceScratch<unsigned char> workspace(std::max<size_t>(ws_bytes, 16));
       const std::string s = std::to_string(shape.m) + "x" + std::to_string(shape.n) + "x" + std::to_string(shape.k);
-      std::vector<double> via_handle, via_lt;
-      auto loop = [&](bool through_handle) {
+      const std::vector<std::pair<std::string, std::function<void()>>> subjects = {
+          {"handle", [&] { handle.gemm(stream, shape.m, shape.n, shape.k, a.ptr, b.ptr, Layout::kTN, c.ptr, DType::kF16); }},
+          {"handle_via_cublasLtMatmul",
+           [&] { through_lt.gemm(stream, shape.m, shape.n, shape.k, a.ptr, b.ptr, Layout::kTN, c.ptr, DType::kF16); }},
+          {"cublasLtMatmul",
+           [&] { direct.launch(lt, candidates[size_t(candidate)].algo, a.ptr, b.ptr, c.ptr, workspace.ptr, ws_bytes, stream); }},
+      };
+      // Each round: every subject's `calls` back-to-back calls, timed on the host, then the stream drained (few
+      // enough calls that the launch queue never fills: the host's time, not the GPU's), in a rotating order.
+      auto loop = [&](const std::function<void()>& call) {
         const auto t0 = Clock::now();
-        for (int i = 0; i < calls; ++i) {
-          if (through_handle)
-            handle.gemm(stream, shape.m, shape.n, shape.k, a.ptr, b.ptr, Layout::kTN, c.ptr, DType::kF16);
-          else
-            direct.launch(lt, candidates[size_t(candidate)].algo, a.ptr, b.ptr, c.ptr, workspace.ptr, ws_bytes, stream);
-        }
+        for (int i = 0; i < calls; ++i) call();
         const double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / calls;
         RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
         return ns;
       };
-      loop(true), loop(false);  // warm
-      for (int r = 0; r < rounds; ++r) {
-        const bool handle_first = r % 2 == 0;
-        const double first = loop(handle_first), second = loop(!handle_first);
-        via_handle.push_back(handle_first ? first : second);
-        via_lt.push_back(handle_first ? second : first);
-      }
-      for (const auto& [name, v] : {std::pair{"handle", via_handle}, std::pair{"cublasLtMatmul", via_lt}}) {
-        std::string detail = name == std::string("handle") ? route : "candidate " + std::to_string(candidate);
+      std::vector<std::vector<double>> times(subjects.size());
+      for (const auto& subject : subjects) loop(subject.second);  // warm
+      for (int r = 0; r < rounds; ++r)
+        for (size_t j = 0; j < subjects.size(); ++j) {
+          const size_t i = (j + size_t(r)) % subjects.size();
+          times[i].push_back(loop(subjects[i].second));
+        }
+      for (size_t i = 0; i < subjects.size(); ++i) {
+        std::string detail = i == 0 ? route : i == 1 ? lt_route : "candidate " + std::to_string(candidate);
         std::replace(detail.begin(), detail.end(), ',', ';');
-        std::printf("%s,%s,%.1f,%.1f,%.1f,%s\n", name, s.c_str(), median_of(v), *std::min_element(v.begin(), v.end()),
-                    *std::max_element(v.begin(), v.end()), detail.c_str());
+        const auto& v = times[i];
+        std::printf("%s,%s,%.1f,%.1f,%.1f,%s\n", subjects[i].first.c_str(), s.c_str(), median_of(v),
+                    *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()), detail.c_str());
       }
       std::fflush(stdout);
     }
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
     cublasLtDestroy(lt);
     cudaStreamDestroy(stream);
   } catch (const std::exception& e) {

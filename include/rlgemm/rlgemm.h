@@ -150,6 +150,11 @@ struct HandleOptions {
   // `database` above, when one is given; "none": never. A rescheduled cubin derived from another build of the
   // kernel (the generator or NVRTC changed since) is stale and not used; describe() says so.
   std::string optimized_cubins;
+  // Launch the kernel of a cuBLASLt route directly, with the call's addresses written into the parameters
+  // cuBLASLt gave it, where that was proven at the route's first use to be the same launch (the same kernel,
+  // configuration and bits; dispatch/lt_direct.h): the GPU does the same work and the host skips cuBLASLt's
+  // several microseconds per call. false: every such call goes through cublasLtMatmul.
+  bool direct_cublaslt = true;
 };
 
 // Calls served per path since the handle was created.

@@ -23,6 +23,7 @@
 #include "dispatch/autotune_choices.h"
 #include "dispatch/cublaslt_gemm.h"
 #include "dispatch/dispatcher.h"
+#include "dispatch/lt_direct.h"
 #include "dispatch/route_check.h"
 #include "dispatch/tuned_table.h"
 #include "generate/generate.h"
@@ -60,6 +61,9 @@ struct Route {
   const GemmKernel* kernel = nullptr;  // owned by Impl::kernels
   std::optional<GemmKernel::Prepared> prepared;
   std::unique_ptr<dispatch::CublasLtGemm> lt;
+  // `lt`'s one kernel launched directly, without cuBLASLt's host path (HandleOptions::direct_cublaslt), where
+  // that was proven to be the same launch; calls without a bias take it.
+  std::unique_ptr<dispatch::LtDirect> lt_direct;
   // Calls with a bias. A cuBLASLt route: `lt` with cuBLASLt's bias epilogue (lt_bias_plan), planned at the
   // route's first call with a bias. A kernel route: the kernel then add_bias, or cuBLASLt with its bias
   // epilogue and no workspace (lt_bias_plan), whichever measured faster with the bias at the route's first
@@ -430,14 +434,33 @@ struct Handle::Impl {
     std::string how;
     const std::optional<int> candidate = r.choice.cublaslt_candidate ? r.choice.cublaslt_candidate
                                                                       : cublaslt_candidate(r.problem, stream, how);
-    plan_cublaslt(r, candidate, how);
+    plan_cublaslt(r, candidate, how, stream);
   }
-  void plan_cublaslt(Route& r, std::optional<int> candidate, const std::string& how) {
+  void plan_cublaslt(Route& r, std::optional<int> candidate, const std::string& how, cudaStream_t stream) {
     if (!lt_context) lt_context = std::make_unique<dispatch::CublasLtContext>();
     r.lt = std::make_unique<dispatch::CublasLtGemm>(*lt_context, r.problem, candidate);
     r.description += how;
     if (!r.lt->note().empty()) r.description += " (" + r.lt->note() + ")";
     r.workspace_bytes = r.lt->workspace_bytes();
+    plan_direct(r, stream);
+  }
+  // The plan's kernel launched directly where that is proven the same launch (dispatch/lt_direct.h). Not while
+  // `stream` is being captured (recording needs a capture of its own), and never at the cost of the route: a
+  // plan that cannot be launched directly is called through cublasLtMatmul, and describe() says why.
+  void plan_direct(Route& r, cudaStream_t stream) {
+    if (!options.direct_cublaslt) return;
+    if (capturing(stream)) {
+      r.description += " (through cublasLtMatmul: first planned during a capture)";
+      return;
+    }
+    std::string why;
+    try {
+      r.lt_direct = dispatch::LtDirect::make(*r.lt, r.problem, why);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kNoDevice || e.kind() == ErrorKind::kHang) throw;
+      why = e.what();
+    }
+    r.description += r.lt_direct ? " (its kernel launched directly)" : " (through cublasLtMatmul: " + why + ")";
   }
 
   // A kernel route: the design compiled (or found in the cubin cache), loaded once per handle, its launch planned.
@@ -545,7 +568,7 @@ struct Handle::Impl {
       floor->problem = problem;
       floor->choice = dispatch::floor_choice();
       floor->description = floor->choice.describe();
-      plan_cublaslt(*floor, candidate, how);
+      plan_cublaslt(*floor, candidate, how, stream);
       return floor;
     };
     std::string how, graph_how;
@@ -837,6 +860,8 @@ struct Handle::Impl {
     if (r.lt) {
       if (bias)
         bias_plan(r).launch(stream, a, b, c, ws, bias);
+      else if (r.lt_direct)
+        r.lt_direct->launch(stream, a, b, c, ws);
       else
         r.lt->launch(stream, a, b, c, ws);
       return;

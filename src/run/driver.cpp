@@ -44,6 +44,10 @@ const DriverApi& driver() {
     resolve("cuGetErrorName", api.cuGetErrorName, error);
     resolve("cuGetErrorString", api.cuGetErrorString, error);
     resolve("cuOccupancyMaxActiveClusters", api.cuOccupancyMaxActiveClusters, error);
+    resolve("cuGraphKernelNodeGetParams", api.cuGraphKernelNodeGetParams, error);
+    resolve("cuGraphKernelNodeGetAttribute", api.cuGraphKernelNodeGetAttribute, error);
+    resolve("cuFuncGetParamInfo", api.cuFuncGetParamInfo, error);
+    resolve("cuFuncGetName", api.cuFuncGetName, error);
   });
   if (!error.empty()) throw Error(ErrorKind::kNoDevice, error);
   return api;

@@ -18,6 +18,11 @@ struct DriverApi {
   decltype(&::cuGetErrorName) cuGetErrorName = nullptr;
   decltype(&::cuGetErrorString) cuGetErrorString = nullptr;
   decltype(&::cuOccupancyMaxActiveClusters) cuOccupancyMaxActiveClusters = nullptr;
+  // Reading a kernel launch back from a recorded CUDA graph (dispatch/lt_direct.h).
+  decltype(&::cuGraphKernelNodeGetParams) cuGraphKernelNodeGetParams = nullptr;
+  decltype(&::cuGraphKernelNodeGetAttribute) cuGraphKernelNodeGetAttribute = nullptr;
+  decltype(&::cuFuncGetParamInfo) cuFuncGetParamInfo = nullptr;
+  decltype(&::cuFuncGetName) cuFuncGetName = nullptr;
 };
 
 // Resolves the entry points once (thread-safe); throws Error(kNoDevice) when no driver is present.

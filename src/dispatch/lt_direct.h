@@ -1,0 +1,120 @@
+// cuBLASLt's kernel, launched directly. A cublasLtMatmul call costs the host several microseconds before its
+// one kernel is launched (about 9.5 us on an H200 machine, where launching a kernel costs about 2): on small
+// shapes an eager call's time is that host work, not the GPU's. Where a plan's call is one kernel, the handle
+// records that launch once (in a CUDA graph, on a private stream: nothing runs), learns which bytes of the
+// parameter block hold the operands' addresses -- raw pointers, or the global address inside a TMA descriptor
+// -- and from then on launches the same kernel, with the same configuration and parameters, with the call's
+// addresses written in: the same GPU work, without cuBLASLt's host path.
+//
+// Nothing is assumed about the parameter block. Each operand is moved on its own and the launch recorded again;
+// every byte that changes must be explained as that operand's address plus a constant, or as a tensor map
+// whose address cuTensorMapReplaceAddress rewrites to exactly the recorded bytes. Launches recorded with every
+// operand moved at once (and at 16-byte alignment) must then come out byte for byte as the recipe makes them,
+// and the direct launch must give cublasLtMatmul's bits on random operands. Anything else (more than one
+// operation, an unexplained byte, a kernel that changes with an address's alignment, other bits) leaves the
+// plan as it is and says why.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlgemm/problem.h"
+
+namespace rlgemm::dispatch {
+
+class CublasLtGemm;
+
+// One kernel launch as a CUDA graph recorded it: the function, its configuration, the launch attributes that
+// differ from the defaults, and the parameter block (each parameter at its offset).
+struct RecordedLaunch {
+  CUfunction function = nullptr;
+  std::array<unsigned, 3> grid{}, block{};
+  unsigned smem_bytes = 0;
+  std::vector<CUlaunchAttribute> attributes;
+  std::vector<unsigned char> params;
+  // The same kernel with the same configuration and attributes (the parameters aside).
+  bool same_launch(const RecordedLaunch& other) const;
+};
+
+// The addresses a call hands over: A, B, C and the workspace (0 where the plan takes none).
+using Operands = std::array<uint64_t, 4>;
+inline constexpr int kOperandCount = 4;
+const char* operand_name(int operand);
+
+// Rewrites the global address of the 128-byte tensor map at `map`; false where it is refused.
+using ReplaceAddress = std::function<bool(unsigned char* map, uint64_t address)>;
+// cuTensorMapReplaceAddress.
+bool replace_tensor_map_address(unsigned char* map, uint64_t address);
+
+struct PatchRule {
+  enum class Kind { kPointer, kTensorMap };
+  Kind kind = Kind::kPointer;
+  size_t offset = 0;  // in the parameter block
+  int operand = 0;    // index into Operands
+  int64_t delta = 0;  // kPointer: the 8 bytes hold the operand's address + delta
+};
+
+// How to make a launch's parameter block for any operands from one recorded launch.
+class LaunchRecipe {
+ public:
+  // From `base`, recorded with `base_operands`, and for each operand that moves, a launch recorded with that
+  // operand alone moved (`moved[i].operand`). Throws Error(kRuntime) saying which byte nothing explains, or
+  // that moving an operand changed the kernel or its configuration.
+  struct Moved {
+    int operand = 0;
+    RecordedLaunch launch;
+    Operands operands{};
+  };
+  static LaunchRecipe derive(RecordedLaunch base, const Operands& base_operands, const std::vector<Moved>& moved,
+                             const ReplaceAddress& replace);
+
+  // The parameter block for `operands`, written to `out` (params().size() bytes); false where a tensor map
+  // refused an address.
+  bool fill(const Operands& operands, unsigned char* out, const ReplaceAddress& replace) const;
+  // Whether `launch`, recorded with `operands`, is what the recipe makes for them; why not in `why`.
+  bool reproduces(const RecordedLaunch& launch, const Operands& operands, const ReplaceAddress& replace,
+                  std::string& why) const;
+
+  const RecordedLaunch& base() const { return base_; }
+  const std::vector<PatchRule>& rules() const { return rules_; }
+
+ private:
+  RecordedLaunch base_;
+  std::vector<PatchRule> rules_;
+};
+
+// A cuBLASLt plan's kernel, launched directly (see the top of this file).
+class LtDirect {
+ public:
+  // Records `plan`'s launch for `problem` (the plan's problem) and proves the recipe. Needs a GPU; must not be
+  // called while this thread captures a CUDA graph. nullptr, with the reason in `why`, where the plan cannot
+  // be launched directly.
+  static std::unique_ptr<LtDirect> make(const CublasLtGemm& plan, const Problem& problem, std::string& why);
+  ~LtDirect();
+
+  // C = A B as `plan` computes it, on `stream`: the kernel launched directly where every address has the
+  // alignment the recipe was proven at (min_alignment()), else through cublasLtMatmul. No allocation.
+  void launch(cudaStream_t stream, const void* a, const void* b, void* c, void* workspace) const;
+
+  size_t min_alignment() const { return min_alignment_; }
+  // The kernel's name and launch, for describe().
+  const std::string& text() const { return text_; }
+  const LaunchRecipe& recipe() const { return recipe_; }
+
+ private:
+  LtDirect(const CublasLtGemm& plan, LaunchRecipe recipe, size_t min_alignment);
+  const CublasLtGemm& plan_;
+  LaunchRecipe recipe_;
+  size_t min_alignment_;
+  std::string text_;
+};
+
+}  // namespace rlgemm::dispatch

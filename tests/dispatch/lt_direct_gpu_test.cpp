@@ -1,0 +1,178 @@
+// cuBLASLt's kernel launched directly, on a GPU (skipped without one): for decode, prefill and odd shapes, in
+// both layouts and both element types, the direct launch gives cublasLtMatmul's bits on fresh random operands at
+// addresses no recording used (16-byte aligned where the recipe says so), eagerly and replayed from a CUDA
+// graph; and the handle's floor takes it, with the same bits as a handle that calls cublasLtMatmul.
+#include "dispatch/lt_direct.h"
+
+#include <gtest/gtest.h>
+
+#include <cuda_fp16.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/fill.h"
+#include "core/cuda_util.h"
+#include "dispatch/cublaslt_gemm.h"
+#include "rlgemm/rlgemm.h"
+#include "support/gpu.h"
+
+namespace rlgemm::dispatch {
+namespace {
+
+std::vector<unsigned char> to_host(const void* p, size_t bytes) {
+  std::vector<unsigned char> h(bytes);
+  RLGEMM_CUDA_CHECK(cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+struct Operands3 {
+  DeviceScratch<unsigned char> a, b, a_at, b_at, a16, b16, c, c_ref, ws;
+  explicit Operands3(const Problem& p, size_t ws_bytes)
+      : a(bytes(p.shape.m * p.shape.k)), b(bytes(p.shape.k * p.shape.n)), a_at(bytes(p.shape.m * p.shape.k)),
+        b_at(bytes(p.shape.k * p.shape.n)), a16(bytes(p.shape.m * p.shape.k)), b16(bytes(p.shape.k * p.shape.n)),
+        c(bytes(p.shape.m * p.shape.n)), c_ref(bytes(p.shape.m * p.shape.n)), ws(ws_bytes + 4096) {}
+  static size_t bytes(int64_t elems) { return size_t(elems) * 2 + 4096; }
+};
+
+class LtDirectGpu : public ::testing::Test {
+ protected:
+  void SetUp() override { RLGEMM_REQUIRE_GPU(); }
+};
+
+TEST_F(LtDirectGpu, GivesCublasLtsBitsEagerAndInGraphsOrSaysWhyNot) {
+  const std::vector<Problem> problems = {
+      {{1, 256, 256}, Layout::kTN},         {{16, 4096, 4096}, Layout::kTN},   {{128, 3584, 4096}, Layout::kTN},
+      {{2048, 512, 3584}, Layout::kTN},     {{2048, 64, 4544}, Layout::kTN},   {{333, 1000, 1032}, Layout::kTN},
+      {{1, 5120, 5120}, Layout::kNN},       {{512, 2048, 4608}, Layout::kNN},  {{64, 4096, 4096}, Layout::kTN, DType::kBF16},
+      {{4096, 4096, 4096}, Layout::kTN},
+  };
+  CublasLtContext context;
+  cudaStream_t stream = nullptr;
+  RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  int direct_count = 0;
+  std::string refused;
+  for (const Problem& p : problems)
+    for (int candidate : {0, 1}) {
+      const std::string name = p.shape.to_string() + " " + std::string(to_string(p.layout)) + " " +
+                               std::string(to_string(p.dtype)) +
+                               " candidate " + std::to_string(candidate);
+      CublasLtGemm plan(context, p, candidate);
+      std::string why;
+      const auto direct = LtDirect::make(plan, p, why);
+      if (!direct) {
+        EXPECT_FALSE(why.empty()) << name;
+        refused += "\n  " + name + ": " + why;
+        continue;
+      }
+      ++direct_count;
+      std::printf("%s: %s, min alignment %zu\n", name.c_str(), direct->text().c_str(), direct->min_alignment());
+      const size_t ws_bytes = plan.workspace_bytes();
+      Operands3 x(p, ws_bytes);
+      const size_t c_bytes = size_t(p.shape.m * p.shape.n) * 2;
+      const uint64_t seed = uint64_t(p.shape.m * 131 + p.shape.n * 7 + candidate);
+      bench::fill_random(reinterpret_cast<half*>(x.a.ptr), size_t(p.shape.m * p.shape.k), bench::Fill::kNormal, seed,
+                         stream, p.dtype);
+      bench::fill_random(reinterpret_cast<half*>(x.b.ptr), size_t(p.shape.k * p.shape.n), bench::Fill::kNormal,
+                         seed + 1, stream, p.dtype);
+      RLGEMM_CUDA_CHECK(cudaMemsetAsync(x.c_ref.ptr, 0xff, c_bytes, stream));
+      plan.launch(stream, x.a.ptr, x.b.ptr, x.c_ref.ptr, ws_bytes ? x.ws.ptr : nullptr);
+      const std::vector<unsigned char> want = to_host(x.c_ref.ptr, c_bytes);
+      // Operands at an offset of the smallest alignment served: copies of A and B there.
+      const size_t off = direct->min_alignment() == 16 ? 16 : 256;
+      unsigned char *a = x.a_at.ptr + off, *b = x.b_at.ptr + off, *c = x.c.ptr + off;
+      RLGEMM_CUDA_CHECK(cudaMemcpy(a, x.a.ptr, size_t(p.shape.m * p.shape.k) * 2, cudaMemcpyDeviceToDevice));
+      RLGEMM_CUDA_CHECK(cudaMemcpy(b, x.b.ptr, size_t(p.shape.k * p.shape.n) * 2, cudaMemcpyDeviceToDevice));
+      RLGEMM_CUDA_CHECK(cudaMemsetAsync(c, 0x7f, c_bytes, stream));
+      direct->launch(stream, a, b, c, ws_bytes ? x.ws.ptr + off : nullptr);
+      RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      EXPECT_EQ(to_host(c, c_bytes), want) << name << ": eager direct launch";
+      // Captured in a CUDA graph and replayed.
+      RLGEMM_CUDA_CHECK(cudaMemsetAsync(c, 0x7f, c_bytes, stream));
+      RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      direct->launch(stream, a, b, c, ws_bytes ? x.ws.ptr + off : nullptr);
+      RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      RLGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      RLGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      EXPECT_EQ(to_host(c, c_bytes), want) << name << ": direct launch replayed from a graph";
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      // Addresses less aligned than the recipe's go through cublasLtMatmul, with the same bits.
+      if (direct->min_alignment() > 16) {
+        unsigned char *a16 = x.a16.ptr + 16, *b16 = x.b16.ptr + 16;
+        RLGEMM_CUDA_CHECK(cudaMemcpy(a16, x.a.ptr, size_t(p.shape.m * p.shape.k) * 2, cudaMemcpyDeviceToDevice));
+        RLGEMM_CUDA_CHECK(cudaMemcpy(b16, x.b.ptr, size_t(p.shape.k * p.shape.n) * 2, cudaMemcpyDeviceToDevice));
+        RLGEMM_CUDA_CHECK(cudaMemsetAsync(c, 0x7f, c_bytes, stream));
+        try {
+          direct->launch(stream, a16, b16, c, ws_bytes ? x.ws.ptr : nullptr);
+          RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+          EXPECT_EQ(to_host(c, c_bytes), want) << name << ": 16-byte aligned, through cublasLtMatmul";
+        } catch (const Error& e) {
+          std::printf("%s: cublasLtMatmul refuses 16-byte aligned operands: %s\n", name.c_str(), e.what());
+        }
+      }
+    }
+  std::printf("launched directly: %d of %zu plans; refused:%s\n", direct_count, problems.size() * 2,
+              refused.empty() ? " none" : refused.c_str());
+  // cuBLASLt's fp16 and bf16 GEMMs are one kernel on the GPUs rlgemm serves: most plans must launch directly.
+  EXPECT_GE(direct_count, int(problems.size()));
+  cudaStreamDestroy(stream);
+}
+
+// The handle's floor launches cuBLASLt's kernel directly, says so, and gives what a handle calling
+// cublasLtMatmul gives, bit for bit: the second handle is made after the first chose its algorithms, and reads
+// them from the shared cache directory, so both run the same algorithm.
+TEST_F(LtDirectGpu, TheHandlesFloorTakesItWithTheSameBits) {
+  const auto dir = std::filesystem::temp_directory_path() / ("rlgemm-lt-direct-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  HandleOptions options;
+  options.predicted_kernels = false;
+  options.cache_dir = dir.string();
+  options.direct_cublaslt = false;
+  const std::vector<Shape> shapes = {{1, 4096, 4096}, {77, 1000, 2056}, {2048, 512, 3584}};
+  struct Buffers {
+    DeviceScratch<half> a, b, c1, c2;
+    explicit Buffers(const Shape& s)
+        : a(size_t(s.m * s.k)), b(size_t(s.k * s.n)), c1(size_t(s.m * s.n)), c2(size_t(s.m * s.n)) {}
+  };
+  std::vector<std::unique_ptr<Buffers>> buffers;
+  {
+    Handle through_lt(options);
+    for (const Shape& s : shapes) {
+      auto& x = *buffers.emplace_back(std::make_unique<Buffers>(s));
+      bench::fill_random(x.a.ptr, size_t(s.m * s.k), bench::Fill::kNormal, 11, nullptr, DType::kF16);
+      bench::fill_random(x.b.ptr, size_t(s.k * s.n), bench::Fill::kNormal, 12, nullptr, DType::kF16);
+      RLGEMM_CUDA_CHECK(cudaMemset(x.c1.ptr, 0xff, size_t(s.m * s.n) * 2));
+      through_lt.hgemm(nullptr, s.m, s.n, s.k, x.a.ptr, x.b.ptr, Layout::kTN, x.c1.ptr);
+      EXPECT_EQ(through_lt.describe(s.m, s.n, s.k, Layout::kTN).find("launched directly"), std::string::npos);
+    }
+    RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  options.direct_cublaslt = true;
+  Handle direct(options);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Shape& s = shapes[i];
+    auto& x = *buffers[i];
+    RLGEMM_CUDA_CHECK(cudaMemset(x.c2.ptr, 0x7f, size_t(s.m * s.n) * 2));
+    direct.hgemm(nullptr, s.m, s.n, s.k, x.a.ptr, x.b.ptr, Layout::kTN, x.c2.ptr);
+    RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::string said = direct.describe(s.m, s.n, s.k, Layout::kTN);
+    std::printf("%s: %s\n", s.to_string().c_str(), said.c_str());
+    EXPECT_NE(said.find("chosen on this machine before"), std::string::npos) << said;
+    EXPECT_NE(said.find("its kernel launched directly"), std::string::npos) << said;
+    EXPECT_EQ(to_host(x.c1.ptr, size_t(s.m * s.n) * 2), to_host(x.c2.ptr, size_t(s.m * s.n) * 2)) << s.to_string();
+  }
+  EXPECT_EQ(direct.stats().cublaslt, shapes.size());
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace rlgemm::dispatch
