@@ -154,6 +154,41 @@ bool LaunchRecipe::reproduces(const RecordedLaunch& launch, const Operands& oper
   return true;
 }
 
+MemsetRule MemsetRule::derive(const cudaMemsetParams& base, const Operands& base_operands,
+                              const std::vector<Moved>& moved) {
+  MemsetRule rule;
+  rule.params = base;
+  const uint64_t dst = reinterpret_cast<uint64_t>(base.dst);
+  for (const Moved& m : moved) {
+    if (m.operand < 0 || m.operand >= kOperandCount)
+      throw Error(ErrorKind::kInvalidInput, "a moved operand must be 0 to 3, not " + std::to_string(m.operand));
+    const cudaMemsetParams& p = m.params;
+    if (p.pitch != base.pitch || p.value != base.value || p.elementSize != base.elementSize || p.width != base.width ||
+        p.height != base.height)
+      throw Error(ErrorKind::kRuntime, std::string("moving ") + operand_name(m.operand) + " changed a memset's size or value");
+    const uint64_t moved_dst = reinterpret_cast<uint64_t>(p.dst);
+    if (moved_dst == dst) continue;
+    const int64_t d0 = int64_t(dst - base_operands[size_t(m.operand)]);
+    const int64_t d1 = int64_t(moved_dst - m.operands[size_t(m.operand)]);
+    if (d0 != d1 || (rule.operand >= 0 && rule.operand != m.operand))
+      throw Error(ErrorKind::kRuntime, std::string("a memset's destination moves with ") + operand_name(m.operand) +
+                                           " but is not its address plus a constant");
+    rule.operand = m.operand;
+    rule.delta = d0;
+  }
+  return rule;
+}
+
+uint64_t MemsetRule::destination(const Operands& operands) const {
+  return operand < 0 ? reinterpret_cast<uint64_t>(params.dst) : operands[size_t(operand)] + uint64_t(delta);
+}
+
+bool MemsetRule::reproduces(const cudaMemsetParams& p, const Operands& operands) const {
+  return reinterpret_cast<uint64_t>(p.dst) == destination(operands) && p.pitch == params.pitch &&
+         p.value == params.value && p.elementSize == params.elementSize && p.width == params.width &&
+         p.height == params.height;
+}
+
 // ---- on the GPU ----
 
 namespace {
@@ -175,42 +210,29 @@ struct Graph {
   }
 };
 
-// The one kernel `plan` launches for `operands`, recorded on `stream` (a private one) in a CUDA graph.
-std::optional<RecordedLaunch> record(const CublasLtGemm& plan, const Operands& operands, cudaStream_t stream,
-                                     std::string& why) {
-  Graph g;
-  RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  try {
-    plan.launch(stream, reinterpret_cast<const void*>(operands[0]), reinterpret_cast<const void*>(operands[1]),
-                reinterpret_cast<void*>(operands[2]), reinterpret_cast<void*>(operands[3]));
-  } catch (...) {
-    cudaStreamEndCapture(stream, &g.graph);
-    throw;
-  }
-  RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &g.graph));
-  size_t count = 0;
-  RLGEMM_CUDA_CHECK(cudaGraphGetNodes(g.graph, nullptr, &count));
-  if (count != 1) {
-    why = "cuBLASLt's call is " + std::to_string(count) + " operations, not one kernel";
-    return std::nullopt;
-  }
-  cudaGraphNode_t node = nullptr;
-  RLGEMM_CUDA_CHECK(cudaGraphGetNodes(g.graph, &node, &count));
-  cudaGraphNodeType type{};
-  RLGEMM_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-  if (type != cudaGraphNodeTypeKernel) {
-    why = "cuBLASLt's call is not a kernel launch";
-    return std::nullopt;
-  }
+// One operation of a recorded call.
+struct RecordedOp {
+  bool kernel = true;
+  RecordedLaunch launch;      // kernel
+  cudaMemsetParams memset{};  // otherwise
+};
+
+std::optional<RecordedLaunch> read_kernel(cudaGraphNode_t node, bool programmatic, std::string& why) {
   const DriverApi& api = driver();
   CUDA_KERNEL_NODE_PARAMS p{};
   RLGEMM_CU_CHECK(api.cuGraphKernelNodeGetParams(reinterpret_cast<CUgraphNode>(node), &p));
-  if (!p.func || !p.kernelParams) {
-    why = "the recorded launch names no function or no parameter array";
+  CUfunction function = p.func;
+  if (!function && p.kern) RLGEMM_CU_CHECK(api.cuKernelGetFunction(&function, p.kern));
+  if (!function) {
+    why = "a recorded kernel launch names no function";
+    return std::nullopt;
+  }
+  if (!p.kernelParams) {
+    why = "a recorded kernel launch has no parameter array";
     return std::nullopt;
   }
   RecordedLaunch launch;
-  launch.function = p.func;
+  launch.function = function;
   launch.grid = {p.gridDimX, p.gridDimY, p.gridDimZ};
   launch.block = {p.blockDimX, p.blockDimY, p.blockDimZ};
   launch.smem_bytes = p.sharedMemBytes;
@@ -224,15 +246,18 @@ std::optional<RecordedLaunch> record(const CublasLtGemm& plan, const Operands& o
     a.value = value;
     launch.attributes.push_back(a);
   }
+  if (programmatic) {
+    // Its edge from the kernel before it was programmatic: it may start before that one ends, and waits itself.
+    CUlaunchAttribute a{};
+    a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    a.value.programmaticStreamSerializationAllowed = 1;
+    launch.attributes.push_back(a);
+  }
   std::vector<std::pair<size_t, size_t>> layout;  // offset, size of each parameter
   for (size_t i = 0;; ++i) {
     size_t offset = 0, size = 0;
-    if (api.cuFuncGetParamInfo(p.func, i, &offset, &size) != CUDA_SUCCESS) break;
+    if (api.cuFuncGetParamInfo(function, i, &offset, &size) != CUDA_SUCCESS) break;
     layout.emplace_back(offset, size);
-  }
-  if (layout.empty()) {
-    why = "the driver gives no parameter layout for cuBLASLt's kernel";
-    return std::nullopt;
   }
   size_t bytes = 0;
   for (const auto& [offset, size] : layout) bytes = std::max(bytes, offset + size);
@@ -240,6 +265,85 @@ std::optional<RecordedLaunch> record(const CublasLtGemm& plan, const Operands& o
   for (size_t i = 0; i < layout.size(); ++i)
     std::memcpy(launch.params.data() + layout[i].first, p.kernelParams[i], layout[i].second);
   return launch;
+}
+
+// The operations `plan` makes for `operands`, recorded on `stream` (a private one) in a CUDA graph, in order;
+// nullopt with `why` where they are not a chain of kernels and memsets.
+std::optional<std::vector<RecordedOp>> record(const CublasLtGemm& plan, const Operands& operands, cudaStream_t stream,
+                                              std::string& why) {
+  Graph g;
+  RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    plan.launch(stream, reinterpret_cast<const void*>(operands[0]), reinterpret_cast<const void*>(operands[1]),
+                reinterpret_cast<void*>(operands[2]), reinterpret_cast<void*>(operands[3]));
+  } catch (...) {
+    cudaStreamEndCapture(stream, &g.graph);
+    throw;
+  }
+  RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &g.graph));
+  size_t count = 0, edge_count = 0;
+  RLGEMM_CUDA_CHECK(cudaGraphGetNodes(g.graph, nullptr, &count));
+  RLGEMM_CUDA_CHECK(cudaGraphGetEdges(g.graph, nullptr, nullptr, nullptr, &edge_count));
+  if (count == 0 || count > 8 || edge_count != count - 1) {
+    why = "cuBLASLt's call is " + std::to_string(count) + " operations with " + std::to_string(edge_count) +
+          " dependencies, not a chain";
+    return std::nullopt;
+  }
+  std::vector<cudaGraphNode_t> nodes(count), from(edge_count), to(edge_count);
+  std::vector<cudaGraphEdgeData> data(edge_count);
+  RLGEMM_CUDA_CHECK(cudaGraphGetNodes(g.graph, nodes.data(), &count));
+  if (edge_count) RLGEMM_CUDA_CHECK(cudaGraphGetEdges(g.graph, from.data(), to.data(), data.data(), &edge_count));
+  // The chain's order: the node nothing leads to first, then each edge's head in turn.
+  std::vector<cudaGraphNode_t> order;
+  std::vector<bool> programmatic;
+  for (cudaGraphNode_t n : nodes)
+    if (std::find(to.begin(), to.end(), n) == to.end()) order.push_back(n);
+  if (order.size() != 1) {
+    why = "cuBLASLt's call is " + std::to_string(count) + " operations that are not a chain";
+    return std::nullopt;
+  }
+  programmatic.push_back(false);
+  while (order.size() < count) {
+    const auto e = std::find(from.begin(), from.end(), order.back());
+    if (e == from.end() || std::count(from.begin(), from.end(), order.back()) != 1) {
+      why = "cuBLASLt's call is " + std::to_string(count) + " operations that are not a chain";
+      return std::nullopt;
+    }
+    const cudaGraphEdgeData& d = data[size_t(e - from.begin())];
+    if (d.type == cudaGraphDependencyTypeProgrammatic && d.from_port != cudaGraphKernelNodePortProgrammatic) {
+      why = "cuBLASLt's call has a dependency of a kind not replayed here (port " + std::to_string(d.from_port) + ")";
+      return std::nullopt;
+    }
+    order.push_back(to[size_t(e - from.begin())]);
+    programmatic.push_back(d.type == cudaGraphDependencyTypeProgrammatic);
+  }
+  std::vector<RecordedOp> ops;
+  for (size_t i = 0; i < order.size(); ++i) {
+    cudaGraphNodeType type{};
+    RLGEMM_CUDA_CHECK(cudaGraphNodeGetType(order[i], &type));
+    RecordedOp op;
+    if (type == cudaGraphNodeTypeKernel) {
+      auto launch = read_kernel(order[i], programmatic[i], why);
+      if (!launch) return std::nullopt;
+      op.launch = std::move(*launch);
+    } else if (type == cudaGraphNodeTypeMemset && !programmatic[i]) {
+      op.kernel = false;
+      RLGEMM_CUDA_CHECK(cudaGraphMemsetNodeGetParams(order[i], &op.memset));
+    } else {
+      why = "cuBLASLt's call holds an operation that is neither a kernel nor a memset (graph node type " +
+            std::to_string(int(type)) + ")";
+      return std::nullopt;
+    }
+    ops.push_back(std::move(op));
+  }
+  return ops;
+}
+
+bool same_kinds(const std::vector<RecordedOp>& a, const std::vector<RecordedOp>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].kernel != b[i].kernel) return false;
+  return true;
 }
 
 // Device memory with room to move an operand within it.
@@ -265,14 +369,22 @@ std::vector<unsigned char> to_host(const void* device, size_t bytes) {
 
 }  // namespace
 
-LtDirect::LtDirect(const CublasLtGemm& plan, LaunchRecipe recipe, size_t min_alignment)
-    : plan_(plan), recipe_(std::move(recipe)), min_alignment_(min_alignment) {
-  const RecordedLaunch& base = recipe_.base();
-  const char* name = nullptr;
-  if (driver().cuFuncGetName(&name, base.function) != CUDA_SUCCESS || !name) name = "?";
-  text_ = std::string(name) + " grid " + std::to_string(base.grid[0]) + "x" + std::to_string(base.grid[1]) + "x" +
-          std::to_string(base.grid[2]) + ", " + std::to_string(base.params.size()) + "-byte parameters, " +
-          std::to_string(recipe_.rules().size()) + " addresses";
+LtDirect::LtDirect(const CublasLtGemm& plan, std::vector<Step> steps, size_t min_alignment)
+    : plan_(plan), steps_(std::move(steps)), min_alignment_(min_alignment) {
+  for (const Step& step : steps_) {
+    if (!text_.empty()) text_ += "; ";
+    if (!step.kernel) {
+      text_ += "memset of " + std::to_string(step.memset.params.width * step.memset.params.height *
+                                             step.memset.params.elementSize) + " bytes";
+      continue;
+    }
+    const RecordedLaunch& base = step.recipe.base();
+    const char* name = nullptr;
+    if (driver().cuFuncGetName(&name, base.function) != CUDA_SUCCESS || !name) name = "?";
+    text_ += std::string(name) + " grid " + std::to_string(base.grid[0]) + "x" + std::to_string(base.grid[1]) + "x" +
+             std::to_string(base.grid[2]) + ", " + std::to_string(base.params.size()) + "-byte parameters, " +
+             std::to_string(step.recipe.rules().size()) + " addresses";
+  }
 }
 
 LtDirect::~LtDirect() = default;
@@ -285,72 +397,103 @@ std::unique_ptr<LtDirect> LtDirect::make(const CublasLtGemm& plan, const Problem
   const size_t ws_bytes = plan.workspace_bytes();
   PrivateStream s;
   Room a(a_bytes), b(b_bytes), c(c_bytes), w(ws_bytes);
-  // Every address 256-byte aligned in the base launch (cudaMalloc's alignment), moved by 512 bytes one at a time.
+  // Every address 256-byte aligned in the base call (cudaMalloc's alignment), moved by 512 bytes one at a time.
   const Operands base_ops = {a.at(0), b.at(0), c.at(0), ws_bytes ? w.at(0) : 0};
   const auto base = record(plan, base_ops, s.stream, why);
   if (!base) return nullptr;
-  std::vector<LaunchRecipe::Moved> moved;
+  struct MovedCall {
+    int operand;
+    std::vector<RecordedOp> ops;
+    Operands operands;
+  };
+  std::vector<MovedCall> moved;
   for (int op = 0; op < kOperandCount; ++op) {
     if (op == 3 && !ws_bytes) continue;
     Operands ops = base_ops;
     ops[size_t(op)] += 512;
-    auto launch = record(plan, ops, s.stream, why);
-    if (!launch) return nullptr;
-    moved.push_back({op, std::move(*launch), ops});
+    auto call = record(plan, ops, s.stream, why);
+    if (!call) return nullptr;
+    if (!same_kinds(*call, *base)) {
+      why = std::string("moving ") + operand_name(op) + " changed cuBLASLt's operations";
+      return nullptr;
+    }
+    moved.push_back({op, std::move(*call), ops});
   }
-  std::optional<LaunchRecipe> recipe;
+  std::vector<Step> steps;
   try {
-    recipe = LaunchRecipe::derive(*base, base_ops, moved, kReplace);
+    for (size_t i = 0; i < base->size(); ++i) {
+      Step step;
+      step.kernel = (*base)[i].kernel;
+      if (step.kernel) {
+        std::vector<LaunchRecipe::Moved> each;
+        for (const MovedCall& m : moved) each.push_back({m.operand, m.ops[i].launch, m.operands});
+        step.recipe = LaunchRecipe::derive((*base)[i].launch, base_ops, each, kReplace);
+      } else {
+        std::vector<MemsetRule::Moved> each;
+        for (const MovedCall& m : moved) each.push_back({m.operand, m.ops[i].memset, m.operands});
+        step.memset = MemsetRule::derive((*base)[i].memset, base_ops, each);
+      }
+      steps.push_back(std::move(step));
+    }
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kRuntime) throw;
     why = e.what();
     return nullptr;
   }
-  // Every operand moved at once, 256-byte aligned: must come out as the recipe makes it.
+  // Whether a call recorded with `ops` is what the steps make; why not in `not_same`.
+  auto reproduces = [&](const Operands& ops, std::string& not_same) {
+    const auto call = record(plan, ops, s.stream, not_same);
+    if (!call) return false;
+    if (!same_kinds(*call, *base)) {
+      not_same = "cuBLASLt's operations change";
+      return false;
+    }
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (steps[i].kernel ? !steps[i].recipe.reproduces((*call)[i].launch, ops, kReplace, not_same)
+                          : !steps[i].memset.reproduces((*call)[i].memset, ops)) {
+        if (!steps[i].kernel) not_same = "a memset is not where the rule puts it";
+        return false;
+      }
+    }
+    return true;
+  };
   auto all_moved = [&](size_t by) {
     Operands ops = base_ops;
     for (size_t i = 0; i < ops.size(); ++i)
       if (ops[i]) ops[i] += by;
     return ops;
   };
-  const Operands far = all_moved(4096);
-  const auto far_launch = record(plan, far, s.stream, why);
-  if (!far_launch) return nullptr;
+  // Every operand moved at once, 256-byte aligned: must come out as the steps make it.
   std::string not_same;
-  if (!recipe->reproduces(*far_launch, far, kReplace, not_same)) {
+  if (!reproduces(all_moved(4096), not_same)) {
     why = "every operand moved at once: " + not_same;
     return nullptr;
   }
-  // Addresses aligned to 16 bytes only (what the handle accepts): the same kernel and recipe, or the direct
-  // launch serves 256-byte aligned calls only.
+  // Addresses aligned to 16 bytes only (what the handle accepts): the same operations, or the direct launch
+  // serves 256-byte aligned calls only.
   size_t min_alignment = 16;
   for (size_t by : {size_t(16), size_t(48), size_t(128)}) {
-    const Operands ops = all_moved(by);
     std::string ignored;
-    const auto launch = record(plan, ops, s.stream, ignored);
-    if (!launch || !recipe->reproduces(*launch, ops, kReplace, ignored)) {
+    if (!reproduces(all_moved(by), ignored)) {
       min_alignment = 256;
       break;
     }
   }
-  auto direct = std::unique_ptr<LtDirect>(new LtDirect(plan, std::move(*recipe), min_alignment));
+  auto direct = std::unique_ptr<LtDirect>(new LtDirect(plan, std::move(steps), min_alignment));
   // The proof: cublasLtMatmul and the direct launch on the same random operands give the same bits (at
   // addresses none of the recordings used, at 16-byte offsets where those are served).
   const bench::ScratchOperands x(problem, s.stream);
-  const size_t shift = min_alignment == 16 ? 16 : 0;
-  RLGEMM_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<void*>(a.at(1024 + shift)), x.a.ptr, a_bytes,
-                                    cudaMemcpyDeviceToDevice, s.stream));
-  RLGEMM_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<void*>(b.at(1024 + shift)), x.b.ptr, b_bytes,
-                                    cudaMemcpyDeviceToDevice, s.stream));
+  const size_t at = 1024 + (min_alignment == 16 ? 16 : 0);
+  RLGEMM_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<void*>(a.at(at)), x.a.ptr, a_bytes, cudaMemcpyDeviceToDevice, s.stream));
+  RLGEMM_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<void*>(b.at(at)), x.b.ptr, b_bytes, cudaMemcpyDeviceToDevice, s.stream));
   RLGEMM_CUDA_CHECK(cudaMemsetAsync(x.c.ptr, 0xff, c_bytes, s.stream));
-  RLGEMM_CUDA_CHECK(cudaMemsetAsync(reinterpret_cast<void*>(c.at(1024 + shift)), 0x7f, c_bytes, s.stream));
+  RLGEMM_CUDA_CHECK(cudaMemsetAsync(reinterpret_cast<void*>(c.at(at)), 0x7f, c_bytes, s.stream));
   DeviceScratch<unsigned char> ws(std::max<size_t>(ws_bytes, 16));
   plan.launch(s.stream, x.a.ptr, x.b.ptr, x.c.ptr, ws_bytes ? ws.ptr : nullptr);
-  direct->launch(s.stream, reinterpret_cast<const void*>(a.at(1024 + shift)),
-                 reinterpret_cast<const void*>(b.at(1024 + shift)), reinterpret_cast<void*>(c.at(1024 + shift)),
-                 ws_bytes ? reinterpret_cast<void*>(w.at(1024 + shift)) : nullptr);
+  direct->launch(s.stream, reinterpret_cast<const void*>(a.at(at)), reinterpret_cast<const void*>(b.at(at)),
+                 reinterpret_cast<void*>(c.at(at)), ws_bytes ? reinterpret_cast<void*>(w.at(at)) : nullptr);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(s.stream));
-  if (to_host(x.c.ptr, c_bytes) != to_host(reinterpret_cast<void*>(c.at(1024 + shift)), c_bytes)) {
+  if (to_host(x.c.ptr, c_bytes) != to_host(reinterpret_cast<void*>(c.at(at)), c_bytes)) {
     why = "the direct launch's bits differ from cublasLtMatmul's";
     return nullptr;
   }
@@ -364,29 +507,45 @@ void LtDirect::launch(cudaStream_t stream, const void* a, const void* b, void* c
     plan_.launch(stream, a, b, c, workspace);
     return;
   }
-  const RecordedLaunch& base = recipe_.base();
-  // The parameter block on the stack (4 KiB covers cuBLASLt's kernels; a larger one is built on the heap).
-  alignas(64) unsigned char local[4096];
-  std::vector<unsigned char> heap;
-  unsigned char* params = local;
-  size_t size = base.params.size();
-  if (size > sizeof local) {
-    heap.resize(size);
-    params = heap.data();
+  const DriverApi& api = driver();
+  const CUstream s = reinterpret_cast<CUstream>(stream);
+  for (const Step& step : steps_) {
+    if (!step.kernel) {
+      const cudaMemsetParams& m = step.memset.params;
+      const CUdeviceptr dst = step.memset.destination(ops);
+      const size_t pitch = m.height > 1 ? m.pitch : m.width * m.elementSize;
+      CUresult status = CUDA_ERROR_INVALID_VALUE;
+      if (m.elementSize == 1)
+        status = api.cuMemsetD2D8Async(dst, pitch, static_cast<unsigned char>(m.value), m.width, m.height, s);
+      else if (m.elementSize == 2)
+        status = api.cuMemsetD2D16Async(dst, pitch, static_cast<unsigned short>(m.value), m.width, m.height, s);
+      else if (m.elementSize == 4)
+        status = api.cuMemsetD2D32Async(dst, pitch, m.value, m.width, m.height, s);
+      RLGEMM_CU_CHECK(status);
+      continue;
+    }
+    const RecordedLaunch& base = step.recipe.base();
+    // The parameter block on the stack (4 KiB covers cuBLASLt's kernels; a larger one is built on the heap).
+    alignas(64) unsigned char local[4096];
+    std::vector<unsigned char> heap;
+    unsigned char* params = local;
+    size_t size = base.params.size();
+    if (size > sizeof local) {
+      heap.resize(size);
+      params = heap.data();
+    }
+    if (!step.recipe.fill(ops, params, kReplace))
+      throw Error(ErrorKind::kInvalidInput, "the TMA descriptor of cuBLASLt's kernel refused an operand's address");
+    CUlaunchConfig config{};
+    config.gridDimX = base.grid[0], config.gridDimY = base.grid[1], config.gridDimZ = base.grid[2];
+    config.blockDimX = base.block[0], config.blockDimY = base.block[1], config.blockDimZ = base.block[2];
+    config.sharedMemBytes = base.smem_bytes;
+    config.hStream = s;
+    config.attrs = const_cast<CUlaunchAttribute*>(base.attributes.data());
+    config.numAttrs = unsigned(base.attributes.size());
+    void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+    RLGEMM_CU_CHECK(api.cuLaunchKernelEx(&config, base.function, nullptr, extra));
   }
-  if (!recipe_.fill(ops, params, kReplace)) {
-    plan_.launch(stream, a, b, c, workspace);
-    return;
-  }
-  CUlaunchConfig config{};
-  config.gridDimX = base.grid[0], config.gridDimY = base.grid[1], config.gridDimZ = base.grid[2];
-  config.blockDimX = base.block[0], config.blockDimY = base.block[1], config.blockDimZ = base.block[2];
-  config.sharedMemBytes = base.smem_bytes;
-  config.hStream = reinterpret_cast<CUstream>(stream);
-  config.attrs = const_cast<CUlaunchAttribute*>(base.attributes.data());
-  config.numAttrs = unsigned(base.attributes.size());
-  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
-  RLGEMM_CU_CHECK(driver().cuLaunchKernelEx(&config, base.function, nullptr, extra));
 }
 
 }  // namespace rlgemm::dispatch

@@ -1,18 +1,19 @@
-// cuBLASLt's kernel, launched directly. A cublasLtMatmul call costs the host several microseconds before its
-// one kernel is launched (about 9.5 us on an H200 machine, where launching a kernel costs about 2): on small
-// shapes an eager call's time is that host work, not the GPU's. Where a plan's call is one kernel, the handle
-// records that launch once (in a CUDA graph, on a private stream: nothing runs), learns which bytes of the
-// parameter block hold the operands' addresses -- raw pointers, or the global address inside a TMA descriptor
-// -- and from then on launches the same kernel, with the same configuration and parameters, with the call's
-// addresses written in: the same GPU work, without cuBLASLt's host path.
+// cuBLASLt's kernels, launched directly. A cublasLtMatmul call costs the host several microseconds before its
+// kernel is launched (about 9.5 us on an H200 machine, where launching a kernel costs about 2): on small shapes
+// an eager call's time is that host work, not the GPU's. Where a plan's call is a chain of kernels and memsets
+// (one kernel; split-K's kernel and its reduction; a zeroing first), the handle records the call once, in a
+// CUDA graph on a private stream (nothing runs), learns which bytes of each kernel's parameter block hold the
+// operands' addresses -- raw pointers, or the global address inside a TMA descriptor -- and from then on makes
+// the same launches, with the same configurations and parameters, with the call's addresses written in: the
+// same GPU work, without cuBLASLt's host path.
 //
-// Nothing is assumed about the parameter block. Each operand is moved on its own and the launch recorded again;
-// every byte that changes must be explained as that operand's address plus a constant, or as a tensor map
-// whose address cuTensorMapReplaceAddress rewrites to exactly the recorded bytes. Launches recorded with every
-// operand moved at once (and at 16-byte alignment) must then come out byte for byte as the recipe makes them,
-// and the direct launch must give cublasLtMatmul's bits on random operands. Anything else (more than one
-// operation, an unexplained byte, a kernel that changes with an address's alignment, other bits) leaves the
-// plan as it is and says why.
+// Nothing is assumed about the parameter blocks. Each operand is moved on its own and the call recorded again;
+// every byte that changes must be explained as that operand's address plus a constant, or as a tensor map whose
+// address cuTensorMapReplaceAddress rewrites to exactly the recorded bytes. Calls recorded with every operand
+// moved at once (256- and 16-byte aligned) must then come out byte for byte as the recipe makes them, and the
+// direct launch must give cublasLtMatmul's bits on random operands. Anything else (operations that are not a
+// chain of kernels and memsets, an unexplained byte, a kernel that changes with an address, other bits) leaves
+// the plan as it is and says why.
 #pragma once
 
 #include <cuda.h>
@@ -91,7 +92,28 @@ class LaunchRecipe {
   std::vector<PatchRule> rules_;
 };
 
-// A cuBLASLt plan's kernel, launched directly (see the top of this file).
+// A memset a recorded call makes: its parameters, and where its destination comes from (an operand's address
+// plus a constant, or, operand -1, a fixed address such as cuBLASLt's own).
+struct MemsetRule {
+  cudaMemsetParams params{};
+  int operand = -1;
+  int64_t delta = 0;
+  // From the memset recorded with `base_operands` and the same memset in launches with one operand moved each
+  // (Moved's operand and operands; its launch unused). Throws Error(kRuntime) where the destination moved
+  // otherwise than one operand, or another parameter changed.
+  struct Moved {
+    int operand = 0;
+    cudaMemsetParams params{};
+    Operands operands{};
+  };
+  static MemsetRule derive(const cudaMemsetParams& base, const Operands& base_operands, const std::vector<Moved>& moved);
+  uint64_t destination(const Operands& operands) const;
+  // Whether `recorded`, recorded with `operands`, is this memset there.
+  bool reproduces(const cudaMemsetParams& recorded, const Operands& operands) const;
+};
+
+// A cuBLASLt plan's kernels, launched directly (see the top of this file): the call's operations in order, each
+// a kernel (its recipe) or a memset (its rule).
 class LtDirect {
  public:
   // Records `plan`'s launch for `problem` (the plan's problem) and proves the recipe. Needs a GPU; must not be
@@ -105,14 +127,19 @@ class LtDirect {
   void launch(cudaStream_t stream, const void* a, const void* b, void* c, void* workspace) const;
 
   size_t min_alignment() const { return min_alignment_; }
-  // The kernel's name and launch, for describe().
+  // The kernels' names and launches, for describe().
   const std::string& text() const { return text_; }
-  const LaunchRecipe& recipe() const { return recipe_; }
+  size_t steps() const { return steps_.size(); }
 
  private:
-  LtDirect(const CublasLtGemm& plan, LaunchRecipe recipe, size_t min_alignment);
+  struct Step {
+    bool kernel = true;
+    LaunchRecipe recipe;  // kernel
+    MemsetRule memset;    // otherwise
+  };
+  LtDirect(const CublasLtGemm& plan, std::vector<Step> steps, size_t min_alignment);
   const CublasLtGemm& plan_;
-  LaunchRecipe recipe_;
+  std::vector<Step> steps_;
   size_t min_alignment_;
   std::string text_;
 };

@@ -48,6 +48,10 @@ const DriverApi& driver() {
     resolve("cuGraphKernelNodeGetAttribute", api.cuGraphKernelNodeGetAttribute, error);
     resolve("cuFuncGetParamInfo", api.cuFuncGetParamInfo, error);
     resolve("cuFuncGetName", api.cuFuncGetName, error);
+    resolve("cuKernelGetFunction", api.cuKernelGetFunction, error);
+    resolve("cuMemsetD2D8Async", api.cuMemsetD2D8Async, error);
+    resolve("cuMemsetD2D16Async", api.cuMemsetD2D16Async, error);
+    resolve("cuMemsetD2D32Async", api.cuMemsetD2D32Async, error);
   });
   if (!error.empty()) throw Error(ErrorKind::kNoDevice, error);
   return api;

@@ -23,6 +23,10 @@ struct DriverApi {
   decltype(&::cuGraphKernelNodeGetAttribute) cuGraphKernelNodeGetAttribute = nullptr;
   decltype(&::cuFuncGetParamInfo) cuFuncGetParamInfo = nullptr;
   decltype(&::cuFuncGetName) cuFuncGetName = nullptr;
+  decltype(&::cuKernelGetFunction) cuKernelGetFunction = nullptr;
+  decltype(&::cuMemsetD2D8Async) cuMemsetD2D8Async = nullptr;
+  decltype(&::cuMemsetD2D16Async) cuMemsetD2D16Async = nullptr;
+  decltype(&::cuMemsetD2D32Async) cuMemsetD2D32Async = nullptr;
 };
 
 // Resolves the entry points once (thread-safe); throws Error(kNoDevice) when no driver is present.

@@ -155,5 +155,45 @@ TEST(LaunchRecipe, BadMovesAreRefusedAsBadInput) {
   EXPECT_THROW(LaunchRecipe::derive(launch_of(kBase), kBase, moved, fake_replace), Error);
 }
 
+// A memset's destination: an operand's address plus a constant, or a fixed address; one that moves otherwise,
+// or whose size changes, is refused.
+TEST(MemsetRule, FollowsItsOperandOrStaysPut) {
+  auto memset_at = [](uint64_t dst) {
+    cudaMemsetParams p{};
+    p.dst = reinterpret_cast<void*>(dst);
+    p.value = 0;
+    p.elementSize = 4;
+    p.width = 256;
+    p.height = 1;
+    return p;
+  };
+  std::vector<MemsetRule::Moved> moved;
+  for (int op = 0; op < kOperandCount; ++op) {
+    Operands ops = kBase;
+    ops[size_t(op)] += 512;
+    moved.push_back({op, memset_at(ops[3] + 1024), ops});
+  }
+  const MemsetRule rule = MemsetRule::derive(memset_at(kBase[3] + 1024), kBase, moved);
+  EXPECT_EQ(rule.operand, 3);
+  EXPECT_EQ(rule.delta, 1024);
+  const Operands other = {1 << 20, 2 << 20, 3 << 20, 4 << 20};
+  EXPECT_EQ(rule.destination(other), (4u << 20) + 1024);
+  EXPECT_TRUE(rule.reproduces(memset_at((4 << 20) + 1024), other));
+  EXPECT_FALSE(rule.reproduces(memset_at((4 << 20) + 2048), other));
+
+  // cuBLASLt's own buffer: the same address whatever moves.
+  for (auto& m : moved) m.params = memset_at(0x5000);
+  const MemsetRule fixed = MemsetRule::derive(memset_at(0x5000), kBase, moved);
+  EXPECT_EQ(fixed.operand, -1);
+  EXPECT_EQ(fixed.destination(other), 0x5000u);
+
+  // Moving with C but by another amount; a size that changes with A.
+  for (size_t i = 0; i < moved.size(); ++i) moved[i].params = memset_at(kBase[3] + (i == 2 ? 64 : 0));
+  EXPECT_THROW(MemsetRule::derive(memset_at(kBase[3]), kBase, moved), Error);
+  for (auto& m : moved) m.params = memset_at(kBase[3]);
+  moved[0].params.width = 128;
+  EXPECT_THROW(MemsetRule::derive(memset_at(kBase[3]), kBase, moved), Error);
+}
+
 }  // namespace
 }  // namespace rlgemm::dispatch
