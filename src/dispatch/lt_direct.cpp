@@ -227,8 +227,24 @@ std::optional<RecordedLaunch> read_kernel(cudaGraphNode_t node, bool programmati
     why = "a recorded kernel launch names no function";
     return std::nullopt;
   }
-  if (!p.kernelParams) {
-    why = "a recorded kernel launch has no parameter array";
+  // The parameters as a packed buffer (how cuBLASLt launches: the node keeps it in `extra`), or one pointer per
+  // parameter.
+  const void* buffer = nullptr;
+  size_t buffer_size = 0;
+  bool buffer_given = false;
+  for (void** e = p.extra; e && *e != CU_LAUNCH_PARAM_END; e += 2) {
+    if (*e == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+      buffer = e[1];
+      buffer_given = true;
+    } else if (*e == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+      buffer_size = *static_cast<const size_t*>(e[1]);
+    } else {
+      why = "a recorded kernel launch has an 'extra' entry not replayed here";
+      return std::nullopt;
+    }
+  }
+  if (!p.kernelParams && !(buffer_given && buffer && buffer_size)) {
+    why = "a recorded kernel launch has neither parameters nor a parameter buffer";
     return std::nullopt;
   }
   RecordedLaunch launch;
@@ -252,6 +268,11 @@ std::optional<RecordedLaunch> read_kernel(cudaGraphNode_t node, bool programmati
     a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     a.value.programmaticStreamSerializationAllowed = 1;
     launch.attributes.push_back(a);
+  }
+  if (!p.kernelParams) {
+    const auto* bytes = static_cast<const unsigned char*>(buffer);
+    launch.params.assign(bytes, bytes + buffer_size);
+    return launch;
   }
   std::vector<std::pair<size_t, size_t>> layout;  // offset, size of each parameter
   for (size_t i = 0;; ++i) {
