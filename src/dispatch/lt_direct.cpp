@@ -417,8 +417,10 @@ std::unique_ptr<LtDirect> LtDirect::make(const CublasLtGemm& plan, const Problem
   const size_t c_bytes = size_t(problem.shape.m) * size_t(problem.shape.n) * element;
   const size_t ws_bytes = plan.workspace_bytes();
   PrivateStream s;
-  Room a(a_bytes), b(b_bytes), c(c_bytes), w(ws_bytes);
-  // Every address 256-byte aligned in the base call (cudaMalloc's alignment), moved by 512 bytes one at a time.
+  // Every address 256-byte aligned in the base call (cudaMalloc's alignment), then moved one at a time by 512
+  // bytes plus 1 MiB less 4 KiB, so that low and high address bits change at once.
+  constexpr size_t kMove = 512 + (size_t(1) << 20) - 4096;
+  Room a(a_bytes + kMove), b(b_bytes + kMove), c(c_bytes + kMove), w(ws_bytes + kMove);
   const Operands base_ops = {a.at(0), b.at(0), c.at(0), ws_bytes ? w.at(0) : 0};
   const auto base = record(plan, base_ops, s.stream, why);
   if (!base) return nullptr;
@@ -431,7 +433,7 @@ std::unique_ptr<LtDirect> LtDirect::make(const CublasLtGemm& plan, const Problem
   for (int op = 0; op < kOperandCount; ++op) {
     if (op == 3 && !ws_bytes) continue;
     Operands ops = base_ops;
-    ops[size_t(op)] += 512;
+    ops[size_t(op)] += kMove;
     auto call = record(plan, ops, s.stream, why);
     if (!call) return nullptr;
     if (!same_kinds(*call, *base)) {
@@ -463,7 +465,14 @@ std::unique_ptr<LtDirect> LtDirect::make(const CublasLtGemm& plan, const Problem
   }
   // Whether a call recorded with `ops` is what the steps make; why not in `not_same`.
   auto reproduces = [&](const Operands& ops, std::string& not_same) {
-    const auto call = record(plan, ops, s.stream, not_same);
+    std::optional<std::vector<RecordedOp>> call;
+    try {
+      call = record(plan, ops, s.stream, not_same);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kRuntime) throw;
+      not_same = std::string("cuBLASLt refuses the call: ") + e.what();  // an address less aligned than it takes
+      return false;
+    }
     if (!call) return false;
     if (!same_kinds(*call, *base)) {
       not_same = "cuBLASLt's operations change";
@@ -472,7 +481,8 @@ std::unique_ptr<LtDirect> LtDirect::make(const CublasLtGemm& plan, const Problem
     for (size_t i = 0; i < steps.size(); ++i) {
       if (steps[i].kernel ? !steps[i].recipe.reproduces((*call)[i].launch, ops, kReplace, not_same)
                           : !steps[i].memset.reproduces((*call)[i].memset, ops)) {
-        if (!steps[i].kernel) not_same = "a memset is not where the rule puts it";
+        not_same = "operation " + std::to_string(i + 1) + " of " + std::to_string(steps.size()) + ": " +
+                   (steps[i].kernel ? not_same : "a memset is not where the rule puts it");
         return false;
       }
     }

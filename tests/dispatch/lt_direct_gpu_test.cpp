@@ -10,6 +10,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -28,6 +31,37 @@ std::vector<unsigned char> to_host(const void* p, size_t bytes) {
   std::vector<unsigned char> h(bytes);
   RLGEMM_CUDA_CHECK(cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost));
   return h;
+}
+
+// The largest error of `c` (row-major M x N, as host bytes) against an fp64 product of the device operands, over
+// the reference's largest magnitude.
+double relative_error(const Problem& p, const void* a_dev, const void* b_dev, const std::vector<unsigned char>& c) {
+  const int64_t M = p.shape.m, N = p.shape.n, K = p.shape.k;
+  const auto a = to_host(a_dev, size_t(M * K) * 2), b = to_host(b_dev, size_t(K * N) * 2);
+  auto value = [&](const std::vector<unsigned char>& v, int64_t i) {
+    uint16_t bits;
+    std::memcpy(&bits, v.data() + i * 2, 2);
+    if (p.dtype == DType::kBF16) {
+      const uint32_t f = uint32_t(bits) << 16;
+      float x;
+      std::memcpy(&x, &f, 4);
+      return double(x);
+    }
+    __half_raw raw;
+    raw.x = bits;
+    return double(__half2float(__half(raw)));
+  };
+  double worst = 0, scale = 1e-30;
+  // Rows spread over M (every row of a small M), every column.
+  for (int64_t m = 0; m < M; m += std::max<int64_t>(1, M / 8))
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = 0;
+      for (int64_t k = 0; k < K; ++k)
+        ref += value(a, m * K + k) * (p.layout == Layout::kTN ? value(b, n * K + k) : value(b, k * N + n));
+      worst = std::max(worst, std::abs(value(c, m * N + n) - ref));
+      scale = std::max(scale, std::abs(ref));
+    }
+  return worst / scale;
 }
 
 struct Operands3 {
@@ -81,12 +115,15 @@ TEST_F(LtDirectGpu, GivesCublasLtsBitsEagerAndInGraphsOrSaysWhyNot) {
                          seed + 1, stream, p.dtype);
       RLGEMM_CUDA_CHECK(cudaMemsetAsync(x.c_ref.ptr, 0xff, c_bytes, stream));
       plan.launch(stream, x.a.ptr, x.b.ptr, x.c_ref.ptr, ws_bytes ? x.ws.ptr : nullptr);
+      RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // cudaMemcpy does not wait for a non-blocking stream
       const std::vector<unsigned char> want = to_host(x.c_ref.ptr, c_bytes);
+      // Against an fp64 reference too: the reference is a GEMM, not garbage both launches share.
+      EXPECT_LT(relative_error(p, x.a.ptr, x.b.ptr, want), p.dtype == DType::kBF16 ? 2e-2 : 5e-3) << name;
       // Operands at an offset of the smallest alignment served: copies of A and B there.
       const size_t off = direct->min_alignment() == 16 ? 16 : 256;
       unsigned char *a = x.a_at.ptr + off, *b = x.b_at.ptr + off, *c = x.c.ptr + off;
-      RLGEMM_CUDA_CHECK(cudaMemcpy(a, x.a.ptr, size_t(p.shape.m * p.shape.k) * 2, cudaMemcpyDeviceToDevice));
-      RLGEMM_CUDA_CHECK(cudaMemcpy(b, x.b.ptr, size_t(p.shape.k * p.shape.n) * 2, cudaMemcpyDeviceToDevice));
+      RLGEMM_CUDA_CHECK(cudaMemcpyAsync(a, x.a.ptr, size_t(p.shape.m * p.shape.k) * 2, cudaMemcpyDeviceToDevice, stream));
+      RLGEMM_CUDA_CHECK(cudaMemcpyAsync(b, x.b.ptr, size_t(p.shape.k * p.shape.n) * 2, cudaMemcpyDeviceToDevice, stream));
       RLGEMM_CUDA_CHECK(cudaMemsetAsync(c, 0x7f, c_bytes, stream));
       direct->launch(stream, a, b, c, ws_bytes ? x.ws.ptr + off : nullptr);
       RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -108,8 +145,8 @@ TEST_F(LtDirectGpu, GivesCublasLtsBitsEagerAndInGraphsOrSaysWhyNot) {
       // Addresses less aligned than the recipe's go through cublasLtMatmul, with the same bits.
       if (direct->min_alignment() > 16) {
         unsigned char *a16 = x.a16.ptr + 16, *b16 = x.b16.ptr + 16;
-        RLGEMM_CUDA_CHECK(cudaMemcpy(a16, x.a.ptr, size_t(p.shape.m * p.shape.k) * 2, cudaMemcpyDeviceToDevice));
-        RLGEMM_CUDA_CHECK(cudaMemcpy(b16, x.b.ptr, size_t(p.shape.k * p.shape.n) * 2, cudaMemcpyDeviceToDevice));
+        RLGEMM_CUDA_CHECK(cudaMemcpyAsync(a16, x.a.ptr, size_t(p.shape.m * p.shape.k) * 2, cudaMemcpyDeviceToDevice, stream));
+        RLGEMM_CUDA_CHECK(cudaMemcpyAsync(b16, x.b.ptr, size_t(p.shape.k * p.shape.n) * 2, cudaMemcpyDeviceToDevice, stream));
         RLGEMM_CUDA_CHECK(cudaMemsetAsync(c, 0x7f, c_bytes, stream));
         try {
           direct->launch(stream, a16, b16, c, ws_bytes ? x.ws.ptr : nullptr);
