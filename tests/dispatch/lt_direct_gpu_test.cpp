@@ -174,7 +174,9 @@ TEST_F(LtDirectGpu, TheHandlesFloorTakesItWithTheSameBits) {
   options.predicted_kernels = false;
   options.cache_dir = dir.string();
   options.direct_cublaslt = false;
-  const std::vector<Shape> shapes = {{1, 4096, 4096}, {77, 1000, 2056}, {2048, 512, 3584}};
+  // Decode, odd and prefill shapes; cuBLASLt chooses the algorithms, so a shape whose algorithm is split-K may
+  // be refused (its reduction kernel's parameters are not all explained): at least two of four must launch directly.
+  const std::vector<Shape> shapes = {{1, 4096, 4096}, {77, 1000, 2056}, {2048, 512, 3584}, {128, 3584, 4096}};
   struct Buffers {
     DeviceScratch<half> a, b, c1, c2;
     explicit Buffers(const Shape& s)
@@ -195,6 +197,7 @@ TEST_F(LtDirectGpu, TheHandlesFloorTakesItWithTheSameBits) {
   }
   options.direct_cublaslt = true;
   Handle direct(options);
+  int launched_directly = 0;
   for (size_t i = 0; i < shapes.size(); ++i) {
     const Shape& s = shapes[i];
     auto& x = *buffers[i];
@@ -204,9 +207,13 @@ TEST_F(LtDirectGpu, TheHandlesFloorTakesItWithTheSameBits) {
     const std::string said = direct.describe(s.m, s.n, s.k, Layout::kTN);
     std::printf("%s: %s\n", s.to_string().c_str(), said.c_str());
     EXPECT_NE(said.find("chosen on this machine before"), std::string::npos) << said;
-    EXPECT_NE(said.find("its kernel launched directly"), std::string::npos) << said;
+    if (said.find("its kernel launched directly") != std::string::npos)
+      ++launched_directly;
+    else
+      EXPECT_NE(said.find("through cublasLtMatmul: "), std::string::npos) << said;  // and why
     EXPECT_EQ(to_host(x.c1.ptr, size_t(s.m * s.n) * 2), to_host(x.c2.ptr, size_t(s.m * s.n) * 2)) << s.to_string();
   }
+  EXPECT_GE(launched_directly, 2);
   EXPECT_EQ(direct.stats().cublaslt, shapes.size());
   std::filesystem::remove_all(dir);
 }
