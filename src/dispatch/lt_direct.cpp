@@ -1,5 +1,7 @@
 #include "dispatch/lt_direct.h"
 
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -411,10 +413,9 @@ LtDirect::LtDirect(const CublasLtGemm& plan, std::vector<Step> steps, size_t min
 LtDirect::~LtDirect() = default;
 
 std::unique_ptr<LtDirect> LtDirect::make(const CublasLtGemm& plan, const Problem& problem, std::string& why) {
-  const size_t element = 2;
-  const size_t a_bytes = size_t(problem.shape.m) * size_t(problem.shape.k) * element;
-  const size_t b_bytes = size_t(problem.shape.k) * size_t(problem.shape.n) * element;
-  const size_t c_bytes = size_t(problem.shape.m) * size_t(problem.shape.n) * element;
+  const size_t element = sizeof(half);  // fp16 and bf16 alike
+  const size_t a_bytes = size_t(problem.a_elems()) * element, b_bytes = size_t(problem.b_elems()) * element,
+               c_bytes = size_t(problem.c_elems()) * element;
   const size_t ws_bytes = plan.workspace_bytes();
   PrivateStream s;
   // Every address 256-byte aligned in the base call (cudaMalloc's alignment), then moved one at a time by 512

@@ -129,7 +129,6 @@ class LtDirect {
   size_t min_alignment() const { return min_alignment_; }
   // The kernels' names and launches, for describe().
   const std::string& text() const { return text_; }
-  size_t steps() const { return steps_.size(); }
 
  private:
   struct Step {

@@ -22,6 +22,7 @@
 #include "core/cuda_util.h"
 #include "dispatch/cublaslt_gemm.h"
 #include "rlgemm/rlgemm.h"
+#include "support/bf16.h"
 #include "support/gpu.h"
 
 namespace rlgemm::dispatch {
@@ -41,12 +42,7 @@ double relative_error(const Problem& p, const void* a_dev, const void* b_dev, co
   auto value = [&](const std::vector<unsigned char>& v, int64_t i) {
     uint16_t bits;
     std::memcpy(&bits, v.data() + i * 2, 2);
-    if (p.dtype == DType::kBF16) {
-      const uint32_t f = uint32_t(bits) << 16;
-      float x;
-      std::memcpy(&x, &f, 4);
-      return double(x);
-    }
+    if (p.dtype == DType::kBF16) return double(test::bf16_float_of(bits));
     __half_raw raw;
     raw.x = bits;
     return double(__half2float(__half(raw)));
@@ -67,9 +63,9 @@ double relative_error(const Problem& p, const void* a_dev, const void* b_dev, co
 struct Operands3 {
   DeviceScratch<unsigned char> a, b, a_at, b_at, a16, b16, c, c_ref, ws;
   explicit Operands3(const Problem& p, size_t ws_bytes)
-      : a(bytes(p.shape.m * p.shape.k)), b(bytes(p.shape.k * p.shape.n)), a_at(bytes(p.shape.m * p.shape.k)),
-        b_at(bytes(p.shape.k * p.shape.n)), a16(bytes(p.shape.m * p.shape.k)), b16(bytes(p.shape.k * p.shape.n)),
-        c(bytes(p.shape.m * p.shape.n)), c_ref(bytes(p.shape.m * p.shape.n)), ws(ws_bytes + 4096) {}
+      : a(bytes(p.a_elems())), b(bytes(p.b_elems())), a_at(bytes(p.a_elems())), b_at(bytes(p.b_elems())),
+        a16(bytes(p.a_elems())), b16(bytes(p.b_elems())), c(bytes(p.c_elems())), c_ref(bytes(p.c_elems())),
+        ws(ws_bytes + 4096) {}
   static size_t bytes(int64_t elems) { return size_t(elems) * 2 + 4096; }
 };
 
