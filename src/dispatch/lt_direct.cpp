@@ -150,7 +150,12 @@ bool LaunchRecipe::reproduces(const RecordedLaunch& launch, const Operands& oper
   }
   for (size_t p = 0; p < made.size(); ++p)
     if (made[p] != launch.params[p]) {
+      // The 8 aligned bytes around it, as recorded and as made, for whoever decodes the parameter.
+      const size_t q = p & ~size_t(7);
       why = "parameter byte " + hex_offset(p) + " is not what the recipe makes";
+      if (q + 8 <= made.size())
+        why += " (bytes " + hex_offset(q) + "-" + hex_offset(q + 7) + ": recorded " + hex_offset(load64(launch.params, q)) +
+               ", made " + hex_offset(load64(made, q)) + ")";
       return false;
     }
   return true;
@@ -210,13 +215,6 @@ struct Graph {
   ~Graph() {
     if (graph) cudaGraphDestroy(graph);
   }
-};
-
-// One operation of a recorded call.
-struct RecordedOp {
-  bool kernel = true;
-  RecordedLaunch launch;      // kernel
-  cudaMemsetParams memset{};  // otherwise
 };
 
 std::optional<RecordedLaunch> read_kernel(cudaGraphNode_t node, bool programmatic, std::string& why) {
@@ -290,10 +288,10 @@ std::optional<RecordedLaunch> read_kernel(cudaGraphNode_t node, bool programmati
   return launch;
 }
 
-// The operations `plan` makes for `operands`, recorded on `stream` (a private one) in a CUDA graph, in order;
-// nullopt with `why` where they are not a chain of kernels and memsets.
-std::optional<std::vector<RecordedOp>> record(const CublasLtGemm& plan, const Operands& operands, cudaStream_t stream,
-                                              std::string& why) {
+}  // namespace
+
+std::optional<std::vector<RecordedOp>> record_call(const CublasLtGemm& plan, const Operands& operands,
+                                                   cudaStream_t stream, std::string& why) {
   Graph g;
   RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   try {
@@ -362,6 +360,8 @@ std::optional<std::vector<RecordedOp>> record(const CublasLtGemm& plan, const Op
   return ops;
 }
 
+namespace {
+
 bool same_kinds(const std::vector<RecordedOp>& a, const std::vector<RecordedOp>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
@@ -423,7 +423,7 @@ std::unique_ptr<LtDirect> LtDirect::make(const CublasLtGemm& plan, const Problem
   constexpr size_t kMove = 512 + (size_t(1) << 20) - 4096;
   Room a(a_bytes + kMove), b(b_bytes + kMove), c(c_bytes + kMove), w(ws_bytes + kMove);
   const Operands base_ops = {a.at(0), b.at(0), c.at(0), ws_bytes ? w.at(0) : 0};
-  const auto base = record(plan, base_ops, s.stream, why);
+  const auto base = record_call(plan, base_ops, s.stream, why);
   if (!base) return nullptr;
   struct MovedCall {
     int operand;
@@ -435,7 +435,7 @@ std::unique_ptr<LtDirect> LtDirect::make(const CublasLtGemm& plan, const Problem
     if (op == 3 && !ws_bytes) continue;
     Operands ops = base_ops;
     ops[size_t(op)] += kMove;
-    auto call = record(plan, ops, s.stream, why);
+    auto call = record_call(plan, ops, s.stream, why);
     if (!call) return nullptr;
     if (!same_kinds(*call, *base)) {
       why = std::string("moving ") + operand_name(op) + " changed cuBLASLt's operations";
@@ -468,7 +468,7 @@ std::unique_ptr<LtDirect> LtDirect::make(const CublasLtGemm& plan, const Problem
   auto reproduces = [&](const Operands& ops, std::string& not_same) {
     std::optional<std::vector<RecordedOp>> call;
     try {
-      call = record(plan, ops, s.stream, not_same);
+      call = record_call(plan, ops, s.stream, not_same);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::kRuntime) throw;
       not_same = std::string("cuBLASLt refuses the call: ") + e.what();  // an address less aligned than it takes

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,19 @@ struct RecordedLaunch {
 using Operands = std::array<uint64_t, 4>;
 inline constexpr int kOperandCount = 4;
 const char* operand_name(int operand);
+
+// One operation of a recorded call.
+struct RecordedOp {
+  bool kernel = true;
+  RecordedLaunch launch;      // kernel
+  cudaMemsetParams memset{};  // otherwise
+};
+
+// The operations `plan` makes for `operands` (A, B, C, workspace), recorded on `stream` (a private one, never
+// one being captured) in a CUDA graph, in order; nothing runs. nullopt with `why` where they are not a chain of
+// kernels and memsets. LtDirect::make's recordings, open to diagnostics (bench/probes/lt_direct_probe).
+std::optional<std::vector<RecordedOp>> record_call(const CublasLtGemm& plan, const Operands& operands,
+                                                   cudaStream_t stream, std::string& why);
 
 // Rewrites the global address of the 128-byte tensor map at `map`; false where it is refused.
 using ReplaceAddress = std::function<bool(unsigned char* map, uint64_t address)>;
