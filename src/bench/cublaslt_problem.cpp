@@ -96,8 +96,11 @@ void LtProblem::launch(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo
     if (!bias) throw Error(ErrorKind::kInvalidInput, "a cuBLASLt problem with a bias epilogue was launched without its bias");
     RLGEMM_LT_CHECK(cublasLtMatmulDescSetAttribute(operation_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   }
-  const float alpha = 1.0f, beta = 0.0f;
-  RLGEMM_LT_CHECK(cublasLtMatmul(handle, operation_, &alpha, b, b_, a, a_, &beta, c, c_, c, c_, &algo, workspace,
+  // At fixed addresses: cuBLASLt's split-K reduction kernel takes the addresses of alpha and beta among its
+  // parameters (besides their values), so that a call's parameters depend on its operands only
+  // (dispatch/lt_direct replays them).
+  static constexpr float kAlpha = 1.0f, kBeta = 0.0f;
+  RLGEMM_LT_CHECK(cublasLtMatmul(handle, operation_, &kAlpha, b, b_, a, a_, &kBeta, c, c_, c, c_, &algo, workspace,
                                  workspace_bytes, stream));
 }
 

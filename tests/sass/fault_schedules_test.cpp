@@ -7,7 +7,8 @@
 //    never issues two load/store-pipe requests fewer than 4 cycles apart (cudaErrorIllegalInstruction). Every
 //    register, scoreboard and latency dependence of that schedule holds; the spacing is the one property of
 //    the compiled code it breaks. Rule: memory issue spacing.
-// The schedules are given as (slot, original index) pairs read off the faulting cubins' .text.
+// The schedules are given as (slot, original index) pairs read off the faulting cubins' .text (the ping-pong one
+// translated to the code this build compiles, see kPingpong).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -44,16 +45,40 @@ const FaultCase kMmaSync{
      {308, 306}, {455, 456}, {456, 455}, {457, 458}, {458, 459}, {459, 457}, {539, 540}, {540, 539}, {542, 543},
      {543, 542}, {547, 548}, {548, 547}, {582, 583}, {583, 582}, {585, 586}, {586, 585}}};
 
+// The schedule of the faulting GPU run, recorded on a 1080-instruction build of this kernel (STSM [R23],R40 at
+// 460, STSM [R25],R48 at 463) and translated move for move to the code this build compiles (1096 instructions;
+// the STSMs matched by their data registers and neighbours, the slots of the first epilogue stage 39 later, of
+// the second 37 later). Every change is an STSM moving past non-memory neighbours:
+//  - first stage (block of 463..523): STSM [R17],R24 (470) down 1; STSM [R27],R40 (499) down 1 past the F2FP
+//    of R99 and STSM [R23],R48 (502) up 1 past the F2FP of R105, so the two issue back to back, 1 cycle apart
+//    (the fault); STSM [R17+0x2000],R88 (505) up 3 to follow them; STSM [R25+0x2000],R96 (508) and
+//    STSM [R27+0x2000],R104 (511) down 1 each.
+//  - second stage (block of 541..586): STSM [R17],R56 (554) up 1; STSM [R25],R64 (557) down 1 and
+//    STSM [R27],R72 (560) up 1, back to back; STSM [R17+0x2000],R120 (569) down 3 and
+//    STSM [R25+0x2000],R128 (574) up 1; STSM [R27+0x2000],R136 (579) down 1.
+// (The recorded run's 473<->474 is taken as the R104 STSM moving down rather than the R112 one moving up: the
+// latter would also cut the F2FP->STSM latency windows, which the recorded schedule kept.)
 const FaultCase kPingpong{
     "sm90.ws.pingpong/128x128x64/s5/c2x1/raster_m.g8/splitk1/epi_tma",
-    1080,
-    {{460, "STSM.16.M88.4 [R23],R40"},
-     {461, "F2FP.F16.F32.PACK_AB R98,R101,R100"},
-     {462, "F2FP.F16.F32.PACK_AB R99,R103,R102"},
-     {463, "STSM.16.M88.4 [R25],R48"}},
-    {{434, 435}, {435, 434}, {460, 461}, {461, 460}, {462, 463}, {463, 466}, {464, 462}, {465, 464}, {466, 465},
-     {469, 470}, {470, 469}, {473, 474}, {474, 473}, {516, 517}, {517, 516}, {520, 521}, {521, 520}, {522, 523},
-     {523, 522}, {532, 533}, {533, 534}, {534, 535}, {535, 532}, {536, 537}, {537, 536}, {542, 543}, {543, 542}}};
+    1096,
+    {{470, "STSM.16.M88.4 [R17],R24"},
+     {498, "F2FP.F16.F32.PACK_AB R98,R101,R100"},
+     {499, "STSM.16.M88.4 [R27],R40"},
+     {500, "F2FP.F16.F32.PACK_AB R99,R103,R102"},
+     {501, "F2FP.F16.F32.PACK_AB R105,R107,R106"},
+     {502, "STSM.16.M88.4 [R23],R48"},
+     {505, "STSM.16.M88.4 [R17+0x2000],R88"},
+     {508, "STSM.16.M88.4 [R25+0x2000],R96"},
+     {511, "STSM.16.M88.4 [R27+0x2000],R104"},
+     {554, "STSM.16.M88.4 [R17],R56"},
+     {557, "STSM.16.M88.4 [R25],R64"},
+     {560, "STSM.16.M88.4 [R27],R72"},
+     {569, "STSM.16.M88.4 [R17+0x2000],R120"},
+     {574, "STSM.16.M88.4 [R25+0x2000],R128"},
+     {579, "STSM.16.M88.4 [R27+0x2000],R136"}},
+    {{470, 471}, {471, 470}, {499, 500}, {500, 499}, {501, 502}, {502, 505}, {503, 501}, {504, 503}, {505, 504},
+     {508, 509}, {509, 508}, {511, 512}, {512, 511}, {553, 554}, {554, 553}, {557, 558}, {558, 557}, {559, 560},
+     {560, 559}, {569, 570}, {570, 571}, {571, 572}, {572, 569}, {573, 574}, {574, 573}, {579, 580}, {580, 579}}};
 
 // nvdisasm's text with the operand separators normalized ("R56, [R56+0x2000]" and "R56[R56+0x2000]" alike).
 std::string squeeze(std::string s) {
@@ -166,17 +191,24 @@ TEST(FaultSchedules, StsmsStayInPlace) {
   for (const Move& m : schedule.legal_moves()) EXPECT_NE(code.at(m.instruction).base(), "STSM");
 }
 
-// The schedule that faulted on the GPU (recorded on the code of its day; skipped when this build's code differs):
-// its STSM moves are not legal, and the checker names the pinning and the issue spacing it breaks.
+// The schedule that faulted on the GPU, translated to this build's code (skipped when this build's code differs
+// from the code it was translated to): its STSM moves are not legal, and the checker reports the issue spacing
+// it breaks, the one rule it breaks.
 TEST(FaultSchedules, TheRecordedStsmScheduleIsRejected) {
   RLGEMM_LOAD_FAULT_CASE(k, kPingpong);
   const KernelCode& code = *k.code;
   Schedule schedule(code);
-  for (const Move m : {Move{460, +1}, Move{463, -1}, Move{434, +1}, Move{532, +1}})
+  // Its first moves, each on the compiled schedule: R40's STSM down, R48's up, R24's down, R120's down.
+  for (const Move m : {Move{499, +1}, Move{502, -1}, Move{470, +1}, Move{569, +1}}) {
+    ASSERT_EQ(code.at(m.instruction).base(), "STSM") << m.instruction;
     EXPECT_FALSE(schedule.legal(m)) << m.instruction;
+  }
   const auto problems = check_invariants(code, faulting_order(kPingpong));
-  EXPECT_TRUE(mentions(problems, "STSM.16.M88.4 [R25],R48 would issue 1 cycles after STSM.16.M88.4 [R23],R40"))
+  EXPECT_TRUE(mentions(problems,
+                       "memory issue spacing: STSM.16.M88.4 [R23],R48 would issue 1 cycles after STSM.16.M88.4 [R27],R40"))
       << (problems.empty() ? "" : problems.front());
+  // Every register, scoreboard and latency dependence of the schedule holds: the spacing is all it breaks.
+  for (const auto& p : problems) EXPECT_EQ(p.rfind("memory issue spacing: ", 0), 0u) << p;
 }
 
 // Random play on both kernels (as this build compiles them) never reaches a schedule that check_invariants
