@@ -153,7 +153,9 @@ struct HandleOptions {
   // Launch the kernel of a cuBLASLt route directly, with the call's addresses written into the parameters
   // cuBLASLt gave it, where that was proven at the route's first use to be the same launch (the same kernel,
   // configuration and bits; dispatch/lt_direct.h): the GPU does the same work and the host skips cuBLASLt's
-  // several microseconds per call. false: every such call goes through cublasLtMatmul.
+  // several microseconds per call. Back-to-back eager calls then take the GPU's time wherever it exceeds the
+  // launch, so the floor's algorithm is one choice for both ways of calling: the one timed in CUDA graphs.
+  // false: every such call goes through cublasLtMatmul, eager calls with the algorithm timed eagerly.
   bool direct_cublaslt = true;
 };
 

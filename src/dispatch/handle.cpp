@@ -432,8 +432,9 @@ struct Handle::Impl {
   // A cuBLASLt route: the table's candidate, else lt_auto's choice made once per machine.
   void plan_cublaslt(Route& r, cudaStream_t stream) {
     std::string how;
-    const std::optional<int> candidate = r.choice.cublaslt_candidate ? r.choice.cublaslt_candidate
-                                                                      : cublaslt_candidate(r.problem, stream, how);
+    const std::optional<int> candidate = r.choice.cublaslt_candidate
+                                             ? r.choice.cublaslt_candidate
+                                             : cublaslt_candidate(r.problem, stream, how, eager_choice_mode());
     plan_cublaslt(r, candidate, how, stream);
   }
   void plan_cublaslt(Route& r, std::optional<int> candidate, const std::string& how, cudaStream_t stream) {
@@ -560,8 +561,18 @@ struct Handle::Impl {
     return served;
   }
 
+  // How the algorithm of a cuBLASLt route that eager calls take is timed. Launched directly (the default), an
+  // eager call costs the host about half of a cublasLtMatmul call, and back-to-back eager calls take the GPU's
+  // time wherever that exceeds the launch: the GPU-time choice serves them too. Timed eagerly through
+  // cublasLtMatmul instead, a small shape's candidates all measure cuBLASLt's host path, and the choice is
+  // noise (on an H200, 16x3584x3584: the eager choice ran 13.4 us a call, the graph choice 7.9).
+  bench::Mode eager_choice_mode() const {
+    return options.direct_cublaslt ? bench::Mode::kGraph : bench::Mode::kOffline;
+  }
+
   // The floor of a problem: cuBLASLt with lt_auto's choice for eager calls, and, as its `captured` route, with
-  // the choice timed in CUDA graphs where that is another algorithm.
+  // the choice timed in CUDA graphs where that is another algorithm. With direct launches, one choice, timed
+  // in CUDA graphs, for both (eager_choice_mode).
   std::unique_ptr<Route> floor_route(const Problem& problem, cudaStream_t stream) {
     auto make = [&](std::optional<int> candidate, const std::string& how) {
       auto floor = std::make_unique<Route>();
@@ -571,6 +582,10 @@ struct Handle::Impl {
       plan_cublaslt(*floor, candidate, how, stream);
       return floor;
     };
+    if (eager_choice_mode() == bench::Mode::kGraph) {
+      std::string how;
+      return make(cublaslt_candidate(problem, stream, how, bench::Mode::kGraph), how);
+    }
     std::string how, graph_how;
     int eager_count = 0, graph_count = 0;  // set where the choice was timed now
     std::optional<int> eager = cublaslt_candidate(problem, stream, how, bench::Mode::kOffline, &eager_count);

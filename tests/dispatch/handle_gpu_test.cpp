@@ -390,53 +390,72 @@ TEST_F(HandleGpu, CublasLtServesTheShapesWhereItWasFaster) {
 
 // A GPU without rows gets the floor: cuBLASLt with lt_auto's choice, timed on a shape's first use and kept in
 // the cache, so that a second handle (another process) finds it; an unwritable cache costs a warning, once.
+// Launched directly (the default), one choice timed in CUDA graphs serves eager and captured calls alike
+// (cublaslt-graph-choices.csv); through cublasLtMatmul, eager calls take a choice timed eagerly
+// (cublaslt-choices.csv) and captured calls the graph choice.
 TEST_F(HandleGpu, UntunedShapesGetTheCublasLtFloorChosenOncePerMachine) {
-  HandleOptions options = options_with({});
-  options.cache_dir = (dir_ / "cache").string();
-  const std::vector<Shape> shapes = {{1, 4096, 4096}, {130, 136, 264}, {2000, 576, 7168}};
-  {
-    Handle handle(options);
-    for (Layout layout : {Layout::kNN, Layout::kTN})
-      for (Shape shape : shapes) {
-        const Case c(shape, layout, shape.m + int(layout));
-        c.poison();
-        c.run(handle);
-        EXPECT_EQ(c.check(), "");
-        const std::string route = handle.describe(shape.m, shape.n, shape.k, layout);
-        EXPECT_EQ(route.rfind("cublaslt floor (timed on first use: candidate ", 0), 0u) << route;
-      }
-    EXPECT_EQ(handle.stats().cublaslt, 6u);
-    EXPECT_EQ(handle.stats().total(), 6u);
-  }
-  const std::string kept = testing::read_text(dir_ / "cache" / "cublaslt-choices.csv");
-  EXPECT_EQ(kept.rfind("gpu,cublaslt_version,M,N,K,layout,candidate,candidates\n" + device_.name + ",", 0), 0u) << kept;
-  EXPECT_NE(kept.find(",2000,576,7168,tn,"), std::string::npos) << kept;
-  {
-    Handle again(options);
-    const std::string route = again.describe(2000, 576, 7168, Layout::kTN);
-    EXPECT_EQ(route.rfind("cublaslt floor (chosen on this machine before)", 0), 0u) << route;
-    const Case c({2000, 576, 7168}, Layout::kTN, 5);
-    c.poison();
-    c.run(again);
-    EXPECT_EQ(c.check(), "");
-  }
-  std::ofstream(dir_ / "plain-file") << "x";
-  options.cache_dir = (dir_ / "plain-file" / "cache").string();
-  ::testing::internal::CaptureStderr();
-  {
-    Handle unwritable(options);
-    for (Shape shape : shapes) {
-      const Case c(shape, Layout::kTN, 9);
+  for (const bool direct : {true, false}) {
+    SCOPED_TRACE(direct ? "direct launches" : "through cublasLtMatmul");
+    HandleOptions options = options_with({});
+    options.direct_cublaslt = direct;
+    const std::string sub = direct ? "direct" : "through";
+    options.cache_dir = (dir_ / sub / "cache").string();
+    const std::string timed = direct ? "cublaslt floor (timed on first use in CUDA graphs: candidate "
+                                     : "cublaslt floor (timed on first use: candidate ";
+    const std::string eager_file = direct ? "cublaslt-graph-choices.csv" : "cublaslt-choices.csv";
+    const std::vector<Shape> shapes = {{1, 4096, 4096}, {130, 136, 264}, {2000, 576, 7168}};
+    {
+      Handle handle(options);
+      for (Layout layout : {Layout::kNN, Layout::kTN})
+        for (Shape shape : shapes) {
+          const Case c(shape, layout, shape.m + int(layout));
+          c.poison();
+          c.run(handle);
+          EXPECT_EQ(c.check(), "");
+          const std::string route = handle.describe(shape.m, shape.n, shape.k, layout);
+          EXPECT_EQ(route.rfind(timed, 0), 0u) << route;
+          EXPECT_EQ(route.find("captured calls:") == std::string::npos, direct) << route;
+        }
+      EXPECT_EQ(handle.stats().cublaslt, 6u);
+      EXPECT_EQ(handle.stats().total(), 6u);
+    }
+    const std::string kept = testing::read_text(dir_ / sub / "cache" / eager_file);
+    EXPECT_EQ(kept.rfind("gpu,cublaslt_version,M,N,K,layout,candidate,candidates\n" + device_.name + ",", 0), 0u) << kept;
+    EXPECT_NE(kept.find(",2000,576,7168,tn,"), std::string::npos) << kept;
+    EXPECT_EQ(std::filesystem::exists(dir_ / sub / "cache" / "cublaslt-choices.csv"), !direct);
+    {
+      Handle again(options);
+      const std::string route = again.describe(2000, 576, 7168, Layout::kTN);
+      const std::string before = direct ? "cublaslt floor (chosen on this machine before in CUDA graphs)"
+                                        : "cublaslt floor (chosen on this machine before)";
+      EXPECT_EQ(route.rfind(before, 0), 0u) << route;
+      const Case c({2000, 576, 7168}, Layout::kTN, 5);
       c.poison();
-      c.run(unwritable);
+      c.run(again);
       EXPECT_EQ(c.check(), "");
     }
-  }
-  // One warning for each of the two caches (the eager choices and the choices timed in CUDA graphs), once.
-  const std::string warnings = ::testing::internal::GetCapturedStderr();
-  for (const std::string file : {"cublaslt-choices.csv: cannot write it", "cublaslt-graph-choices.csv: cannot write it"}) {
-    EXPECT_NE(warnings.find(file), std::string::npos) << warnings;
-    EXPECT_EQ(warnings.find(file), warnings.rfind(file)) << "once: " << warnings;
+    std::filesystem::create_directories(dir_ / sub);
+    std::ofstream(dir_ / sub / "plain-file") << "x";
+    options.cache_dir = (dir_ / sub / "plain-file" / "cache").string();
+    ::testing::internal::CaptureStderr();
+    {
+      Handle unwritable(options);
+      for (Shape shape : shapes) {
+        const Case c(shape, Layout::kTN, 9);
+        c.poison();
+        c.run(unwritable);
+        EXPECT_EQ(c.check(), "");
+      }
+    }
+    // One warning for each cache written (the choices timed in CUDA graphs; the eager choices too where calls go
+    // through cublasLtMatmul), once.
+    const std::string warnings = ::testing::internal::GetCapturedStderr();
+    std::vector<std::string> files = {"cublaslt-graph-choices.csv: cannot write it"};
+    if (!direct) files.push_back("cublaslt-choices.csv: cannot write it");
+    for (const std::string& file : files) {
+      EXPECT_NE(warnings.find(file), std::string::npos) << warnings;
+      EXPECT_EQ(warnings.find(file), warnings.rfind(file)) << "once: " << warnings;
+    }
   }
 }
 

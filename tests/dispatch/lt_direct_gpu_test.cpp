@@ -163,7 +163,8 @@ TEST_F(LtDirectGpu, GivesCublasLtsBitsEagerAndInGraphsOrSaysWhyNot) {
 
 // The handle's floor launches cuBLASLt's kernel directly, says so, and gives what a handle calling
 // cublasLtMatmul gives, bit for bit: the second handle is made after the first chose its algorithms, and reads
-// them from the shared cache directory, so both run the same algorithm.
+// them from the shared cache directory, so both run the same algorithm (the choice timed in CUDA graphs, which
+// the first handle's captured calls take and the second handle's eager calls).
 TEST_F(LtDirectGpu, TheHandlesFloorTakesItWithTheSameBits) {
   const auto dir = std::filesystem::temp_directory_path() / ("rlgemm-lt-direct-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
@@ -186,8 +187,23 @@ TEST_F(LtDirectGpu, TheHandlesFloorTakesItWithTheSameBits) {
       auto& x = *buffers.emplace_back(std::make_unique<Buffers>(s));
       bench::fill_random(x.a.ptr, size_t(s.m * s.k), bench::Fill::kNormal, 11, nullptr, DType::kF16);
       bench::fill_random(x.b.ptr, size_t(s.k * s.n), bench::Fill::kNormal, 12, nullptr, DType::kF16);
-      RLGEMM_CUDA_CHECK(cudaMemset(x.c1.ptr, 0xff, size_t(s.m * s.n) * 2));
+      // An eager call first (its algorithms are timed then), then a captured call, replayed, gives c1.
       through_lt.hgemm(nullptr, s.m, s.n, s.k, x.a.ptr, x.b.ptr, Layout::kTN, x.c1.ptr);
+      RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+      RLGEMM_CUDA_CHECK(cudaMemset(x.c1.ptr, 0xff, size_t(s.m * s.n) * 2));
+      cudaStream_t stream = nullptr;
+      RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      through_lt.hgemm(stream, s.m, s.n, s.k, x.a.ptr, x.b.ptr, Layout::kTN, x.c1.ptr);
+      RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      RLGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      RLGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaStreamDestroy(stream);
       EXPECT_EQ(through_lt.describe(s.m, s.n, s.k, Layout::kTN).find("launched directly"), std::string::npos);
     }
     RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());

@@ -11,8 +11,10 @@
 // translated to the code this build compiles, see kPingpong).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
+#include <regex>
 #include <utility>
 #include <vector>
 
@@ -80,11 +82,17 @@ const FaultCase kPingpong{
      {508, 509}, {509, 508}, {511, 512}, {512, 511}, {553, 554}, {554, 553}, {557, 558}, {558, 557}, {559, 560},
      {560, 559}, {569, 570}, {570, 571}, {571, 572}, {572, 569}, {573, 574}, {574, 573}, {579, 580}, {580, 579}}};
 
-// nvdisasm's text with the operand separators normalized ("R56, [R56+0x2000]" and "R56[R56+0x2000]" alike).
-std::string squeeze(std::string s) {
+// An instruction's text as anchors compare it: its predicate and opcode, then its operands sorted. nvdisasm
+// builds differ in separators ("R56, [R56+0x2000]", "R56[R56+0x2000]") and in where they print an LDGSTS's
+// shared address ("[R109+0x3800], desc[UR10][R110.64], !P2" here, "desc[UR10][R110.64],!P2[R109+0x3800]" with
+// the H200 machine's CUDA 13.0): the same instruction either way.
+std::string squeeze(const std::string& s) {
+  static const std::regex token(R"(desc\[[^\]]*\](?:\[[^\]]*\])?|\[[^\]]*\]|[^,\s\[\]]+)");
+  std::vector<std::string> tokens(std::sregex_token_iterator(s.begin(), s.end(), token), {});
+  const size_t head = std::min(tokens.size(), size_t(!tokens.empty() && tokens[0][0] == '@' ? 2 : 1));
+  std::sort(tokens.begin() + ptrdiff_t(head), tokens.end());
   std::string out;
-  for (char c : s)
-    if (c != ' ' && c != ',') out += c;
+  for (const std::string& t : tokens) out += (out.empty() ? "" : " ") + t;
   return out;
 }
 
