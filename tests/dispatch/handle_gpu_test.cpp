@@ -414,7 +414,9 @@ TEST_F(HandleGpu, UntunedShapesGetTheCublasLtFloorChosenOncePerMachine) {
           EXPECT_EQ(c.check(), "");
           const std::string route = handle.describe(shape.m, shape.n, shape.k, layout);
           EXPECT_EQ(route.rfind(timed, 0), 0u) << route;
-          EXPECT_EQ(route.find("captured calls:") == std::string::npos, direct) << route;
+          // One algorithm for both ways of calling where launched directly; through cublasLtMatmul, captured calls
+          // take another where the graph choice differs.
+          if (direct) EXPECT_EQ(route.find("captured calls:"), std::string::npos) << route;
         }
       EXPECT_EQ(handle.stats().cublaslt, 6u);
       EXPECT_EQ(handle.stats().total(), 6u);
