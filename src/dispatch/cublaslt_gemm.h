@@ -56,6 +56,8 @@ class CublasLtGemm {
                                                   size_t max_workspace);
 
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // Whether its calls add a bias in cuBLASLt's epilogue (and so take one).
+  bool takes_bias() const { return problem_.epilogue() == bench::LtEpilogue::kBias; }
   // Empty, or why the algorithm is not the candidate asked for.
   const std::string& note() const { return note_; }
   // `bias` only, and then always, for a with_bias() plan; its calls are serialized on a lock (the bias

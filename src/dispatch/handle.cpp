@@ -71,6 +71,9 @@ struct Route {
   // published once what they name (and bias_note) is whole.
   std::unique_ptr<dispatch::CublasLtGemm> lt_bias_plan;
   std::atomic<const dispatch::CublasLtGemm*> lt_bias{nullptr};
+  // A cuBLASLt route's lt_bias_plan launched directly (HandleOptions::direct_cublaslt), where that was proven
+  // the same launch when the plan was made outside a capture; whole before lt_bias is published.
+  std::unique_ptr<dispatch::LtDirect> lt_bias_direct;
   std::atomic<int> bias_way{kBiasUndecided};
   std::string bias_note;  // what the choice measured, for describe()
   static constexpr int kBiasUndecided = 0, kBiasAdded = 1, kBiasInCublasLt = 2;
@@ -805,12 +808,21 @@ struct Handle::Impl {
   }
 
   // A cuBLASLt route's plan with the bias epilogue, planned on its first use (host work only: cuBLASLt's
-  // check and heuristic, so also inside a capture).
-  const dispatch::CublasLtGemm& bias_plan(Route& r) {
+  // check and heuristic, so also inside a capture), and launched directly where that is proven the same launch
+  // (which needs GPU work of its own: only when the first use is outside a capture).
+  const dispatch::CublasLtGemm& bias_plan(Route& r, cudaStream_t stream) {
     if (const dispatch::CublasLtGemm* plan = r.lt_bias.load(std::memory_order_acquire)) return *plan;
     std::lock_guard build(build_mutex);
     if (!r.lt_bias_plan) {
       r.lt_bias_plan = r.lt->with_bias();
+      if (options.direct_cublaslt && !capturing(stream)) {
+        std::string why;
+        try {
+          r.lt_bias_direct = dispatch::LtDirect::make(*r.lt_bias_plan, r.problem, why);
+        } catch (const Error& e) {
+          if (e.kind() == ErrorKind::kNoDevice || e.kind() == ErrorKind::kHang) throw;
+        }
+      }
       r.lt_bias.store(r.lt_bias_plan.get(), std::memory_order_release);
     }
     return *r.lt_bias_plan;
@@ -873,9 +885,13 @@ struct Handle::Impl {
   void launch(cudaStream_t stream, Route& r, const void* a, const void* b, void* c, void* ws, size_t ws_bytes,
               const void* bias = nullptr) {
     if (r.lt) {
-      if (bias)
-        bias_plan(r).launch(stream, a, b, c, ws, bias);
-      else if (r.lt_direct)
+      if (bias) {
+        const dispatch::CublasLtGemm& plan = bias_plan(r, stream);  // lt_bias_direct is whole once this returns
+        if (r.lt_bias_direct)
+          r.lt_bias_direct->launch(stream, a, b, c, ws, bias);
+        else
+          plan.launch(stream, a, b, c, ws, bias);
+      } else if (r.lt_direct)
         r.lt_direct->launch(stream, a, b, c, ws);
       else
         r.lt->launch(stream, a, b, c, ws);

@@ -27,7 +27,7 @@ bool RecordedLaunch::same_launch(const RecordedLaunch& other) const {
 }
 
 const char* operand_name(int operand) {
-  static const char* const names[kOperandCount] = {"A", "B", "C", "the workspace"};
+  static const char* const names[kOperandCount] = {"A", "B", "C", "the workspace", "the bias"};
   return operand >= 0 && operand < kOperandCount ? names[operand] : "?";
 }
 
@@ -65,7 +65,8 @@ LaunchRecipe LaunchRecipe::derive(RecordedLaunch base, const Operands& base_oper
   std::vector<int> owner(size, -1);  // the rule that explains each byte
   for (const Moved& m : moved) {
     if (m.operand < 0 || m.operand >= kOperandCount)
-      throw Error(ErrorKind::kInvalidInput, "a moved operand must be 0 to 3, not " + std::to_string(m.operand));
+      throw Error(ErrorKind::kInvalidInput, "a moved operand must be 0 to " + std::to_string(kOperandCount - 1) + ", not " +
+                                                std::to_string(m.operand));
     const std::string name = operand_name(m.operand);
     if (!m.launch.same_launch(base))
       throw Error(ErrorKind::kRuntime, "moving " + name + " changed the kernel or its launch configuration");
@@ -168,7 +169,8 @@ MemsetRule MemsetRule::derive(const cudaMemsetParams& base, const Operands& base
   const uint64_t dst = reinterpret_cast<uint64_t>(base.dst);
   for (const Moved& m : moved) {
     if (m.operand < 0 || m.operand >= kOperandCount)
-      throw Error(ErrorKind::kInvalidInput, "a moved operand must be 0 to 3, not " + std::to_string(m.operand));
+      throw Error(ErrorKind::kInvalidInput, "a moved operand must be 0 to " + std::to_string(kOperandCount - 1) + ", not " +
+                                                std::to_string(m.operand));
     const cudaMemsetParams& p = m.params;
     if (p.pitch != base.pitch || p.value != base.value || p.elementSize != base.elementSize || p.width != base.width ||
         p.height != base.height)
@@ -296,7 +298,8 @@ std::optional<std::vector<RecordedOp>> record_call(const CublasLtGemm& plan, con
   RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   try {
     plan.launch(stream, reinterpret_cast<const void*>(operands[0]), reinterpret_cast<const void*>(operands[1]),
-                reinterpret_cast<void*>(operands[2]), reinterpret_cast<void*>(operands[3]));
+                reinterpret_cast<void*>(operands[2]), reinterpret_cast<void*>(operands[3]),
+                reinterpret_cast<const void*>(operands[4]));
   } catch (...) {
     cudaStreamEndCapture(stream, &g.graph);
     throw;
@@ -417,12 +420,13 @@ std::unique_ptr<LtDirect> LtDirect::make(const CublasLtGemm& plan, const Problem
   const size_t a_bytes = size_t(problem.a_elems()) * element, b_bytes = size_t(problem.b_elems()) * element,
                c_bytes = size_t(problem.c_elems()) * element;
   const size_t ws_bytes = plan.workspace_bytes();
+  const size_t bias_bytes = plan.takes_bias() ? size_t(problem.shape.n) * element : 0;
   PrivateStream s;
   // Every address 256-byte aligned in the base call (cudaMalloc's alignment), then moved one at a time by 512
   // bytes plus 1 MiB less 4 KiB, so that low and high address bits change at once.
   constexpr size_t kMove = 512 + (size_t(1) << 20) - 4096;
-  Room a(a_bytes + kMove), b(b_bytes + kMove), c(c_bytes + kMove), w(ws_bytes + kMove);
-  const Operands base_ops = {a.at(0), b.at(0), c.at(0), ws_bytes ? w.at(0) : 0};
+  Room a(a_bytes + kMove), b(b_bytes + kMove), c(c_bytes + kMove), w(ws_bytes + kMove), bias(bias_bytes + kMove);
+  const Operands base_ops = {a.at(0), b.at(0), c.at(0), ws_bytes ? w.at(0) : 0, bias_bytes ? bias.at(0) : 0};
   const auto base = record_call(plan, base_ops, s.stream, why);
   if (!base) return nullptr;
   struct MovedCall {
@@ -432,7 +436,7 @@ std::unique_ptr<LtDirect> LtDirect::make(const CublasLtGemm& plan, const Problem
   };
   std::vector<MovedCall> moved;
   for (int op = 0; op < kOperandCount; ++op) {
-    if (op == 3 && !ws_bytes) continue;
+    if (!base_ops[size_t(op)]) continue;  // no workspace, or no bias
     Operands ops = base_ops;
     ops[size_t(op)] += kMove;
     auto call = record_call(plan, ops, s.stream, why);
@@ -521,9 +525,16 @@ std::unique_ptr<LtDirect> LtDirect::make(const CublasLtGemm& plan, const Problem
   RLGEMM_CUDA_CHECK(cudaMemsetAsync(x.c.ptr, 0xff, c_bytes, s.stream));
   RLGEMM_CUDA_CHECK(cudaMemsetAsync(reinterpret_cast<void*>(c.at(at)), 0x7f, c_bytes, s.stream));
   DeviceScratch<unsigned char> ws(std::max<size_t>(ws_bytes, 16));
-  plan.launch(s.stream, x.a.ptr, x.b.ptr, x.c.ptr, ws_bytes ? ws.ptr : nullptr);
+  DeviceScratch<half> bias_values(std::max<size_t>(size_t(problem.shape.n), 8));
+  if (bias_bytes) {
+    bench::fill_random(bias_values.ptr, size_t(problem.shape.n), bench::Fill::kNormal, 3, s.stream, problem.dtype);
+    RLGEMM_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<void*>(bias.at(at)), bias_values.ptr, bias_bytes,
+                                      cudaMemcpyDeviceToDevice, s.stream));
+  }
+  plan.launch(s.stream, x.a.ptr, x.b.ptr, x.c.ptr, ws_bytes ? ws.ptr : nullptr, bias_bytes ? bias_values.ptr : nullptr);
   direct->launch(s.stream, reinterpret_cast<const void*>(a.at(at)), reinterpret_cast<const void*>(b.at(at)),
-                 reinterpret_cast<void*>(c.at(at)), ws_bytes ? reinterpret_cast<void*>(w.at(at)) : nullptr);
+                 reinterpret_cast<void*>(c.at(at)), ws_bytes ? reinterpret_cast<void*>(w.at(at)) : nullptr,
+                 bias_bytes ? reinterpret_cast<const void*>(bias.at(at)) : nullptr);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(s.stream));
   if (to_host(x.c.ptr, c_bytes) != to_host(reinterpret_cast<void*>(c.at(at)), c_bytes)) {
     why = "the direct launch's bits differ from cublasLtMatmul's";
@@ -532,11 +543,15 @@ std::unique_ptr<LtDirect> LtDirect::make(const CublasLtGemm& plan, const Problem
   return direct;
 }
 
-void LtDirect::launch(cudaStream_t stream, const void* a, const void* b, void* c, void* workspace) const {
+void LtDirect::launch(cudaStream_t stream, const void* a, const void* b, void* c, void* workspace,
+                      const void* bias) const {
+  if (plan_.takes_bias() != (bias != nullptr))
+    throw Error(ErrorKind::kInvalidInput, plan_.takes_bias() ? "a direct launch with a bias epilogue was given no bias"
+                                                             : "a direct launch without a bias epilogue was given a bias");
   const Operands ops = {reinterpret_cast<uint64_t>(a), reinterpret_cast<uint64_t>(b), reinterpret_cast<uint64_t>(c),
-                        reinterpret_cast<uint64_t>(workspace)};
-  if (((ops[0] | ops[1] | ops[2] | ops[3]) & (min_alignment_ - 1)) != 0) {
-    plan_.launch(stream, a, b, c, workspace);
+                        reinterpret_cast<uint64_t>(workspace), reinterpret_cast<uint64_t>(bias)};
+  if (((ops[0] | ops[1] | ops[2] | ops[3] | ops[4]) & (min_alignment_ - 1)) != 0) {
+    plan_.launch(stream, a, b, c, workspace, bias);
     return;
   }
   const DriverApi& api = driver();

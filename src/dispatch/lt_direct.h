@@ -46,9 +46,10 @@ struct RecordedLaunch {
   bool same_launch(const RecordedLaunch& other) const;
 };
 
-// The addresses a call hands over: A, B, C and the workspace (0 where the plan takes none).
-using Operands = std::array<uint64_t, 4>;
-inline constexpr int kOperandCount = 4;
+// The addresses a call hands over: A, B, C, the workspace and the bias (0 where the plan takes none; a bias
+// only with cuBLASLt's bias epilogue).
+using Operands = std::array<uint64_t, 5>;
+inline constexpr int kOperandCount = 5;
 const char* operand_name(int operand);
 
 // One operation of a recorded call.
@@ -58,7 +59,7 @@ struct RecordedOp {
   cudaMemsetParams memset{};  // otherwise
 };
 
-// The operations `plan` makes for `operands` (A, B, C, workspace), recorded on `stream` (a private one, never
+// The operations `plan` makes for `operands` (A, B, C, workspace, bias), recorded on `stream` (a private one, never
 // one being captured) in a CUDA graph, in order; nothing runs. nullopt with `why` where they are not a chain of
 // kernels and memsets. LtDirect::make's recordings, open to diagnostics (bench/probes/lt_direct_probe).
 std::optional<std::vector<RecordedOp>> record_call(const CublasLtGemm& plan, const Operands& operands,
@@ -130,15 +131,17 @@ struct MemsetRule {
 // a kernel (its recipe) or a memset (its rule).
 class LtDirect {
  public:
-  // Records `plan`'s launch for `problem` (the plan's problem) and proves the recipe. Needs a GPU; must not be
-  // called while this thread captures a CUDA graph. nullptr, with the reason in `why`, where the plan cannot
-  // be launched directly.
+  // Records `plan`'s launch for `problem` (the plan's problem) and proves the recipe; a plan with cuBLASLt's
+  // bias epilogue takes the bias (N elements) as its fifth operand. Needs a GPU; must not be called while this
+  // thread captures a CUDA graph. nullptr, with the reason in `why`, where the plan cannot be launched directly.
   static std::unique_ptr<LtDirect> make(const CublasLtGemm& plan, const Problem& problem, std::string& why);
   ~LtDirect();
 
-  // C = A B as `plan` computes it, on `stream`: the kernel launched directly where every address has the
-  // alignment the recipe was proven at (min_alignment()), else through cublasLtMatmul. No allocation.
-  void launch(cudaStream_t stream, const void* a, const void* b, void* c, void* workspace) const;
+  // C = A B (+ bias, for a plan with the bias epilogue, which then takes one) as `plan` computes it, on
+  // `stream`: the kernel launched directly where every address has the alignment the recipe was proven at
+  // (min_alignment()), else through cublasLtMatmul. No allocation.
+  void launch(cudaStream_t stream, const void* a, const void* b, void* c, void* workspace,
+              const void* bias = nullptr) const;
 
   size_t min_alignment() const { return min_alignment_; }
   // The kernels' names and launches, for describe().

@@ -161,6 +161,66 @@ TEST_F(LtDirectGpu, GivesCublasLtsBitsEagerAndInGraphsOrSaysWhyNot) {
   cudaStreamDestroy(stream);
 }
 
+// Plans with cuBLASLt's bias epilogue take the bias as a fifth operand: the direct launch gives cublasLtMatmul's
+// bits with the bias added, at addresses no recording used, and refuses a call without its bias.
+TEST_F(LtDirectGpu, BiasPlansLaunchDirectlyWithTheSameBits) {
+  const std::vector<Problem> problems = {{{1, 4096, 4096}, Layout::kTN},   {{16, 4096, 4096}, Layout::kTN},
+                                         {{77, 1000, 2056}, Layout::kTN},  {{2048, 512, 3584}, Layout::kTN},
+                                         {{32, 4096, 4096}, Layout::kNN},  {{64, 4096, 4096}, Layout::kTN, DType::kBF16}};
+  CublasLtContext context;
+  cudaStream_t stream = nullptr;
+  RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  int direct_count = 0;
+  std::string refused;
+  for (const Problem& p : problems) {
+    const std::string name = p.shape.to_string() + " " + std::string(to_string(p.layout)) + " " +
+                             std::string(to_string(p.dtype));
+    const CublasLtGemm floor(context, p, 0);
+    const std::unique_ptr<CublasLtGemm> plan = floor.with_bias();
+    ASSERT_TRUE(plan->takes_bias()) << name;
+    std::string why;
+    const auto direct = LtDirect::make(*plan, p, why);
+    if (!direct) {
+      refused += "\n  " + name + ": " + why;
+      continue;
+    }
+    ++direct_count;
+    std::printf("%s with bias: %s, min alignment %zu\n", name.c_str(), direct->text().c_str(), direct->min_alignment());
+    const size_t ws_bytes = plan->workspace_bytes();
+    Operands3 x(p, ws_bytes);
+    DeviceScratch<unsigned char> bias(size_t(p.shape.n) * 2 + 4096);
+    const size_t c_bytes = size_t(p.c_elems()) * 2;
+    const uint64_t seed = uint64_t(p.shape.m * 17 + p.shape.n);
+    bench::fill_random(reinterpret_cast<half*>(x.a.ptr), size_t(p.a_elems()), bench::Fill::kNormal, seed, stream, p.dtype);
+    bench::fill_random(reinterpret_cast<half*>(x.b.ptr), size_t(p.b_elems()), bench::Fill::kNormal, seed + 1, stream, p.dtype);
+    bench::fill_random(reinterpret_cast<half*>(bias.ptr), size_t(p.shape.n), bench::Fill::kNormal, seed + 2, stream, p.dtype);
+    RLGEMM_CUDA_CHECK(cudaMemsetAsync(x.c_ref.ptr, 0xff, c_bytes, stream));
+    plan->launch(stream, x.a.ptr, x.b.ptr, x.c_ref.ptr, ws_bytes ? x.ws.ptr : nullptr, bias.ptr);
+    RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<unsigned char> want = to_host(x.c_ref.ptr, c_bytes);
+    // The bias is there: the same product without it differs.
+    RLGEMM_CUDA_CHECK(cudaMemsetAsync(x.c.ptr, 0xff, c_bytes, stream));
+    floor.launch(stream, x.a.ptr, x.b.ptr, x.c.ptr, nullptr);
+    RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    EXPECT_NE(to_host(x.c.ptr, c_bytes), want) << name;
+    // Operands and bias at an offset of the smallest alignment served.
+    const size_t off = direct->min_alignment() == 16 ? 16 : 256;
+    unsigned char *a = x.a_at.ptr + off, *b = x.b_at.ptr + off, *c = x.c.ptr + off, *bias_at = bias.ptr + 2048 + off;
+    RLGEMM_CUDA_CHECK(cudaMemcpyAsync(a, x.a.ptr, size_t(p.a_elems()) * 2, cudaMemcpyDeviceToDevice, stream));
+    RLGEMM_CUDA_CHECK(cudaMemcpyAsync(b, x.b.ptr, size_t(p.b_elems()) * 2, cudaMemcpyDeviceToDevice, stream));
+    RLGEMM_CUDA_CHECK(cudaMemcpyAsync(bias_at, bias.ptr, size_t(p.shape.n) * 2, cudaMemcpyDeviceToDevice, stream));
+    RLGEMM_CUDA_CHECK(cudaMemsetAsync(c, 0x7f, c_bytes, stream));
+    direct->launch(stream, a, b, c, ws_bytes ? x.ws.ptr + off : nullptr, bias_at);
+    RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    EXPECT_EQ(to_host(c, c_bytes), want) << name << ": direct launch with the bias";
+    EXPECT_THROW(direct->launch(stream, a, b, c, ws_bytes ? x.ws.ptr + off : nullptr), Error) << name;
+  }
+  std::printf("launched directly with a bias: %d of %zu plans; refused:%s\n", direct_count, problems.size(),
+              refused.empty() ? " none" : refused.c_str());
+  EXPECT_EQ(direct_count, int(problems.size())) << "refused:" << refused;
+  cudaStreamDestroy(stream);
+}
+
 // The handle's floor launches cuBLASLt's kernel directly, says so, and gives what a handle calling
 // cublasLtMatmul gives, bit for bit: the second handle is made after the first chose its algorithms, and reads
 // them from the shared cache directory, so both run the same algorithm (the choice timed in CUDA graphs, which

@@ -24,8 +24,8 @@ bool fake_replace(unsigned char* map, uint64_t address) {
 
 void put64(std::vector<unsigned char>& p, size_t offset, uint64_t v) { std::memcpy(p.data() + offset, &v, 8); }
 
-// A launch as a kernel with A at 0, B + 64 at 8, a tensor map of C at 64, a constant at 192 and the
-// workspace at 200 would record it; `bad` adds a byte that holds A >> 8 (nothing the recipe may explain).
+// A launch as a kernel with A at 0, B + 64 at 8, a tensor map of C at 64, a constant at 192, the workspace at
+// 200 and the bias at 208 would record it; `bad` adds a byte that holds A >> 8 (nothing the recipe may explain).
 RecordedLaunch launch_of(const Operands& ops, bool bad = false, CUfunction function = reinterpret_cast<CUfunction>(0x1000)) {
   RecordedLaunch l;
   l.function = function;
@@ -37,18 +37,19 @@ RecordedLaunch launch_of(const Operands& ops, bool bad = false, CUfunction funct
   cluster.value.clusterDim.x = 2;
   cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
   l.attributes.push_back(cluster);
-  l.params.assign(bad ? 216 : 208, 0xab);
+  l.params.assign(bad ? 224 : 216, 0xab);
   put64(l.params, 0, ops[0]);
   put64(l.params, 8, ops[1] + 64);
   for (size_t i = 64; i < 192; ++i) l.params[i] = static_cast<unsigned char>(i * 7);  // the map's other fields
   EXPECT_TRUE(fake_replace(l.params.data() + 64, ops[2]));
   put64(l.params, 192, 0x123456789ull);
   put64(l.params, 200, ops[3]);
-  if (bad) put64(l.params, 208, ops[0] >> 8);
+  put64(l.params, 208, ops[4]);
+  if (bad) put64(l.params, 216, ops[0] >> 8);
   return l;
 }
 
-const Operands kBase = {0x7f0000000000, 0x7f0000100000, 0x7f0000200000, 0x7f0000300000};
+const Operands kBase = {0x7f0000000000, 0x7f0000100000, 0x7f0000200000, 0x7f0000300000, 0x7f0000400000};
 
 std::vector<LaunchRecipe::Moved> moved_launches(bool bad = false) {
   std::vector<LaunchRecipe::Moved> moved;
@@ -62,7 +63,7 @@ std::vector<LaunchRecipe::Moved> moved_launches(bool bad = false) {
 
 TEST(LaunchRecipe, LearnsPointersAndTensorMapsAndMakesAnyLaunch) {
   const LaunchRecipe recipe = LaunchRecipe::derive(launch_of(kBase), kBase, moved_launches(), fake_replace);
-  ASSERT_EQ(recipe.rules().size(), 4u);
+  ASSERT_EQ(recipe.rules().size(), 5u);
   int maps = 0;
   for (const PatchRule& r : recipe.rules()) {
     if (r.kind == PatchRule::Kind::kTensorMap) {
@@ -72,11 +73,14 @@ TEST(LaunchRecipe, LearnsPointersAndTensorMapsAndMakesAnyLaunch) {
     } else if (r.operand == 1) {
       EXPECT_EQ(r.offset, 8u);
       EXPECT_EQ(r.delta, 64);
+    } else if (r.operand == 4) {  // the bias
+      EXPECT_EQ(r.offset, 208u);
+      EXPECT_EQ(r.delta, 0);
     }
   }
   EXPECT_EQ(maps, 1);
   // Every operand elsewhere, some of them 16-byte aligned only: byte for byte what such a launch records.
-  const Operands other = {0x7e0000000010, 0x7e0000100400, 0x7e0000200030, 0x7e0000300000};
+  const Operands other = {0x7e0000000010, 0x7e0000100400, 0x7e0000200030, 0x7e0000300000, 0x7e0000400020};
   std::string why;
   EXPECT_TRUE(recipe.reproduces(launch_of(other), other, fake_replace, why)) << why;
   std::vector<unsigned char> made(recipe.base().params.size());
@@ -91,7 +95,7 @@ TEST(LaunchRecipe, AByteNothingExplainsIsRefusedByName) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kRuntime);
     EXPECT_NE(std::string(e.what()).find("changes with A"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("0xd"), std::string::npos) << e.what();  // byte 208 + 1..
+    EXPECT_NE(std::string(e.what()).find("0xd"), std::string::npos) << e.what();  // byte 216 + 1..
   }
 }
 
@@ -176,7 +180,7 @@ TEST(MemsetRule, FollowsItsOperandOrStaysPut) {
   const MemsetRule rule = MemsetRule::derive(memset_at(kBase[3] + 1024), kBase, moved);
   EXPECT_EQ(rule.operand, 3);
   EXPECT_EQ(rule.delta, 1024);
-  const Operands other = {1 << 20, 2 << 20, 3 << 20, 4 << 20};
+  const Operands other = {1 << 20, 2 << 20, 3 << 20, 4 << 20, 5 << 20};
   EXPECT_EQ(rule.destination(other), (4u << 20) + 1024);
   EXPECT_TRUE(rule.reproduces(memset_at((4 << 20) + 1024), other));
   EXPECT_FALSE(rule.reproduces(memset_at((4 << 20) + 2048), other));
