@@ -130,6 +130,7 @@ int run_cubin(const SassOptArgs& args) {
   o.actions = c.actions;
   o.steps = c.steps;
   o.seed = c.seed;
+  o.confirm = c.confirm;
   o.final_batches = d.final_batches;
   o.min_gain = d.min_gain;
   o.set = d.set;
@@ -240,6 +241,11 @@ CommandRegistration sass_opt_registration("sass-opt", [](CLI::App& app) -> std::
                   "yield bits, operand-reuse flags) or both")
       ->check(CLI::IsMember({"moves", "control", "both"}));
   cmd->add_option("--steps", c.steps, "Evaluation budget")->check(CLI::PositiveNumber);
+  cmd->add_option("--confirm", c.confirm,
+                  "Fresh measurements of a schedule that measured faster than the best so far, beyond --steps; it "
+                  "becomes the best only where their mean and its 97.5% bound are faster still (default 0: at the "
+                  "one measurement that found it)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", c.seed, "Random seed");
   cmd->add_option("--final-batches", d.final_batches,
                   "Interleaved rounds of the final re-measure (each one offline batch of the original and of the "
@@ -257,6 +263,7 @@ CommandRegistration sass_opt_registration("sass-opt", [](CLI::App& app) -> std::
     d.agent = c.agent;
     d.steps = c.steps;
     d.seed = c.seed;
+    d.confirm = c.confirm;
     if (args->params) {
       if (!d.design.empty() || !args->tuned.empty()) fail("--params reads --cubin and --kernel only");
       return print_params(c);

@@ -94,7 +94,7 @@ SassOptDesignReport run_sass_opt_design(const SassOptDesignOptions& o) {
     evaluator = synthetic.get();
   }
 
-  report.game = sass::optimize_kernel(cubin, report.kernel, *evaluator, o.agent, o.steps, o.seed, o.actions);
+  report.game = sass::optimize_kernel(cubin, report.kernel, *evaluator, o.agent, o.steps, o.seed, o.actions, o.confirm);
   if (!report.game.problems.empty()) {
     report.verdict = "the best schedule did not verify";
     return report;

@@ -33,6 +33,7 @@ struct SassOptDesignOptions {
   sass::ActionSpace actions = sass::ActionSpace::kMoves;
   int steps = 2000;
   uint64_t seed = 1;
+  int confirm = 0;             // fresh measurements that confirm a new best (sass::SearchOptions::confirm)
   int final_batches = 60;      // interleaved rounds (one offline batch each) of the final re-measure
   int final_draws = 8;         // fresh input draws of the final bitwise check
   double min_gain = 0;         // a floor on the re-measured gain, besides its interval lying above zero

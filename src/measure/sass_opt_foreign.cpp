@@ -64,7 +64,7 @@ SassOptForeignReport run_sass_opt_foreign(const SassOptForeignOptions& o) {
     evaluator = synthetic.get();
   }
 
-  report.game = sass::optimize_kernel(cubin, o.kernel, *evaluator, o.agent, o.steps, o.seed, o.actions);
+  report.game = sass::optimize_kernel(cubin, o.kernel, *evaluator, o.agent, o.steps, o.seed, o.actions, o.confirm);
   if (gpu) report.faults = gpu->faults();
   if (!report.game.problems.empty()) {
     report.verdict = "the best schedule did not verify";

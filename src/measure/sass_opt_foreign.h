@@ -27,6 +27,7 @@ struct SassOptForeignOptions {
   sass::ActionSpace actions = sass::ActionSpace::kMoves;
   int steps = 2000;
   uint64_t seed = 1;
+  int confirm = 0;             // fresh measurements that confirm a new best (sass::SearchOptions::confirm)
   int search_draws = 3;        // input draws per candidate during the search
   int final_batches = 60;      // interleaved rounds of the final re-measure
   int final_draws = 8;         // input draws of the final bitwise check

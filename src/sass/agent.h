@@ -23,7 +23,8 @@ struct SearchResult {
   double initial_time_us = 0.0;
   double best_time_us = 0.0;
   std::vector<PaidMove> path;  // moves from the compiled schedule to the best one, in order
-  int evaluations = 0;
+  int evaluations = 0;         // every measurement, confirmations included
+  int confirmations = 0;       // of those, fresh measurements of a schedule that measured faster than the best
   double gain() const { return best_time_us > 0 ? initial_time_us / best_time_us - 1.0 : 0.0; }
 };
 
@@ -31,6 +32,10 @@ struct SearchOptions {
   int steps = 2000;      // evaluation budget
   uint64_t seed = 1;
   int horizon = 32;      // PPO episode length (CuAsmRL's)
+  // Fresh measurements of a schedule that measured faster than the best so far; it becomes the best at their
+  // mean where that mean, plus its 97.5% Student's t bound, is faster still (0: at the one measurement that
+  // found it). Not counted in `steps`.
+  int confirm = 0;
 };
 
 SearchResult search_greedy(Game& game, const SearchOptions& options);

@@ -99,13 +99,14 @@ ScheduleChanges schedule_changes(const KernelText& compiled, const std::vector<i
 }
 
 SassOptReport optimize_kernel(const Cubin& cubin, const std::string& kernel, Evaluator& evaluator,
-                              const std::string& agent, int steps, uint64_t seed, ActionSpace actions) {
+                              const std::string& agent, int steps, uint64_t seed, ActionSpace actions, int confirm) {
   if (steps < 1) fail("--steps must be at least 1");
   if (agent != "ppo" && agent != "anneal" && agent != "greedy")
     fail("unknown agent '" + agent + "': expected ppo, anneal or greedy");
   const KernelCode code = KernelCode::load(cubin, kernel);
   Game game(code, evaluator, [&](const Schedule& s) { return cubin.write(s.text(), s.order()); }, actions);
-  SearchOptions search{steps, seed, 32};
+  if (confirm < 0) fail("--confirm must be at least 0");
+  SearchOptions search{steps, seed, 32, confirm};
   SassOptReport report;
   report.instructions = code.size();
   report.movable = code.movable().size();
@@ -136,7 +137,8 @@ SassOptReport run_sass_opt(const SassOptOptions& options) {
   const Cubin cubin = Cubin::load(options.cubin_path);
   auto evaluator = make_evaluator(options.evaluator, nullptr);
   SassOptReport report =
-      optimize_kernel(cubin, options.kernel, *evaluator, options.agent, options.steps, options.seed, options.actions);
+      optimize_kernel(cubin, options.kernel, *evaluator, options.agent, options.steps, options.seed, options.actions,
+                      options.confirm);
   if (report.problems.empty() && !options.out_path.empty()) {
     write_file_atomically(options.out_path, report.patched);
     report.written = true;

@@ -49,6 +49,7 @@ struct SassOptOptions {
   ActionSpace actions = ActionSpace::kMoves;
   int steps = 2000;
   uint64_t seed = 1;
+  int confirm = 0;  // SearchOptions::confirm
 };
 
 // What a schedule changed against the compiled one: instructions now in another slot, and instructions whose
@@ -78,11 +79,11 @@ struct SassOptReport {
 };
 
 // Plays the game on kernel `kernel` of `cubin` with `agent` ("ppo", "anneal", "greedy") for `steps`
-// evaluations, verifies the best schedule (verify_patch, a replay of its moves) and evaluates it once more:
+// evaluations (a new best confirmed by `confirm` more: SearchOptions::confirm), verifies the best schedule (verify_patch, a replay of its moves) and evaluates it once more:
 // it must still run and give identical output. Writes nothing.
 SassOptReport optimize_kernel(const Cubin& cubin, const std::string& kernel, Evaluator& evaluator,
                               const std::string& agent, int steps, uint64_t seed,
-                              ActionSpace actions = ActionSpace::kMoves);
+                              ActionSpace actions = ActionSpace::kMoves, int confirm = 0);
 
 // The --cubin path of `rlgemm sass-opt`: optimize_kernel, then the cubin written to out_path when it verified.
 SassOptReport run_sass_opt(const SassOptOptions& options);
