@@ -161,6 +161,11 @@ class CapturedCalls {
     const cudaError_t ended = cudaStreamEndCapture(capture, &graph);
     (void)cudaGetLastError();
     if (broke.empty() && ended != cudaSuccess) broke = cudaGetErrorString(ended);
+    // A call that launches on another stream than the one it is given runs at once instead of being captured:
+    // its graph would be empty, and its replays time nothing.
+    size_t nodes = 0;
+    if (broke.empty() && graph && cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess && nodes == 0)
+      broke = "nothing was captured (does it launch on the stream it is given?)";
     if (!broke.empty()) {
       if (graph) cudaGraphDestroy(graph);
       throw Error(ErrorKind::kRuntime, what + " cannot be captured in a CUDA graph: " + broke);

@@ -238,13 +238,14 @@ class ForeignKernelRunner {
     }
   }
 
-  void launch(CUfunction function) {
+  // On `stream` (the session's by default): a timing captures its calls on a stream of its own.
+  void launch(CUfunction function, cudaStream_t stream = nullptr) {
     std::vector<void*> args(spec_.params.size());
     for (size_t p = 0; p < args.size(); ++p)
       args[p] = spec_.params[p].kind == ParamKind::kScalar ? static_cast<void*>(spec_.params[p].value.data())
                                                            : static_cast<void*>(&pointers_[p]);
     launch_function(function, spec_.grid.data(), spec_.block.data(), spec_.cluster.data(), unsigned(spec_.shared_bytes),
-                    reinterpret_cast<CUstream>(stream_), args.data());
+                    reinterpret_cast<CUstream>(stream ? stream : stream_), args.data());
   }
 
   // The original's output on every draw, and the proof that it is reproducible: a second run on the first
@@ -290,7 +291,7 @@ class ForeignKernelRunner {
     load_draw(0);
     std::vector<bench::Subject> subjects;
     for (size_t i = 0; i < functions.size(); ++i)
-      subjects.push_back({[this, f = functions[i]](cudaStream_t) { launch(f); }, {},
+      subjects.push_back({[this, f = functions[i]](cudaStream_t s) { launch(f, s); }, {},
                           i == 0 ? "the original" : "the candidate"});
     return bench::time_side_by_side(mode, subjects, nullptr, stream_, timing);
   }

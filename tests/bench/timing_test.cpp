@@ -140,5 +140,28 @@ TEST(TimingGpu, GraphModeNamesASubjectThatCannotBeCaptured) {
   EXPECT_GT(after[0].time_us, 0);
 }
 
+// A subject that launches on a stream of its own instead of the one it is given runs at once, outside the
+// capture: its graph would be empty and would time nothing. Graph mode refuses it by name. (The foreign-kernel
+// worker once did this: its graph "gains" of 13-23% on kernels of 119-158 us were empty replays.)
+TEST(TimingGpu, GraphModeRefusesASubjectThatCapturesNothing) {
+  RLGEMM_REQUIRE_GPU();
+  cudaStream_t own = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking), cudaSuccess);
+  const std::vector<Subject> subjects = {{[](cudaStream_t s) { gpu_spin(s, 1); }, {}, "spin"},
+                                         {[own](cudaStream_t) { gpu_spin(own, 1); }, {}, "a call on its own stream"}};
+  try {
+    time_side_by_side(Mode::kGraph, subjects, nullptr, nullptr, TimingOptions{});
+    FAIL() << "a call that captured nothing was timed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a call on its own stream cannot be captured in a CUDA graph: nothing was "
+                                         "captured"),
+              std::string::npos)
+        << e.what();
+  }
+  ASSERT_EQ(cudaStreamSynchronize(own), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaStreamDestroy(own);
+}
+
 }  // namespace
 }  // namespace rlgemm::bench
