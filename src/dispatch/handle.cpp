@@ -75,7 +75,7 @@ struct Route {
   // the same launch when the plan was made outside a capture; whole before lt_bias is published.
   std::unique_ptr<dispatch::LtDirect> lt_bias_direct;
   std::atomic<int> bias_way{kBiasUndecided};
-  std::string bias_note;  // what the choice measured, for describe()
+  std::string bias_note;  // what calls with a bias take (a kernel route: what the choice measured), for describe()
   static constexpr int kBiasUndecided = 0, kBiasAdded = 1, kBiasInCublasLt = 2;
   size_t workspace_bytes = 0;
   size_t zero_bytes = 0;        // of the workspace, the first bytes a launch needs zeroed (it leaves them so)
@@ -815,13 +815,18 @@ struct Handle::Impl {
     std::lock_guard build(build_mutex);
     if (!r.lt_bias_plan) {
       r.lt_bias_plan = r.lt->with_bias();
-      if (options.direct_cublaslt && !capturing(stream)) {
-        std::string why;
-        try {
-          r.lt_bias_direct = dispatch::LtDirect::make(*r.lt_bias_plan, r.problem, why);
-        } catch (const Error& e) {
-          if (e.kind() == ErrorKind::kNoDevice || e.kind() == ErrorKind::kHang) throw;
+      if (options.direct_cublaslt) {
+        std::string why = "first planned during a capture";
+        if (!capturing(stream)) {
+          try {
+            r.lt_bias_direct = dispatch::LtDirect::make(*r.lt_bias_plan, r.problem, why);
+          } catch (const Error& e) {
+            if (e.kind() == ErrorKind::kNoDevice || e.kind() == ErrorKind::kHang) throw;
+            why = e.what();
+          }
         }
+        r.bias_note = r.lt_bias_direct ? " (with a bias: its kernel launched directly)"
+                                       : " (with a bias: through cublasLtMatmul: " + why + ")";
       }
       r.lt_bias.store(r.lt_bias_plan.get(), std::memory_order_release);
     }
@@ -1054,8 +1059,11 @@ std::string Handle::describe(int64_t M, int64_t N, int64_t K, Layout layout, DTy
   require(impl_.get());
   impl_->check_device();
   const Route& r = impl_->route(make_problem(M, N, K, layout, dtype), nullptr, false);
-  // What calls with a bias take, once a kernel route has decided it (bias_note is whole before bias_way is set).
-  return r.bias_way.load(std::memory_order_acquire) ? r.description + r.bias_note : r.description;
+  // What calls with a bias take, once a kernel route has decided it or a cuBLASLt route has planned its bias
+  // plan (bias_note is whole before bias_way or lt_bias is set).
+  const bool bias_known = r.bias_way.load(std::memory_order_acquire) ||
+                          (r.lt && r.lt_bias.load(std::memory_order_acquire) != nullptr);
+  return bias_known ? r.description + r.bias_note : r.description;
 }
 
 const std::string& Handle::device_name() const {

@@ -298,10 +298,13 @@ TEST_F(HandleGpu, BiasIsAddedOnEveryRoute) {
           c.run_bias(handle);
           EXPECT_EQ(c.check(), "") << "with a bias, call " << repeat << ", " << route;
         }
-        // A kernel route with cuBLASLt preferred timed its bias both ways, and says which serves.
+        // A kernel route with cuBLASLt preferred timed its bias both ways, and says which serves; a cuBLASLt
+        // route launches its bias plan's kernel directly, and says so.
         const std::string after = handle.describe(shapes[i].m, shapes[i].n, shapes[i].k, layout);
         const bool kernel_route = route.rfind("cublaslt", 0) != 0;
-        EXPECT_EQ(after.find("(with a bias: ") != std::string::npos, kernel_route && prefer_cublaslt) << after;
+        EXPECT_EQ(after.find("(with a bias: ") != std::string::npos, prefer_cublaslt) << after;
+        if (!kernel_route)
+          EXPECT_NE(after.find("(with a bias: its kernel launched directly)"), std::string::npos) << after;
         // Calls without a bias still take the route without one, after calls with one.
         const Case plain(shapes[i], layout, 300 + 10 * i + int(layout));
         plain.poison();
@@ -330,6 +333,10 @@ TEST_F(HandleGpu, BiasIsAddedOnEveryRoute) {
   RLGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
   EXPECT_EQ(c.check(), "") << "captured with a bias";
+  EXPECT_NE(handle.describe(256, 512, 1024, Layout::kTN)
+                .find("(with a bias: through cublasLtMatmul: first planned during a capture)"),
+            std::string::npos)
+      << handle.describe(256, 512, 1024, Layout::kTN);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
