@@ -425,7 +425,8 @@ std::unique_ptr<LtDirect> LtDirect::make(const CublasLtGemm& plan, const Problem
   // Every address 256-byte aligned in the base call (cudaMalloc's alignment), then moved one at a time by 512
   // bytes plus 1 MiB less 4 KiB, so that low and high address bits change at once.
   constexpr size_t kMove = 512 + (size_t(1) << 20) - 4096;
-  Room a(a_bytes + kMove), b(b_bytes + kMove), c(c_bytes + kMove), w(ws_bytes + kMove), bias(bias_bytes + kMove);
+  Room a(a_bytes + kMove), b(b_bytes + kMove), c(c_bytes + kMove), w(ws_bytes + kMove),
+      bias(bias_bytes ? bias_bytes + kMove : 0);
   const Operands base_ops = {a.at(0), b.at(0), c.at(0), ws_bytes ? w.at(0) : 0, bias_bytes ? bias.at(0) : 0};
   const auto base = record_call(plan, base_ops, s.stream, why);
   if (!base) return nullptr;
