@@ -448,23 +448,30 @@ struct Handle::Impl {
     r.workspace_bytes = r.lt->workspace_bytes();
     plan_direct(r, stream);
   }
-  // The plan's kernel launched directly where that is proven the same launch (dispatch/lt_direct.h). Not while
-  // `stream` is being captured (recording needs a capture of its own), and never at the cost of the route: a
-  // plan that cannot be launched directly is called through cublasLtMatmul, and describe() says why.
+  // `plan`'s kernel launched directly where that is proven the same launch (dispatch/lt_direct.h), or null. Not
+  // while `stream` is being captured (recording needs a capture of its own), and never at the cost of the route:
+  // a plan that cannot be launched directly is called through cublasLtMatmul. `said`: how its calls run, for
+  // describe().
+  std::unique_ptr<dispatch::LtDirect> direct_launch(const dispatch::CublasLtGemm& plan, const Problem& problem,
+                                                    cudaStream_t stream, std::string& said) {
+    std::string why = "first planned during a capture";
+    std::unique_ptr<dispatch::LtDirect> direct;
+    if (!capturing(stream)) {
+      try {
+        direct = dispatch::LtDirect::make(plan, problem, why);
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::kNoDevice || e.kind() == ErrorKind::kHang) throw;
+        why = e.what();
+      }
+    }
+    said = direct ? "its kernel launched directly" : "through cublasLtMatmul: " + why;
+    return direct;
+  }
   void plan_direct(Route& r, cudaStream_t stream) {
     if (!options.direct_cublaslt) return;
-    if (capturing(stream)) {
-      r.description += " (through cublasLtMatmul: first planned during a capture)";
-      return;
-    }
-    std::string why;
-    try {
-      r.lt_direct = dispatch::LtDirect::make(*r.lt, r.problem, why);
-    } catch (const Error& e) {
-      if (e.kind() == ErrorKind::kNoDevice || e.kind() == ErrorKind::kHang) throw;
-      why = e.what();
-    }
-    r.description += r.lt_direct ? " (its kernel launched directly)" : " (through cublasLtMatmul: " + why + ")";
+    std::string said;
+    r.lt_direct = direct_launch(*r.lt, r.problem, stream, said);
+    r.description += " (" + said + ")";
   }
 
   // A kernel route: the design compiled (or found in the cubin cache), loaded once per handle, its launch planned.
@@ -816,17 +823,9 @@ struct Handle::Impl {
     if (!r.lt_bias_plan) {
       r.lt_bias_plan = r.lt->with_bias();
       if (options.direct_cublaslt) {
-        std::string why = "first planned during a capture";
-        if (!capturing(stream)) {
-          try {
-            r.lt_bias_direct = dispatch::LtDirect::make(*r.lt_bias_plan, r.problem, why);
-          } catch (const Error& e) {
-            if (e.kind() == ErrorKind::kNoDevice || e.kind() == ErrorKind::kHang) throw;
-            why = e.what();
-          }
-        }
-        r.bias_note = r.lt_bias_direct ? " (with a bias: its kernel launched directly)"
-                                       : " (with a bias: through cublasLtMatmul: " + why + ")";
+        std::string said;
+        r.lt_bias_direct = direct_launch(*r.lt_bias_plan, r.problem, stream, said);
+        r.bias_note = " (with a bias: " + said + ")";
       }
       r.lt_bias.store(r.lt_bias_plan.get(), std::memory_order_release);
     }

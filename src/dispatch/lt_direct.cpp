@@ -425,7 +425,7 @@ std::unique_ptr<LtDirect> LtDirect::make(const CublasLtGemm& plan, const Problem
   // Every address 256-byte aligned in the base call (cudaMalloc's alignment), then moved one at a time by 512
   // bytes plus 1 MiB less 4 KiB, so that low and high address bits change at once.
   constexpr size_t kMove = 512 + (size_t(1) << 20) - 4096;
-  Room a(a_bytes + kMove), b(b_bytes + kMove), c(c_bytes + kMove), w(ws_bytes + kMove),
+  Room a(a_bytes + kMove), b(b_bytes + kMove), c(c_bytes + kMove), w(ws_bytes ? ws_bytes + kMove : 0),
       bias(bias_bytes ? bias_bytes + kMove : 0);
   const Operands base_ops = {a.at(0), b.at(0), c.at(0), ws_bytes ? w.at(0) : 0, bias_bytes ? bias.at(0) : 0};
   const auto base = record_call(plan, base_ops, s.stream, why);
@@ -526,7 +526,7 @@ std::unique_ptr<LtDirect> LtDirect::make(const CublasLtGemm& plan, const Problem
   RLGEMM_CUDA_CHECK(cudaMemsetAsync(x.c.ptr, 0xff, c_bytes, s.stream));
   RLGEMM_CUDA_CHECK(cudaMemsetAsync(reinterpret_cast<void*>(c.at(at)), 0x7f, c_bytes, s.stream));
   DeviceScratch<unsigned char> ws(std::max<size_t>(ws_bytes, 16));
-  DeviceScratch<half> bias_values(std::max<size_t>(size_t(problem.shape.n), 8));
+  DeviceScratch<half> bias_values(bias_bytes ? size_t(problem.shape.n) : 0);
   if (bias_bytes) {
     bench::fill_random(bias_values.ptr, size_t(problem.shape.n), bench::Fill::kNormal, 3, s.stream, problem.dtype);
     RLGEMM_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<void*>(bias.at(at)), bias_values.ptr, bias_bytes,

@@ -129,7 +129,7 @@ class ForeignKernelRunner {
     for (int d = 0; d < draws; ++d) {
       load_draw(d);
       try {
-        launch(candidate);
+        launch(candidate, stream_);
       } catch (const Error& e) {
         end_worker_if_lost(e, "launching the candidate");
         return failed(std::string("the candidate's launch failed: ") + e.what());
@@ -238,14 +238,14 @@ class ForeignKernelRunner {
     }
   }
 
-  // On `stream` (the session's by default): a timing captures its calls on a stream of its own.
-  void launch(CUfunction function, cudaStream_t stream = nullptr) {
+  // On `stream`: the session's, or the one a timing captures its calls on.
+  void launch(CUfunction function, cudaStream_t stream) {
     std::vector<void*> args(spec_.params.size());
     for (size_t p = 0; p < args.size(); ++p)
       args[p] = spec_.params[p].kind == ParamKind::kScalar ? static_cast<void*>(spec_.params[p].value.data())
                                                            : static_cast<void*>(&pointers_[p]);
     launch_function(function, spec_.grid.data(), spec_.block.data(), spec_.cluster.data(), unsigned(spec_.shared_bytes),
-                    reinterpret_cast<CUstream>(stream ? stream : stream_), args.data());
+                    reinterpret_cast<CUstream>(stream), args.data());
   }
 
   // The original's output on every draw, and the proof that it is reproducible: a second run on the first
@@ -254,7 +254,7 @@ class ForeignKernelRunner {
     for (int d = 0; d < target_.draws; ++d) {
       load_draw(d);
       const auto start = std::chrono::steady_clock::now();
-      launch(original_);
+      launch(original_, stream_);
       wait_for(stream_, "the original kernel on draw " + std::to_string(d));
       if (d == 0) {
         // A run that takes a thousand times as long as the original's (at least 10 s) is a hang.
@@ -273,7 +273,7 @@ class ForeignKernelRunner {
       }
     }
     load_draw(0);
-    launch(original_);
+    launch(original_, stream_);
     wait_for(stream_, "the original kernel, run again");
     for (size_t p = 0; p < spec_.params.size(); ++p) {
       if (!spec_.params[p].compared()) continue;

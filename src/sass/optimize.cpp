@@ -101,11 +101,11 @@ ScheduleChanges schedule_changes(const KernelText& compiled, const std::vector<i
 SassOptReport optimize_kernel(const Cubin& cubin, const std::string& kernel, Evaluator& evaluator,
                               const std::string& agent, int steps, uint64_t seed, ActionSpace actions, int confirm) {
   if (steps < 1) fail("--steps must be at least 1");
+  if (confirm < 0) fail("--confirm must be at least 0");
   if (agent != "ppo" && agent != "anneal" && agent != "greedy")
     fail("unknown agent '" + agent + "': expected ppo, anneal or greedy");
   const KernelCode code = KernelCode::load(cubin, kernel);
   Game game(code, evaluator, [&](const Schedule& s) { return cubin.write(s.text(), s.order()); }, actions);
-  if (confirm < 0) fail("--confirm must be at least 0");
   SearchOptions search{steps, seed, 32, confirm};
   SassOptReport report;
   report.instructions = code.size();
