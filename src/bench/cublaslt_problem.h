@@ -75,8 +75,8 @@ class LtProblem {
 // kFinalists fastest and the heuristic's first timed side by side with the harness's method of that mode, in
 // shuffled rounds; the heuristic's first stays unless a finalist beat it by more than kMargin there (a final
 // decided by less than its own noise keeps a slower algorithm as often as a faster one). A candidate that
-// fails to launch is skipped and counted. Runs `problem` on the given operands and workspace; throws
-// Error(kRuntime) when no candidate runs.
+// fails to launch is skipped and counted. Runs `problem` on the given operands and workspace (and `bias`, which
+// a problem with LtEpilogue::kBias needs); throws Error(kRuntime) when no candidate runs.
 struct LtChoice {
   int index = 0;   // among the candidates
   int count = 0;   // candidates offered
@@ -88,7 +88,7 @@ inline constexpr double kLtWarmUpMs = 50;  // the candidates run this long befor
 LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
                         const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const void* a, const void* b,
                         void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-                        Mode mode = Mode::kOffline);
+                        Mode mode = Mode::kOffline, const void* bias = nullptr);
 
 // The final of choose_fastest on its own: the `finalists` (indices into `candidates`, each known to launch) timed
 // side by side with the harness's method of `mode`, in shuffled rounds; the fastest, except that the
@@ -97,6 +97,6 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
 int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
                const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
                const void* a, const void* b, void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-               Mode mode);
+               Mode mode, const void* bias = nullptr);
 
 }  // namespace rlgemm::bench

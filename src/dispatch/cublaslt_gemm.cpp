@@ -1,5 +1,7 @@
 #include "dispatch/cublaslt_gemm.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +49,58 @@ std::unique_ptr<CublasLtGemm> CublasLtGemm::with_bias() const {
   plan = bias_first(context_, problem_.problem(), workspace_bytes_);
   plan->note_ = "with the bias epilogue, the heuristic's first: the algorithm chosen without it does not run it";
   return plan;
+}
+
+std::vector<cublasLtMatmulHeuristicResult_t> CublasLtGemm::bias_candidates() const {
+  const bench::LtProblem lt(problem_.problem(), bench::LtEpilogue::kBias);
+  std::vector<cublasLtMatmulHeuristicResult_t> out;
+  if (const std::optional<size_t> same = lt.check(context_.handle(), algo_); same && *same <= workspace_bytes_) {
+    cublasLtMatmulHeuristicResult_t own{};
+    own.algo = algo_;
+    own.workspaceSize = *same;
+    own.state = CUBLAS_STATUS_SUCCESS;
+    out.push_back(own);
+  }
+  for (const cublasLtMatmulHeuristicResult_t& r : lt.candidates(context_.handle(), workspace_bytes_)) {
+    if (r.state != CUBLAS_STATUS_SUCCESS) continue;
+    const bool seen = std::any_of(out.begin(), out.end(), [&](const cublasLtMatmulHeuristicResult_t& o) {
+      return std::memcmp(&o.algo, &r.algo, sizeof r.algo) == 0;
+    });
+    if (!seen) out.push_back(r);
+  }
+  return out;
+}
+
+std::unique_ptr<CublasLtGemm> CublasLtGemm::with_bias(int candidate) const {
+  const std::vector<cublasLtMatmulHeuristicResult_t> results = bias_candidates();
+  if (candidate < 0 || size_t(candidate) >= results.size()) {
+    std::unique_ptr<CublasLtGemm> plan = with_bias();
+    plan->note_ = "bias candidate " + std::to_string(candidate) + " not offered (" + std::to_string(results.size()) +
+                  " are): the algorithm without the bias, with it";
+    return plan;
+  }
+  std::unique_ptr<CublasLtGemm> plan(new CublasLtGemm(context_, problem_.problem(), bench::LtEpilogue::kBias));
+  plan->algo_ = results[size_t(candidate)].algo;
+  plan->workspace_bytes_ = results[size_t(candidate)].workspaceSize;
+  return plan;
+}
+
+bench::LtChoice CublasLtGemm::time_bias_candidates(cudaStream_t stream, bench::Mode mode) const {
+  const std::vector<cublasLtMatmulHeuristicResult_t> candidates = bias_candidates();
+  if (candidates.empty())
+    throw Error(ErrorKind::kRuntime, "cuBLASLt offers no algorithm with a bias epilogue for " +
+                                         problem_.problem().shape.to_string() + " within " +
+                                         std::to_string(workspace_bytes_) + " bytes of workspace");
+  const Problem& p = problem_.problem();
+  const bench::LtProblem lt(p, bench::LtEpilogue::kBias);
+  const bench::ScratchOperands x(p, stream);
+  DeviceScratch<unsigned char> bias(size_t(p.shape.n) * 2);
+  bench::fill_random(reinterpret_cast<half*>(bias.ptr), size_t(p.shape.n), bench::Fill::kNormal, 5, stream, p.dtype);
+  DeviceScratch<unsigned char> workspace(std::max<size_t>(workspace_bytes_, 16));
+  const bench::LtChoice choice = bench::choose_fastest(lt, context_.handle(), candidates, x.a.ptr, x.b.ptr, x.c.ptr,
+                                                       workspace.ptr, workspace_bytes_, stream, mode, bias.ptr);
+  RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
+  return choice;
 }
 
 std::unique_ptr<CublasLtGemm> CublasLtGemm::bias_first(const CublasLtContext& context, const Problem& problem,

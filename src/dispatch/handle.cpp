@@ -188,6 +188,7 @@ struct Handle::Impl {
   std::unique_ptr<dispatch::CublasLtContext> lt_context;      // under build_mutex
   std::unique_ptr<dispatch::CublasLtChoices> lt_choices;      // lt_auto's choices made on this machine
   std::unique_ptr<dispatch::CublasLtChoices> lt_graph_choices;  // ... made in GPU time, for captured calls
+  std::unique_ptr<dispatch::CublasLtChoices> lt_bias_choices;   // cuBLASLt routes' plans with a bias (bias_plan)
   std::unique_ptr<dispatch::AutotuneChoices> autotune_choices;  // HandleOptions::autotune: what it kept here
 
   std::mutex slot_mutex;  // the owners of the routes' capture slots
@@ -243,6 +244,8 @@ struct Handle::Impl {
         dir ? *dir / "cublaslt-graph-choices.csv" : std::filesystem::path(), device.name, cublasLtGetVersion());
     lt_choices = std::make_unique<dispatch::CublasLtChoices>(dir ? *dir / "cublaslt-choices.csv" : std::filesystem::path(),
                                                              device.name, cublasLtGetVersion());
+    lt_bias_choices = std::make_unique<dispatch::CublasLtChoices>(
+        dir ? *dir / "cublaslt-bias-choices.csv" : std::filesystem::path(), device.name, cublasLtGetVersion());
     if (options.autotune)
       autotune_choices = std::make_unique<dispatch::AutotuneChoices>(
           dir ? *dir / "autotune-choices.csv" : std::filesystem::path(), device.name,
@@ -814,19 +817,39 @@ struct Handle::Impl {
     return ptr;
   }
 
-  // A cuBLASLt route's plan with the bias epilogue, planned on its first use (host work only: cuBLASLt's
-  // check and heuristic, so also inside a capture), and launched directly where that is proven the same launch
-  // (which needs GPU work of its own: only when the first use is outside a capture).
+  // A cuBLASLt route's plan with the bias epilogue, planned on its first use: the fastest of the route's own
+  // algorithm with the epilogue and the heuristic's algorithms for it (CublasLtGemm::bias_candidates), timed
+  // in eager_choice_mode within the route's workspace and kept per machine (cublaslt-bias-choices.csv); a first
+  // use inside a capture, where nothing can be timed, takes the route's algorithm (host work only). Launched
+  // directly where that is proven the same launch (GPU work of its own: only outside a capture).
   const dispatch::CublasLtGemm& bias_plan(Route& r, cudaStream_t stream) {
     if (const dispatch::CublasLtGemm* plan = r.lt_bias.load(std::memory_order_acquire)) return *plan;
     std::lock_guard build(build_mutex);
     if (!r.lt_bias_plan) {
-      r.lt_bias_plan = r.lt->with_bias();
+      std::string how;
+      if (const auto known = lt_bias_choices->find(r.problem)) {
+        r.lt_bias_plan = r.lt->with_bias(*known);
+        how = "chosen on this machine before";
+      } else if (capturing(stream)) {
+        r.lt_bias_plan = r.lt->with_bias();
+        how = "the algorithm without it: first seen where no timing can run";
+      } else {
+        const bench::Mode mode = eager_choice_mode();
+        const bench::LtChoice choice = r.lt->time_bias_candidates(stream, mode);
+        lt_bias_choices->record(r.problem, choice.index, choice.count);
+        r.lt_bias_plan = r.lt->with_bias(choice.index);
+        how = choice.index == 0 ? "the algorithm without it, the fastest of " + std::to_string(choice.count) +
+                                      " timed on first use" + in_mode(mode)
+                                : "candidate " + std::to_string(choice.index) + " of " +
+                                      std::to_string(choice.count) + ", timed on first use" + in_mode(mode);
+      }
+      if (!r.lt_bias_plan->note().empty()) how += "; " + r.lt_bias_plan->note();
       if (options.direct_cublaslt) {
         std::string said;
         r.lt_bias_direct = direct_launch(*r.lt_bias_plan, r.problem, stream, said);
-        r.bias_note = " (with a bias: " + said + ")";
+        how += "; " + said;
       }
+      r.bias_note = " (with a bias: " + how + ")";
       r.lt_bias.store(r.lt_bias_plan.get(), std::memory_order_release);
     }
     return *r.lt_bias_plan;

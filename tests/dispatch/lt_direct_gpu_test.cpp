@@ -187,7 +187,7 @@ TEST_F(LtDirectGpu, BiasPlansLaunchDirectlyWithTheSameBits) {
     ++direct_count;
     std::printf("%s with bias: %s, min alignment %zu\n", name.c_str(), direct->text().c_str(), direct->min_alignment());
     const size_t ws_bytes = plan->workspace_bytes();
-    Operands3 x(p, ws_bytes);
+    Operands3 x(p, std::max(ws_bytes, floor.workspace_bytes()));
     DeviceScratch<unsigned char> bias(size_t(p.shape.n) * 2 + 4096);
     const size_t c_bytes = size_t(p.c_elems()) * 2;
     const uint64_t seed = uint64_t(p.shape.m * 17 + p.shape.n);
@@ -200,7 +200,7 @@ TEST_F(LtDirectGpu, BiasPlansLaunchDirectlyWithTheSameBits) {
     const std::vector<unsigned char> want = to_host(x.c_ref.ptr, c_bytes);
     // The bias is there: the same product without it differs.
     RLGEMM_CUDA_CHECK(cudaMemsetAsync(x.c.ptr, 0xff, c_bytes, stream));
-    floor.launch(stream, x.a.ptr, x.b.ptr, x.c.ptr, nullptr);
+    floor.launch(stream, x.a.ptr, x.b.ptr, x.c.ptr, floor.workspace_bytes() ? x.ws.ptr : nullptr);
     RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
     EXPECT_NE(to_host(x.c.ptr, c_bytes), want) << name;
     // Operands and bias at an offset of the smallest alignment served.
