@@ -271,9 +271,11 @@ TEST(ForeignKernelWorker, ACandidateThatCrashesOrHangsItsWorkerIsContainedAndThe
 }
 
 TEST(ForeignKernelWorker, WithoutAGpuTheWorkerFailsWithNoDevice) {
+  // The cubins first: the compiler's processes are forked at the first compile, and forked after the probe below
+  // has started the CUDA driver on a machine whose GPUs are hidden (CUDA_VISIBLE_DEVICES=""), NVRTC crashes in them.
+  const Files& f = files();
   std::string why;
   if (cuda_device_available(&why)) GTEST_SKIP() << "a GPU is present: this checks the machine without one";
-  const Files& f = files();
   const auto r = testing::run_rlgemm(foreign(f.cubin, "saxpy", f.spec) + " --steps 5");
   EXPECT_EQ(r.code, 3) << r.output;
 }

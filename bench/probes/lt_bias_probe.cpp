@@ -1,0 +1,131 @@
+// What a cuBLASLt route's calls with a bias could run. For each shape: the floor's algorithm (the library's
+// first-use choice in CUDA graphs) and its workspace; then every algorithm cuBLASLt offers with a bias epilogue
+// within the harness's workspace (kLtWorkspaceBytes), and the floor's own algorithm with the epilogue, each with
+// its workspace, whether the route's workspace holds it (CublasLtGemm::bias_candidates takes only those), its
+// algorithm id, tile and split; all of them timed side by side in CUDA graphs (the GPU's time), `--repeat` times;
+// and the choice CublasLtGemm::time_bias_candidates makes.
+//
+//   lt_bias_probe [--repeat R] M,N,K [M,N,K ...]      (tn, fp16; prints CSV)
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench/cublaslt_problem.h"
+#include "bench/fill.h"
+#include "bench/timing.h"
+#include "core/cuda_util.h"
+#include "dispatch/cublaslt_gemm.h"
+#include "rlgemm/error.h"
+#include "rlgemm/problem.h"
+
+using namespace rlgemm;
+
+namespace {
+
+int algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t what) {
+  int value = -1;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, what, &value, sizeof value, &written) != CUBLAS_STATUS_SUCCESS)
+    return -1;
+  return value;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeat = 2;
+  std::vector<Shape> shapes;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--repeat" && i + 1 < argc) {
+      repeat = std::atoi(argv[++i]);
+      continue;
+    }
+    try {
+      shapes.push_back(parse_shape(arg));
+    } catch (const Error& e) {
+      std::fprintf(stderr, "lt_bias_probe: %s\n", e.what());
+      return 2;
+    }
+  }
+  if (shapes.empty() || repeat < 1) {
+    std::fprintf(stderr, "usage: lt_bias_probe [--repeat R] M,N,K [M,N,K ...]\n");
+    return 2;
+  }
+  try {
+    cudaStream_t stream = nullptr;
+    RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const dispatch::CublasLtContext context;
+    std::printf("M,N,K,what,candidate,workspace,in_route,algo_id,tile,splitk,time_us,min_us,max_us\n");
+    for (const Shape& shape : shapes) {
+      const Problem problem{shape, Layout::kTN, DType::kF16};
+      const std::string s = std::to_string(shape.m) + "," + std::to_string(shape.n) + "," + std::to_string(shape.k);
+      const bench::LtChoice floor_choice = dispatch::time_candidates(context, problem, stream, bench::Mode::kGraph);
+      const dispatch::CublasLtGemm floor(context, problem, floor_choice.index);
+      std::printf("%s,floor,%d,%zu,,,,,,,\n", s.c_str(), floor_choice.index, floor.workspace_bytes());
+      const bench::LtChoice chosen = floor.time_bias_candidates(stream, bench::Mode::kGraph);
+      std::printf("%s,time_bias_candidates,%d,,,,,,,,\n", s.c_str(), chosen.index);
+
+      // The floor's own algorithm with the epilogue first (as bias_candidates lists it), then the heuristic's.
+      const bench::LtProblem lt(problem, bench::LtEpilogue::kBias);
+      std::vector<cublasLtMatmulHeuristicResult_t> all;
+      std::vector<std::string> names;
+      const auto route_list = floor.bias_candidates();
+      if (!route_list.empty()) {
+        all.push_back(route_list.front());
+        names.push_back("route-first");
+      }
+      int h = 0;
+      for (const auto& r : lt.candidates(context.handle(), bench::kLtWorkspaceBytes)) {
+        all.push_back(r);
+        names.push_back("heuristic-" + std::to_string(h++));
+      }
+      const bench::ScratchOperands x(problem, stream);
+      DeviceScratch<unsigned char> bias(size_t(shape.n) * 2);
+      bench::fill_random(reinterpret_cast<half*>(bias.ptr), size_t(shape.n), bench::Fill::kNormal, 5, stream,
+                         problem.dtype);
+      DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
+      std::vector<bench::Subject> subjects;
+      std::vector<size_t> runnable;
+      for (size_t i = 0; i < all.size(); ++i) {
+        auto call = [&, i](cudaStream_t st) {
+          lt.launch(context.handle(), all[i].algo, x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr, bench::kLtWorkspaceBytes,
+                    st, bias.ptr);
+        };
+        try {
+          call(stream);
+          RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+        } catch (const Error&) {
+          continue;
+        }
+        runnable.push_back(i);
+        subjects.push_back({call, {}, names[i]});
+      }
+      for (int r = 0; r < repeat; ++r) {
+        bench::TimingOptions o;
+        o.seed = 2000 + uint64_t(r);
+        const auto times = bench::time_side_by_side(bench::Mode::kGraph, subjects, nullptr, stream, o);
+        for (size_t j = 0; j < times.size(); ++j) {
+          const auto& c = all[runnable[j]];
+          const bool in_route = std::any_of(route_list.begin(), route_list.end(), [&](const auto& o2) {
+            return std::memcmp(&o2.algo, &c.algo, sizeof c.algo) == 0;
+          });
+          std::printf("%s,%s-%d,%zu,%zu,%d,%d,%d,%d,%.3f,%.3f,%.3f\n", s.c_str(), names[runnable[j]].c_str(), r,
+                      runnable[j], c.workspaceSize, int(in_route), algo_attribute(c.algo, CUBLASLT_ALGO_CONFIG_ID),
+                      algo_attribute(c.algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                      algo_attribute(c.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), times[j].time_us, times[j].min_us,
+                      times[j].max_us);
+        }
+        std::fflush(stdout);
+      }
+    }
+    cudaStreamDestroy(stream);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lt_bias_probe: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
