@@ -1,6 +1,7 @@
 #include "bench/cublaslt_problem.h"
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <string>
 #include <utility>
@@ -61,24 +62,51 @@ void LtProblem::release() {
   b_ = a_ = c_ = nullptr;
 }
 
-std::vector<cublasLtMatmulHeuristicResult_t> LtProblem::candidates(cublasLtHandle_t handle,
-                                                                     size_t max_workspace_bytes) const {
+namespace {
+
+// The heuristic's answer for one workspace limit, best first; empty where it has none.
+std::vector<cublasLtMatmulHeuristicResult_t> heuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t operation,
+                                                       cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t a,
+                                                       cublasLtMatrixLayout_t c, uint64_t max_workspace) {
   cublasLtMatmulPreference_t preference = nullptr;
   RLGEMM_LT_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-  const uint64_t max_workspace = max_workspace_bytes;
   std::vector<cublasLtMatmulHeuristicResult_t> results(kLtMaxCandidates);
   int found = 0;
   cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof max_workspace);
   if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulAlgoGetHeuristic(handle, operation_, b_, a_, c_, c_, preference, kLtMaxCandidates,
+    status = cublasLtMatmulAlgoGetHeuristic(handle, operation, b, a, c, c, preference, kLtMaxCandidates,
                                             results.data(), &found);
   cublasLtMatmulPreferenceDestroy(preference);
+  // No algorithm within a small limit is an answer, not a failure.
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return {};
   RLGEMM_LT_CHECK(status);
-  if (found < 1)
+  results.resize(size_t(std::max(found, 0)));
+  return results;
+}
+
+}  // namespace
+
+std::vector<cublasLtMatmulHeuristicResult_t> LtProblem::candidates(cublasLtHandle_t handle,
+                                                                     size_t max_workspace_bytes) const {
+  // The heuristic's list for the whole limit first (its indices are what tables and choice files record), then
+  // what it offers for smaller limits and not for the whole one. Its list depends on the limit: on an H200,
+  // 32x4096x4096 tn with a bias got eight split-K algorithms for 32 MiB (the fastest 9.8 us), while a caller
+  // with a small workspace (PyTorch's F.linear) got an unsplit kernel that ran 7.8 us.
+  std::vector<cublasLtMatmulHeuristicResult_t> results =
+      heuristic(handle, operation_, b_, a_, c_, uint64_t(max_workspace_bytes));
+  for (const size_t limit : {size_t(0), size_t(1) << 20, size_t(4) << 20}) {
+    if (limit >= max_workspace_bytes) continue;
+    for (const cublasLtMatmulHeuristicResult_t& r : heuristic(handle, operation_, b_, a_, c_, uint64_t(limit))) {
+      const bool seen = std::any_of(results.begin(), results.end(), [&](const cublasLtMatmulHeuristicResult_t& o) {
+        return std::memcmp(&o.algo, &r.algo, sizeof r.algo) == 0;
+      });
+      if (!seen && int(results.size()) < kLtMaxCandidates) results.push_back(r);
+    }
+  }
+  if (results.empty())
     throw Error(ErrorKind::kRuntime, "cuBLASLt's heuristic offers no algorithm for " + problem_.shape.to_string() +
                                          " " + std::string(to_string(problem_.layout)));
-  results.resize(size_t(found));
   return results;
 }
 

@@ -39,7 +39,8 @@ class LtProblem {
   LtProblem& operator=(const LtProblem&) = delete;
 
   const Problem& problem() const { return problem_; }
-  // The heuristic's candidates, best first (at most kLtMaxCandidates, each within kLtWorkspaceBytes).
+  // The heuristic's candidates within max_workspace (at most kLtMaxCandidates): its list for that limit, best
+  // first, then what it offers for smaller limits (0, 1 and 4 MiB) and not for that one.
   // Throws Error(kRuntime) when it offers none.
   std::vector<cublasLtMatmulHeuristicResult_t> candidates(cublasLtHandle_t handle,
                                                           size_t max_workspace = kLtWorkspaceBytes) const;
