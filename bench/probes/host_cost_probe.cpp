@@ -27,6 +27,7 @@
 #include "rlgemm/error.h"
 #include "rlgemm/problem.h"
 #include "rlgemm/rlgemm.h"
+#include "probe_cli.h"
 
 using namespace rlgemm;
 using Clock = std::chrono::steady_clock;
@@ -48,25 +49,12 @@ double median_of(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   int rounds = 15, calls = 200;
+  CLI::App app("Host time per call: the handle against cublasLtMatmul", "host_cost_probe");
+  app.add_option("--rounds", rounds, "interleaved rounds")->check(CLI::PositiveNumber);
+  app.add_option("--calls", calls, "calls per sample")->check(CLI::PositiveNumber);
   std::vector<Shape> shapes;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if ((arg == "--rounds" || arg == "--calls") && i + 1 < argc) {
-      (arg == "--rounds" ? rounds : calls) = std::atoi(argv[++i]);
-      continue;
-    }
-    try {
-      shapes.push_back(parse_shape(arg));
-    } catch (const Error& e) {
-      std::fprintf(stderr, "host_cost_probe: %s\n", e.what());
-      return 2;
-    }
-  }
+  if (const int status = probes::parse_command_line(app, argc, argv, shapes, false); status >= 0) return status;
   if (shapes.empty()) shapes = {{1, 256, 256}, {16, 4096, 4096}, {128, 3584, 4096}};
-  if (rounds < 1 || calls < 1) {
-    std::fprintf(stderr, "host_cost_probe: --rounds and --calls must be positive\n");
-    return 2;
-  }
   try {
     cudaStream_t stream = nullptr;
     RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

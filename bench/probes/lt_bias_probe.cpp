@@ -20,6 +20,7 @@
 #include "dispatch/cublaslt_gemm.h"
 #include "rlgemm/error.h"
 #include "rlgemm/problem.h"
+#include "probe_cli.h"
 
 using namespace rlgemm;
 
@@ -37,24 +38,10 @@ int algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAtt
 
 int main(int argc, char** argv) {
   int repeat = 2;
+  CLI::App app("What a cuBLASLt route's calls with a bias could run (tn, fp16; prints CSV)", "lt_bias_probe");
+  app.add_option("--repeat", repeat, "rounds of the side-by-side timing")->check(CLI::PositiveNumber);
   std::vector<Shape> shapes;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--repeat" && i + 1 < argc) {
-      repeat = std::atoi(argv[++i]);
-      continue;
-    }
-    try {
-      shapes.push_back(parse_shape(arg));
-    } catch (const Error& e) {
-      std::fprintf(stderr, "lt_bias_probe: %s\n", e.what());
-      return 2;
-    }
-  }
-  if (shapes.empty() || repeat < 1) {
-    std::fprintf(stderr, "usage: lt_bias_probe [--repeat R] M,N,K [M,N,K ...]\n");
-    return 2;
-  }
+  if (const int status = probes::parse_command_line(app, argc, argv, shapes); status >= 0) return status;
   try {
     cudaStream_t stream = nullptr;
     RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

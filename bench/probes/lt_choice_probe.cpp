@@ -21,34 +21,18 @@
 #include "dispatch/cublaslt_gemm.h"
 #include "rlgemm/error.h"
 #include "rlgemm/problem.h"
+#include "probe_cli.h"
 
 using namespace rlgemm;
 
 int main(int argc, char** argv) {
   int repeat = 3;
   double idle_ms = 0;
+  CLI::App app("How steady is lt_auto's choice among cuBLASLt's candidates (tn, fp16; prints CSV)", "lt_choice_probe");
+  app.add_option("--repeat", repeat, "rounds of the side-by-side timing and choose_fastest")->check(CLI::PositiveNumber);
+  app.add_option("--idle-ms", idle_ms, "idle time before each first-use choice")->check(CLI::NonNegativeNumber);
   std::vector<Shape> shapes;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--repeat" && i + 1 < argc) {
-      repeat = std::atoi(argv[++i]);
-      continue;
-    }
-    if (arg == "--idle-ms" && i + 1 < argc) {
-      idle_ms = std::atof(argv[++i]);
-      continue;
-    }
-    try {
-      shapes.push_back(parse_shape(arg));
-    } catch (const Error& e) {
-      std::fprintf(stderr, "lt_choice_probe: %s\n", e.what());
-      return 2;
-    }
-  }
-  if (shapes.empty()) {
-    std::fprintf(stderr, "usage: lt_choice_probe [--repeat R] [--idle-ms T] M,N,K [M,N,K ...]\n");
-    return 2;
-  }
+  if (const int status = probes::parse_command_line(app, argc, argv, shapes); status >= 0) return status;
   try {
     cudaStream_t stream = nullptr;
     RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

@@ -18,6 +18,7 @@
 #include "rlgemm/error.h"
 #include "rlgemm/problem.h"
 #include "run/driver.h"
+#include "probe_cli.h"
 
 using namespace rlgemm;
 using namespace rlgemm::dispatch;
@@ -139,31 +140,16 @@ void probe(const CublasLtContext& context, const Problem& problem, int candidate
 }  // namespace
 
 int main(int argc, char** argv) {
-  Layout layout = Layout::kTN;
-  DType dtype = DType::kF16;
+  std::string layout_text = "tn", dtype_text = "fp16";
   int candidates = 2;
+  CLI::App app("What cuBLASLt's launches hold, word by word", "lt_direct_probe");
+  app.add_option("--layout", layout_text, "tn or nn")->check(CLI::IsMember({"tn", "nn"}));
+  app.add_option("--dtype", dtype_text, "fp16 or bf16")->check(CLI::IsMember({"fp16", "bf16"}));
+  app.add_option("--candidates", candidates, "heuristic candidates per shape")->check(CLI::PositiveNumber);
   std::vector<Shape> shapes;
-  try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string arg = argv[i];
-      if (arg == "--layout" && i + 1 < argc) {
-        layout = parse_layout(argv[++i]);
-      } else if (arg == "--dtype" && i + 1 < argc) {
-        dtype = parse_dtype(argv[++i]);
-      } else if (arg == "--candidates" && i + 1 < argc) {
-        candidates = std::atoi(argv[++i]);
-      } else {
-        shapes.push_back(parse_shape(arg));
-      }
-    }
-  } catch (const Error& e) {
-    std::fprintf(stderr, "lt_direct_probe: %s\n", e.what());
-    return 2;
-  }
-  if (shapes.empty() || candidates < 1) {
-    std::fprintf(stderr, "usage: lt_direct_probe [--layout tn|nn] [--dtype fp16|bf16] [--candidates C] M,N,K ...\n");
-    return 2;
-  }
+  if (const int status = probes::parse_command_line(app, argc, argv, shapes); status >= 0) return status;
+  const Layout layout = parse_layout(layout_text);
+  const DType dtype = parse_dtype(dtype_text);
   try {
     cudaStream_t stream = nullptr;
     RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
