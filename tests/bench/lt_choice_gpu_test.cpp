@@ -1,8 +1,10 @@
-// lt_auto's choice machinery on the GPU (skips without one): choose_fastest picks a candidate that runs and
-// gives the right product; fastest_of keeps one of its finalists and refuses finalists that do not exist.
+// lt_auto's choice machinery on the GPU (skips without one): the candidate list (the heuristic's list for the
+// whole workspace first, then what smaller limits add); choose_fastest picks a candidate that runs, with a bias
+// epilogue too; fastest_of keeps one of its finalists and refuses finalists that do not exist.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "bench/cublaslt_problem.h"
@@ -73,6 +75,81 @@ TEST(LtChoiceGpu, FastestOfRefusesFinalistsThatDoNotExist) {
       EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput) << e.what();
     }
   }
+}
+
+// The heuristic's own answer for one workspace limit, as cuBLASLt gives it.
+std::vector<cublasLtMatmulHeuristicResult_t> heuristic_for(const LtProblem& lt, cublasLtHandle_t handle,
+                                                           uint64_t limit) {
+  cublasLtMatmulPreference_t preference = nullptr;
+  EXPECT_EQ(cublasLtMatmulPreferenceCreate(&preference), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit,
+                                                 sizeof limit),
+            CUBLAS_STATUS_SUCCESS);
+  std::vector<cublasLtMatmulHeuristicResult_t> results(kLtMaxCandidates);
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, lt.operation(), lt.b_layout(), lt.a_layout(),
+                                                               lt.c_layout(), lt.c_layout(), preference,
+                                                               kLtMaxCandidates, results.data(), &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  results.resize(status == CUBLAS_STATUS_SUCCESS ? size_t(found) : 0);
+  return results;
+}
+
+bool same_algo(const cublasLtMatmulHeuristicResult_t& x, const cublasLtMatmulHeuristicResult_t& y) {
+  return std::memcmp(&x.algo, &y.algo, sizeof x.algo) == 0;
+}
+
+// candidates(): the heuristic's list for the whole workspace, unchanged and first (tables and choice files
+// record indices into it), then each algorithm that the 0, 1 and 4 MiB lists add, once, within its limit.
+TEST(LtChoiceGpu, CandidatesAreTheWholeWorkspacesListThenWhatSmallerLimitsAdd) {
+  RLGEMM_REQUIRE_GPU();
+  for (const Shape shape : {Shape{32, 4096, 4096}, Shape{1, 4096, 4096}, Shape{2048, 512, 3584}}) {
+    SCOPED_TRACE(shape.to_string());
+    LtScratch s({shape, Layout::kTN});
+    const auto whole = heuristic_for(s.lt, s.handle, kLtWorkspaceBytes);
+    ASSERT_FALSE(whole.empty());
+    ASSERT_GE(s.candidates.size(), whole.size());
+    for (size_t i = 0; i < whole.size(); ++i) EXPECT_TRUE(same_algo(s.candidates[i], whole[i])) << i;
+    std::vector<cublasLtMatmulHeuristicResult_t> smaller;
+    for (uint64_t limit : {uint64_t(0), uint64_t(1) << 20, uint64_t(4) << 20})
+      for (const auto& r : heuristic_for(s.lt, s.handle, limit)) smaller.push_back(r);
+    for (size_t i = whole.size(); i < s.candidates.size(); ++i) {
+      EXPECT_LE(s.candidates[i].workspaceSize, size_t(4) << 20) << i;
+      for (size_t j = 0; j < i; ++j) EXPECT_FALSE(same_algo(s.candidates[i], s.candidates[j])) << i << " = " << j;
+      EXPECT_TRUE(std::any_of(smaller.begin(), smaller.end(), [&](const auto& r) { return same_algo(r, s.candidates[i]); }))
+          << i;
+    }
+    // Everything the smaller limits offer is there.
+    for (const auto& r : smaller)
+      EXPECT_TRUE(std::any_of(s.candidates.begin(), s.candidates.end(), [&](const auto& c) { return same_algo(c, r); }));
+    // A limit of 0 gives algorithms without a workspace only.
+    for (const auto& r : s.lt.candidates(s.handle, 0)) EXPECT_EQ(r.workspaceSize, 0u);
+  }
+}
+
+// With a bias epilogue, choose_fastest runs every candidate with the bias, and its choice adds it.
+TEST(LtChoiceGpu, ChooseFastestTimesCandidatesWithTheBias) {
+  RLGEMM_REQUIRE_GPU();
+  const Problem p{{32, 4096, 4096}, Layout::kTN};
+  const LtProblem lt(p, LtEpilogue::kBias);
+  cublasLtHandle_t handle = nullptr;
+  ASSERT_EQ(cublasLtCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  const auto candidates = lt.candidates(handle);
+  const ScratchOperands x(p, nullptr);
+  DeviceScratch<half> bias(size_t(p.shape.n));
+  fill_random(bias.ptr, size_t(p.shape.n), Fill::kNormal, 3, nullptr, p.dtype);
+  DeviceScratch<unsigned char> workspace(kLtWorkspaceBytes);
+  // Without the bias a candidate cannot launch, so none would run.
+  EXPECT_THROW(choose_fastest(lt, handle, candidates, x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr, kLtWorkspaceBytes,
+                              nullptr, Mode::kGraph),
+               Error);
+  const LtChoice c = choose_fastest(lt, handle, candidates, x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr,
+                                    kLtWorkspaceBytes, nullptr, Mode::kGraph, bias.ptr);
+  EXPECT_EQ(c.count, int(candidates.size()));
+  EXPECT_EQ(c.failed, 0);
+  EXPECT_GE(c.index, 0);
+  EXPECT_LT(c.index, c.count);
+  cublasLtDestroy(handle);
 }
 
 }  // namespace
