@@ -84,6 +84,7 @@ struct Route {
   // their stream is being captured into a CUDA graph. This route then serves eager calls only. Set before the
   // route is published, never changed after.
   std::unique_ptr<Route> captured;
+  bool captured_only = false;  // this route is another's `captured`: it serves calls made under capture only
   // Workspaces for calls captured into CUDA graphs, allocated and zeroed with the route (outside any capture):
   // a graph replays with its captured workspace address, so a slot belongs for good to the first (capture, stream)
   // that takes it -- the calls one capturing stream makes are ordered, the graph's replays are ordered with
@@ -189,6 +190,7 @@ struct Handle::Impl {
   std::unique_ptr<dispatch::CublasLtChoices> lt_choices;      // lt_auto's choices made on this machine
   std::unique_ptr<dispatch::CublasLtChoices> lt_graph_choices;  // ... made in GPU time, for captured calls
   std::unique_ptr<dispatch::CublasLtChoices> lt_bias_choices;   // cuBLASLt routes' plans with a bias (bias_plan)
+  std::unique_ptr<dispatch::CublasLtChoices> lt_graph_bias_choices;  // ... of routes that serve captured calls only
   std::unique_ptr<dispatch::AutotuneChoices> autotune_choices;  // HandleOptions::autotune: what it kept here
 
   std::mutex slot_mutex;  // the owners of the routes' capture slots
@@ -246,6 +248,8 @@ struct Handle::Impl {
                                                              device.name, cublasLtGetVersion());
     lt_bias_choices = std::make_unique<dispatch::CublasLtChoices>(
         dir ? *dir / "cublaslt-bias-choices.csv" : std::filesystem::path(), device.name, cublasLtGetVersion());
+    lt_graph_bias_choices = std::make_unique<dispatch::CublasLtChoices>(
+        dir ? *dir / "cublaslt-graph-bias-choices.csv" : std::filesystem::path(), device.name, cublasLtGetVersion());
     if (options.autotune)
       autotune_choices = std::make_unique<dispatch::AutotuneChoices>(
           dir ? *dir / "autotune-choices.csv" : std::filesystem::path(), device.name,
@@ -563,11 +567,11 @@ struct Handle::Impl {
     if (graph_gains) *graph_gains = graph;
     std::unique_ptr<Route> served = v.eager < 0 ? std::move(floor) : std::move(kernels[size_t(v.eager)]);
     if (v.graph >= 0) {
-      if (v.graph != v.eager) served->captured = std::move(kernels[size_t(v.graph)]);
+      if (v.graph != v.eager) serve_captured(*served, std::move(kernels[size_t(v.graph)]));
     } else if (graph_floor) {
-      served->captured = std::move(graph_floor);
+      serve_captured(*served, std::move(graph_floor));
     } else if (v.eager >= 0) {
-      served->captured = std::move(floor);  // the floor serves captured calls, a kernel eager ones
+      serve_captured(*served, std::move(floor));  // the floor serves captured calls, a kernel eager ones
     }
     served->description += note;
     if (served->captured) served->captured->description += note;
@@ -581,6 +585,11 @@ struct Handle::Impl {
   // noise (on an H200, 16x3584x3584: the eager choice ran 13.4 us a call, the graph choice 7.9).
   bench::Mode eager_choice_mode() const {
     return options.direct_cublaslt ? bench::Mode::kGraph : bench::Mode::kOffline;
+  }
+
+  static void serve_captured(Route& eager, std::unique_ptr<Route> captured) {
+    captured->captured_only = true;
+    eager.captured = std::move(captured);
   }
 
   // The floor of a problem: cuBLASLt with lt_auto's choice for eager calls, and, as its `captured` route, with
@@ -620,7 +629,7 @@ struct Handle::Impl {
     }
     std::unique_ptr<Route> floor = make(eager, how);
     if (graph != eager) {
-      floor->captured = make(graph, graph_how);
+      serve_captured(*floor, make(graph, graph_how));
       // describe() tells both ways of calling: captured calls take another algorithm.
       floor->description += "; captured calls: " + floor->captured->description;
     }
@@ -819,24 +828,28 @@ struct Handle::Impl {
 
   // A cuBLASLt route's plan with the bias epilogue, planned on its first use: the fastest of the route's own
   // algorithm with the epilogue and the heuristic's algorithms for it (CublasLtGemm::bias_candidates), timed
-  // in eager_choice_mode within the route's workspace and kept per machine (cublaslt-bias-choices.csv); a first
-  // use inside a capture, where nothing can be timed, takes the route's algorithm (host work only). Launched
-  // directly where that is proven the same launch (GPU work of its own: only outside a capture).
+  // within the route's workspace, in the mode of the calls the route serves (a captured-only route: CUDA
+  // graphs; else eager_choice_mode), and kept per machine in that mode's file (cublaslt-bias-choices.csv,
+  // cublaslt-graph-bias-choices.csv: a shape's eager and captured routes can hold different algorithms, and the
+  // candidates are listed from the route's own). A first use inside a capture, where nothing can be timed, takes
+  // the route's algorithm (host work only). Launched directly where that is proven the same launch (GPU work of
+  // its own: only outside a capture).
   const dispatch::CublasLtGemm& bias_plan(Route& r, cudaStream_t stream) {
     if (const dispatch::CublasLtGemm* plan = r.lt_bias.load(std::memory_order_acquire)) return *plan;
     std::lock_guard build(build_mutex);
     if (!r.lt_bias_plan) {
       std::string how;
-      if (const auto known = lt_bias_choices->find(r.problem)) {
+      dispatch::CublasLtChoices& choices = r.captured_only ? *lt_graph_bias_choices : *lt_bias_choices;
+      if (const auto known = choices.find(r.problem)) {
         r.lt_bias_plan = r.lt->with_bias(*known);
         how = "chosen on this machine before";
       } else if (capturing(stream)) {
         r.lt_bias_plan = r.lt->with_bias();
         how = "the algorithm without it: first seen where no timing can run";
       } else {
-        const bench::Mode mode = eager_choice_mode();
+        const bench::Mode mode = r.captured_only ? bench::Mode::kGraph : eager_choice_mode();
         const bench::LtChoice choice = r.lt->time_bias_candidates(stream, mode);
-        lt_bias_choices->record(r.problem, choice.index, choice.count);
+        choices.record(r.problem, choice.index, choice.count);
         r.lt_bias_plan = r.lt->with_bias(choice.index);
         how = choice.index == 0 ? "the algorithm without it, the fastest of " + std::to_string(choice.count) +
                                       " timed on first use" + in_mode(mode)
