@@ -139,6 +139,10 @@ bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& p
   return choice;
 }
 
+int candidate_count(const CublasLtContext& context, const Problem& problem) {
+  return int(bench::LtProblem(problem).candidates(context.handle()).size());
+}
+
 int runoff(const CublasLtContext& context, const Problem& problem, cudaStream_t stream, bench::Mode mode,
            const std::vector<int>& finalists) {
   const bench::LtProblem lt(problem);
@@ -168,23 +172,23 @@ CublasLtChoices::CublasLtChoices(std::filesystem::path file, std::string gpu, si
                       f.size() == 9 ? parse_dtype(f[8]) : DType::kF16};
       const int candidate = std::stoi(f[6]), count = std::stoi(f[7]);
       if (candidate < 0 || candidate >= count) continue;
-      chosen_[key_of(p)] = candidate;
+      chosen_[key_of(p)] = {candidate, count};
     } catch (const std::exception&) {
     }
   }
 }
 
-std::optional<int> CublasLtChoices::find(const Problem& p) const {
+std::optional<int> CublasLtChoices::find(const Problem& p, int candidates) const {
   std::lock_guard lock(mutex_);
   const auto it = chosen_.find(key_of(p));
-  if (it == chosen_.end()) return std::nullopt;
-  return it->second;
+  if (it == chosen_.end() || it->second.second != candidates) return std::nullopt;
+  return it->second.first;
 }
 
 void CublasLtChoices::record(const Problem& p, int candidate, int candidates) {
   {
     std::lock_guard lock(mutex_);
-    chosen_[key_of(p)] = candidate;
+    chosen_[key_of(p)] = {candidate, candidates};
   }
   std::vector<std::string> fields = {gpu_, std::to_string(version_), std::to_string(p.shape.m),
                                      std::to_string(p.shape.n), std::to_string(p.shape.k),

@@ -94,6 +94,9 @@ class CublasLtGemm {
 bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& problem, cudaStream_t stream,
                                 bench::Mode mode = bench::Mode::kOffline);
 
+// How many candidates cuBLASLt offers for a problem (bench::LtProblem::candidates): host work only.
+int candidate_count(const CublasLtContext& context, const Problem& problem);
+
 // A runoff between cuBLASLt candidates chosen apart (indices among the heuristic's candidates): timed side by
 // side in `mode` with the harness's method, on scratch operands as time_candidates (bench::fastest_of).
 int runoff(const CublasLtContext& context, const Problem& problem, cudaStream_t stream, bench::Mode mode,
@@ -109,7 +112,10 @@ class CublasLtChoices {
 
   // `file` empty: kept in memory only.
   CublasLtChoices(std::filesystem::path file, std::string gpu, size_t cublaslt_version);
-  std::optional<int> find(const Problem& problem) const;
+  // The candidate recorded for `problem`, when it was chosen among `candidates` candidates, as many as cuBLASLt
+  // offers it now: a record made among another count indexes another list (another rlgemm's candidate list,
+  // or a heuristic that answers otherwise), and is not found.
+  std::optional<int> find(const Problem& problem, int candidates) const;
   void record(const Problem& problem, int candidate, int candidates);
   const std::filesystem::path& file() const { return file_.file(); }
 
@@ -120,7 +126,7 @@ class CublasLtChoices {
   std::string gpu_;
   size_t version_;
   mutable std::mutex mutex_;
-  std::map<Key, int> chosen_;
+  std::map<Key, std::pair<int, int>> chosen_;  // candidate, among how many
 };
 
 }  // namespace rlgemm::dispatch

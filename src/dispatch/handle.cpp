@@ -277,7 +277,7 @@ struct Handle::Impl {
     if (!lt_context) lt_context = std::make_unique<dispatch::CublasLtContext>();
     dispatch::CublasLtChoices& choices = lt_choices_of(mode);
     const std::string in = in_mode(mode);
-    if (const auto known = choices.find(problem)) {
+    if (const auto known = choices.find(problem, dispatch::candidate_count(*lt_context, problem))) {
       how = " (chosen on this machine before" + in + ")";
       return known;
     }
@@ -840,7 +840,7 @@ struct Handle::Impl {
     if (!r.lt_bias_plan) {
       std::string how;
       dispatch::CublasLtChoices& choices = r.captured_only ? *lt_graph_bias_choices : *lt_bias_choices;
-      if (const auto known = choices.find(r.problem)) {
+      if (const auto known = choices.find(r.problem, int(r.lt->bias_candidates().size()))) {
         r.lt_bias_plan = r.lt->with_bias(*known);
         how = "chosen on this machine before";
       } else if (capturing(stream)) {

@@ -30,19 +30,19 @@ TEST_F(CublasLtChoicesTest, WhatOneRecordsAnotherReadsBack) {
   const auto file = dir_ / "sub" / "cublaslt-choices.csv";
   {
     CublasLtChoices choices(file, "GPU X", 130000);
-    EXPECT_FALSE(choices.find(kA));
+    EXPECT_FALSE(choices.find(kA, 20));
     choices.record(kA, 7, 20);
     choices.record(kB, 0, 3);
-    EXPECT_EQ(choices.find(kA), 7);
+    EXPECT_EQ(choices.find(kA, 20), 7);
   }
   CublasLtChoices other_gpu(file, "GPU Y", 130000), other_version(file, "GPU X", 130100);
-  EXPECT_FALSE(other_gpu.find(kA));
-  EXPECT_FALSE(other_version.find(kA));
+  EXPECT_FALSE(other_gpu.find(kA, 20));
+  EXPECT_FALSE(other_version.find(kA, 20));
   other_gpu.record(kA, 2, 20);  // appended beside GPU X's rows, not over them
   CublasLtChoices again(file, "GPU X", 130000);
-  EXPECT_EQ(again.find(kA), 7);
-  EXPECT_EQ(again.find(kB), 0);
-  EXPECT_FALSE(again.find({{2000, 576, 7168}, Layout::kNN}));
+  EXPECT_EQ(again.find(kA, 20), 7);
+  EXPECT_EQ(again.find(kB, 3), 0);
+  EXPECT_FALSE(again.find({{2000, 576, 7168}, Layout::kNN}, 20));
   EXPECT_EQ(testing::read_text(file), std::string(CublasLtChoices::kHeader) + "\n" + "GPU X,130000,2000,576,7168,tn,7,20\n" +
                       "GPU X,130000,1,4096,4096,nn,0,3\n" + "GPU Y,130000,2000,576,7168,tn,2,20\n");
 }
@@ -55,11 +55,28 @@ TEST_F(CublasLtChoicesTest, AShapesLastRecordWins) {
     choices.record(kA, 1, 8);
     choices.record(kB, 2, 8);
     choices.record(kA, 5, 8);
-    EXPECT_EQ(choices.find(kA), 5);
+    EXPECT_EQ(choices.find(kA, 8), 5);
   }
   CublasLtChoices again(file, "GPU X", 130000);
-  EXPECT_EQ(again.find(kA), 5);
-  EXPECT_EQ(again.find(kB), 2);
+  EXPECT_EQ(again.find(kA, 8), 5);
+  EXPECT_EQ(again.find(kB, 8), 2);
+}
+
+// A choice indexes the candidate list it was made among: where cuBLASLt now offers another count (another
+// rlgemm's list, a heuristic that answers otherwise), the index means another algorithm, and is not found.
+TEST_F(CublasLtChoicesTest, AChoiceMadeAmongAnotherCountOfCandidatesIsNotFound) {
+  const auto file = dir_ / "cublaslt-choices.csv";
+  {
+    CublasLtChoices choices(file, "GPU X", 130000);
+    choices.record(kA, 3, 8);
+    EXPECT_EQ(choices.find(kA, 8), 3);
+    EXPECT_FALSE(choices.find(kA, 15));
+  }
+  CublasLtChoices again(file, "GPU X", 130000);
+  EXPECT_FALSE(again.find(kA, 15));
+  again.record(kA, 11, 15);  // chosen again among the new list: that is what is found from now on
+  EXPECT_EQ(again.find(kA, 15), 11);
+  EXPECT_EQ(CublasLtChoices(file, "GPU X", 130000).find(kA, 15), 11);
 }
 
 TEST_F(CublasLtChoicesTest, LinesCutShortOrOutOfRangeAreSkipped) {
@@ -71,9 +88,9 @@ TEST_F(CublasLtChoicesTest, LinesCutShortOrOutOfRangeAreSkipped) {
                       << "GPU X,130000,64,64,64,tn,garbage,4\n"
                       << "GPU X,130000,128,128,1";  // a torn last line
   CublasLtChoices choices(file, "GPU X", 130000);
-  EXPECT_FALSE(choices.find(kA));
-  EXPECT_EQ(choices.find(kB), 3);
-  EXPECT_FALSE(choices.find({{64, 64, 64}, Layout::kTN}));
+  EXPECT_FALSE(choices.find(kA, 20));
+  EXPECT_EQ(choices.find(kB, 4), 3);
+  EXPECT_FALSE(choices.find({{64, 64, 64}, Layout::kTN}, 4));
 }
 
 TEST_F(CublasLtChoicesTest, AnUnwritableFileWarnsOnceAndTheChoicesStillServe) {
@@ -86,10 +103,10 @@ TEST_F(CublasLtChoicesTest, AnUnwritableFileWarnsOnceAndTheChoicesStillServe) {
   const std::string warnings = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(warnings.find("cannot write it"), std::string::npos) << warnings;
   EXPECT_EQ(warnings.find("warning"), warnings.rfind("warning")) << warnings;
-  EXPECT_EQ(choices.find(kA), 1);
+  EXPECT_EQ(choices.find(kA, 2), 1);
   CublasLtChoices in_memory("", "GPU X", 1);
   in_memory.record(kA, 4, 5);
-  EXPECT_EQ(in_memory.find(kA), 4);
+  EXPECT_EQ(in_memory.find(kA, 5), 4);
 }
 
 }  // namespace
