@@ -10,6 +10,7 @@
 #include "bench/fill.h"
 #include "core/cuda_util.h"
 #include "dispatch/cublaslt_gemm.h"
+#include "dispatch/empty_kernel.h"
 #include "rlgemm/error.h"
 #include "run/driver.h"
 
@@ -297,6 +298,10 @@ std::optional<std::vector<RecordedOp>> record_call(const CublasLtGemm& plan, con
   Graph g;
   RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   try {
+    // A kernel first, as a call on a busy stream has one before it: the edge from it to cuBLASLt's first kernel
+    // says whether cuBLASLt lets that kernel start before the work before it ends (programmatic dependent
+    // launch), which a replay then asks for too.
+    launch_empty_kernel(stream);
     plan.launch(stream, reinterpret_cast<const void*>(operands[0]), reinterpret_cast<const void*>(operands[1]),
                 reinterpret_cast<void*>(operands[2]), reinterpret_cast<void*>(operands[3]),
                 reinterpret_cast<const void*>(operands[4]));
@@ -308,9 +313,10 @@ std::optional<std::vector<RecordedOp>> record_call(const CublasLtGemm& plan, con
   size_t count = 0, edge_count = 0;
   RLGEMM_CUDA_CHECK(cudaGraphGetNodes(g.graph, nullptr, &count));
   RLGEMM_CUDA_CHECK(cudaGraphGetEdges(g.graph, nullptr, nullptr, nullptr, &edge_count));
-  if (count == 0 || count > 8 || edge_count != count - 1) {
-    why = "cuBLASLt's call is " + std::to_string(count) + " operations with " + std::to_string(edge_count) +
-          " dependencies, not a chain";
+  // The empty kernel, then cuBLASLt's operations.
+  if (count < 2 || count > 9 || edge_count != count - 1) {
+    why = "cuBLASLt's call is " + std::to_string(count - (count > 0)) + " operations with " +
+          std::to_string(edge_count - (edge_count > 0)) + " dependencies, not a chain";
     return std::nullopt;
   }
   std::vector<cudaGraphNode_t> nodes(count), from(edge_count), to(edge_count);
@@ -323,14 +329,14 @@ std::optional<std::vector<RecordedOp>> record_call(const CublasLtGemm& plan, con
   for (cudaGraphNode_t n : nodes)
     if (std::find(to.begin(), to.end(), n) == to.end()) order.push_back(n);
   if (order.size() != 1) {
-    why = "cuBLASLt's call is " + std::to_string(count) + " operations that are not a chain";
+    why = "cuBLASLt's call is " + std::to_string(count - 1) + " operations that are not a chain";
     return std::nullopt;
   }
   programmatic.push_back(false);
   while (order.size() < count) {
     const auto e = std::find(from.begin(), from.end(), order.back());
     if (e == from.end() || std::count(from.begin(), from.end(), order.back()) != 1) {
-      why = "cuBLASLt's call is " + std::to_string(count) + " operations that are not a chain";
+      why = "cuBLASLt's call is " + std::to_string(count - 1) + " operations that are not a chain";
       return std::nullopt;
     }
     const cudaGraphEdgeData& d = data[size_t(e - from.begin())];
@@ -342,7 +348,7 @@ std::optional<std::vector<RecordedOp>> record_call(const CublasLtGemm& plan, con
     programmatic.push_back(d.type == cudaGraphDependencyTypeProgrammatic);
   }
   std::vector<RecordedOp> ops;
-  for (size_t i = 0; i < order.size(); ++i) {
+  for (size_t i = 1; i < order.size(); ++i) {  // order[0] is the empty kernel
     cudaGraphNodeType type{};
     RLGEMM_CUDA_CHECK(cudaGraphNodeGetType(order[i], &type));
     RecordedOp op;
@@ -410,6 +416,10 @@ LtDirect::LtDirect(const CublasLtGemm& plan, std::vector<Step> steps, size_t min
     text_ += std::string(name) + " grid " + std::to_string(base.grid[0]) + "x" + std::to_string(base.grid[1]) + "x" +
              std::to_string(base.grid[2]) + ", " + std::to_string(base.params.size()) + "-byte parameters, " +
              std::to_string(step.recipe.rules().size()) + " addresses";
+    const bool early = std::any_of(base.attributes.begin(), base.attributes.end(), [](const CUlaunchAttribute& a) {
+      return a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    });
+    if (early) text_ += ", may start before the operation before it ends";
   }
 }
 

@@ -60,7 +60,9 @@ struct RecordedOp {
 };
 
 // The operations `plan` makes for `operands` (A, B, C, workspace, bias), recorded on `stream` (a private one, never
-// one being captured) in a CUDA graph, in order; nothing runs. nullopt with `why` where they are not a chain of
+// one being captured) in a CUDA graph, in order, after an empty kernel whose edge to the first of them says
+// whether cuBLASLt lets it start before the work before it ends (then its launch asks for that too); nothing
+// runs. nullopt with `why` where they are not a chain of
 // kernels and memsets. LtDirect::make's recordings, open to diagnostics (bench/probes/lt_direct_probe).
 std::optional<std::vector<RecordedOp>> record_call(const CublasLtGemm& plan, const Operands& operands,
                                                    cudaStream_t stream, std::string& why);
