@@ -51,6 +51,10 @@ std::unique_ptr<CublasLtGemm> CublasLtGemm::with_bias() const {
   return plan;
 }
 
+bool CublasLtGemm::same_algorithm(const CublasLtGemm& other) const {
+  return std::memcmp(&algo_, &other.algo_, sizeof algo_) == 0;
+}
+
 std::vector<cublasLtMatmulHeuristicResult_t> CublasLtGemm::bias_candidates() const {
   const bench::LtProblem lt(problem_.problem(), bench::LtEpilogue::kBias);
   std::vector<cublasLtMatmulHeuristicResult_t> out;

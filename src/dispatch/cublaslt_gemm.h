@@ -68,6 +68,8 @@ class CublasLtGemm {
                                                   size_t max_workspace);
 
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // Whether `other` runs the same cuBLASLt algorithm (with or without an epilogue).
+  bool same_algorithm(const CublasLtGemm& other) const;
   // Whether its calls add a bias in cuBLASLt's epilogue (and so take one).
   bool takes_bias() const { return problem_.epilogue() == bench::LtEpilogue::kBias; }
   // Empty, or why the algorithm is not the candidate asked for.

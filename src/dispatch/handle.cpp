@@ -851,10 +851,11 @@ struct Handle::Impl {
         const bench::LtChoice choice = r.lt->time_bias_candidates(stream, mode);
         choices.record(r.problem, choice.index, choice.count);
         r.lt_bias_plan = r.lt->with_bias(choice.index);
-        how = choice.index == 0 ? "the algorithm without it, the fastest of " + std::to_string(choice.count) +
-                                      " timed on first use" + in_mode(mode)
-                                : "candidate " + std::to_string(choice.index) + " of " +
-                                      std::to_string(choice.count) + ", timed on first use" + in_mode(mode);
+        how = r.lt_bias_plan->same_algorithm(*r.lt)
+                  ? "the algorithm without it, the fastest of " + std::to_string(choice.count) + " timed on first use" +
+                        in_mode(mode)
+                  : "candidate " + std::to_string(choice.index) + " of " + std::to_string(choice.count) +
+                        ", timed on first use" + in_mode(mode);
       }
       if (!r.lt_bias_plan->note().empty()) how += "; " + r.lt_bias_plan->note();
       if (options.direct_cublaslt) {
