@@ -340,12 +340,16 @@ std::optional<std::vector<RecordedOp>> record_call(const CublasLtGemm& plan, con
       return std::nullopt;
     }
     const cudaGraphEdgeData& d = data[size_t(e - from.begin())];
-    if (d.type == cudaGraphDependencyTypeProgrammatic && d.from_port != cudaGraphKernelNodePortProgrammatic) {
+    const bool early = d.type == cudaGraphDependencyTypeProgrammatic;
+    const bool from_empty_kernel = order.size() == 1;
+    if (early && d.from_port != cudaGraphKernelNodePortProgrammatic && !from_empty_kernel) {
       why = "cuBLASLt's call has a dependency of a kind not replayed here (port " + std::to_string(d.from_port) + ")";
       return std::nullopt;
     }
     order.push_back(to[size_t(e - from.begin())]);
-    programmatic.push_back(d.type == cudaGraphDependencyTypeProgrammatic);
+    // An early start after the work before the call is replayed only in the form stream serialization gives (the
+    // programmatic port); in another form the call's first kernel waits for that work to end, as it always did.
+    programmatic.push_back(early && d.from_port == cudaGraphKernelNodePortProgrammatic);
   }
   std::vector<RecordedOp> ops;
   for (size_t i = 1; i < order.size(); ++i) {  // order[0] is the empty kernel
