@@ -6,10 +6,8 @@
 // and the choice CublasLtGemm::time_bias_candidates makes.
 //
 //   lt_bias_probe [--repeat R] M,N,K [M,N,K ...]      (tn, fp16; prints CSV)
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -97,9 +95,7 @@ int main(int argc, char** argv) {
         const auto times = bench::time_side_by_side(bench::Mode::kGraph, subjects, nullptr, stream, o);
         for (size_t j = 0; j < times.size(); ++j) {
           const auto& c = all[runnable[j]];
-          const bool in_route = std::any_of(route_list.begin(), route_list.end(), [&](const auto& o2) {
-            return std::memcmp(&o2.algo, &c.algo, sizeof c.algo) == 0;
-          });
+          const bool in_route = bench::offers(route_list, c.algo);
           std::printf("%s,%s-%d,%zu,%zu,%d,%d,%d,%d,%.3f,%.3f,%.3f\n", s.c_str(), names[runnable[j]].c_str(), r,
                       runnable[j], c.workspaceSize, int(in_route), algo_attribute(c.algo, CUBLASLT_ALGO_CONFIG_ID),
                       algo_attribute(c.algo, CUBLASLT_ALGO_CONFIG_TILE_ID),

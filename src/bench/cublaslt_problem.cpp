@@ -87,6 +87,15 @@ std::vector<cublasLtMatmulHeuristicResult_t> heuristic(cublasLtHandle_t handle, 
 
 }  // namespace
 
+bool same_algo(const cublasLtMatmulAlgo_t& x, const cublasLtMatmulAlgo_t& y) {
+  return std::memcmp(&x, &y, sizeof x) == 0;
+}
+
+bool offers(const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const cublasLtMatmulAlgo_t& algo) {
+  return std::any_of(candidates.begin(), candidates.end(),
+                     [&](const cublasLtMatmulHeuristicResult_t& c) { return same_algo(c.algo, algo); });
+}
+
 std::vector<cublasLtMatmulHeuristicResult_t> LtProblem::candidates(cublasLtHandle_t handle,
                                                                      size_t max_workspace_bytes) const {
   // The heuristic's list for the whole limit first (its indices are what tables and choice files record), then
@@ -97,12 +106,8 @@ std::vector<cublasLtMatmulHeuristicResult_t> LtProblem::candidates(cublasLtHandl
       heuristic(handle, operation_, b_, a_, c_, uint64_t(max_workspace_bytes));
   for (const size_t limit : {size_t(0), size_t(1) << 20, size_t(4) << 20}) {
     if (limit >= max_workspace_bytes) continue;
-    for (const cublasLtMatmulHeuristicResult_t& r : heuristic(handle, operation_, b_, a_, c_, uint64_t(limit))) {
-      const bool seen = std::any_of(results.begin(), results.end(), [&](const cublasLtMatmulHeuristicResult_t& o) {
-        return std::memcmp(&o.algo, &r.algo, sizeof r.algo) == 0;
-      });
-      if (!seen && int(results.size()) < kLtMaxCandidates) results.push_back(r);
-    }
+    for (const cublasLtMatmulHeuristicResult_t& r : heuristic(handle, operation_, b_, a_, c_, uint64_t(limit)))
+      if (!offers(results, r.algo) && int(results.size()) < kLtMaxCandidates) results.push_back(r);
   }
   if (results.empty())
     throw Error(ErrorKind::kRuntime, "cuBLASLt's heuristic offers no algorithm for " + problem_.shape.to_string() +

@@ -69,6 +69,11 @@ class LtProblem {
   cublasLtMatrixLayout_t b_ = nullptr, a_ = nullptr, c_ = nullptr;
 };
 
+// Whether two cuBLASLt algorithms are the same one (their opaque descriptions are equal byte for byte).
+bool same_algo(const cublasLtMatmulAlgo_t& x, const cublasLtMatmulAlgo_t& y);
+// Whether `candidates` holds `algo`.
+bool offers(const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const cublasLtMatmulAlgo_t& algo);
+
 // lt_auto's choice among a problem's candidates: the candidates that launch run for kLtWarmUpMs, then every one
 // is screened with a short timing
 // in `mode` (offline by default: the harness's lt_auto; graph for the GPU's own time), side by side in shuffled

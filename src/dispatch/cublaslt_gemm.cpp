@@ -1,7 +1,6 @@
 #include "dispatch/cublaslt_gemm.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,7 +51,7 @@ std::unique_ptr<CublasLtGemm> CublasLtGemm::with_bias() const {
 }
 
 bool CublasLtGemm::same_algorithm(const CublasLtGemm& other) const {
-  return std::memcmp(&algo_, &other.algo_, sizeof algo_) == 0;
+  return bench::same_algo(algo_, other.algo_);
 }
 
 std::vector<cublasLtMatmulHeuristicResult_t> CublasLtGemm::bias_candidates() const {
@@ -66,11 +65,7 @@ std::vector<cublasLtMatmulHeuristicResult_t> CublasLtGemm::bias_candidates() con
     out.push_back(own);
   }
   for (const cublasLtMatmulHeuristicResult_t& r : lt.candidates(context_.handle(), workspace_bytes_)) {
-    if (r.state != CUBLAS_STATUS_SUCCESS) continue;
-    const bool seen = std::any_of(out.begin(), out.end(), [&](const cublasLtMatmulHeuristicResult_t& o) {
-      return std::memcmp(&o.algo, &r.algo, sizeof r.algo) == 0;
-    });
-    if (!seen) out.push_back(r);
+    if (r.state == CUBLAS_STATUS_SUCCESS && !bench::offers(out, r.algo)) out.push_back(r);
   }
   return out;
 }

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "bench/cublaslt_problem.h"
@@ -95,10 +94,6 @@ std::vector<cublasLtMatmulHeuristicResult_t> heuristic_for(const LtProblem& lt, 
   return results;
 }
 
-bool same_algo(const cublasLtMatmulHeuristicResult_t& x, const cublasLtMatmulHeuristicResult_t& y) {
-  return std::memcmp(&x.algo, &y.algo, sizeof x.algo) == 0;
-}
-
 // candidates(): the heuristic's list for the whole workspace, unchanged and first (tables and choice files
 // record indices into it), then each algorithm that the 0, 1 and 4 MiB lists add, once, within its limit.
 TEST(LtChoiceGpu, CandidatesAreTheWholeWorkspacesListThenWhatSmallerLimitsAdd) {
@@ -109,19 +104,18 @@ TEST(LtChoiceGpu, CandidatesAreTheWholeWorkspacesListThenWhatSmallerLimitsAdd) {
     const auto whole = heuristic_for(s.lt, s.handle, kLtWorkspaceBytes);
     ASSERT_FALSE(whole.empty());
     ASSERT_GE(s.candidates.size(), whole.size());
-    for (size_t i = 0; i < whole.size(); ++i) EXPECT_TRUE(same_algo(s.candidates[i], whole[i])) << i;
+    for (size_t i = 0; i < whole.size(); ++i) EXPECT_TRUE(same_algo(s.candidates[i].algo, whole[i].algo)) << i;
     std::vector<cublasLtMatmulHeuristicResult_t> smaller;
     for (uint64_t limit : {uint64_t(0), uint64_t(1) << 20, uint64_t(4) << 20})
       for (const auto& r : heuristic_for(s.lt, s.handle, limit)) smaller.push_back(r);
     for (size_t i = whole.size(); i < s.candidates.size(); ++i) {
       EXPECT_LE(s.candidates[i].workspaceSize, size_t(4) << 20) << i;
-      for (size_t j = 0; j < i; ++j) EXPECT_FALSE(same_algo(s.candidates[i], s.candidates[j])) << i << " = " << j;
-      EXPECT_TRUE(std::any_of(smaller.begin(), smaller.end(), [&](const auto& r) { return same_algo(r, s.candidates[i]); }))
-          << i;
+      for (size_t j = 0; j < i; ++j) EXPECT_FALSE(same_algo(s.candidates[i].algo, s.candidates[j].algo)) << i << " = " << j;
+      EXPECT_TRUE(offers(smaller, s.candidates[i].algo)) << i;
     }
     // Everything the smaller limits offer is there.
     for (const auto& r : smaller)
-      EXPECT_TRUE(std::any_of(s.candidates.begin(), s.candidates.end(), [&](const auto& c) { return same_algo(c, r); }));
+      EXPECT_TRUE(offers(s.candidates, r.algo));
     // A limit of 0 gives algorithms without a workspace only.
     for (const auto& r : s.lt.candidates(s.handle, 0)) EXPECT_EQ(r.workspaceSize, 0u);
   }
