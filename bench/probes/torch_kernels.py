@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Which GPU kernels F.linear and torch.ops.rlgemm.linear run for a shape, and for how long each: the calls
-profiled back to back (torch.profiler, CUDA activity), per kernel its name, launches and mean GPU time. For
+profiled back to back (torch.profiler, CUDA activity), per kernel its name, launches, mean GPU time and launch
+configuration (grid, block, shared memory, registers, stream: from the profiler's trace). For
 finding why one side is slower on a shape: another kernel (cuBLAS's heuristic against the library's timed
 choice), or the same kernel run differently.
 
@@ -10,8 +11,10 @@ Each shape runs without a bias and with one. x is (M, K), the weight (N, K), as 
 checkout's python/ is put on the path (and through it build/librlgemm.so).
 """
 import argparse
+import json
 import math
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,13 +35,22 @@ def kernels(fn, calls):
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
+    launches = {}
+    with tempfile.NamedTemporaryFile(suffix=".json") as trace:
+        prof.export_chrome_trace(trace.name)
+        for ev in json.load(open(trace.name)).get("traceEvents", []):
+            if ev.get("cat") == "kernel":
+                a = ev.get("args", {})
+                launches.setdefault(ev.get("name"), set()).add(
+                    f"grid {a.get('grid')} block {a.get('block')} smem {a.get('shared memory')} "
+                    f"regs {a.get('registers per thread')} stream {a.get('stream')}")
     rows = []
     for e in prof.key_averages():
         total = getattr(e, "device_time_total", None)
         if total is None:
             total = e.cuda_time_total
         if total > 0 and e.count > 0:
-            rows.append((e.key, e.count, total / e.count))
+            rows.append((e.key, e.count, total / e.count, "; ".join(sorted(launches.get(e.key, ())))))
     return sorted(rows, key=lambda r: -r[1] * r[2])
 
 
@@ -63,8 +75,9 @@ def main():
         bias = torch.randn(n, device="cuda", dtype=dtype)
         for b in (None, bias):
             for name, fn in (("torch", lambda: F.linear(x, w, b)), ("rlgemm", lambda: torch.ops.rlgemm.linear(x, w, b))):
-                for kernel, count, us in kernels(fn, args.calls):
-                    print(f"{m},{n},{k} bias {int(b is not None)} {name:6s} {us:9.2f} us x{count // args.calls} {kernel}")
+                for kernel, count, us, launch in kernels(fn, args.calls):
+                    print(f"{m},{n},{k} bias {int(b is not None)} {name:6s} {us:9.2f} us x{count // args.calls} {kernel}"
+                          + (f" [{launch}]" if launch else ""))
         print(f"{m},{n},{k} rlgemm route: {rlgemm.describe(m, n, k, 'tn', dtype=dtype)}")
     return 0
 
