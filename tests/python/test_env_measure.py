@@ -105,18 +105,42 @@ def test_a_case_that_gets_another_reason_does_not_agree(service):
     assert not em.agrees(["honest_x", "accepted", "rejected", "fault"])
 
 
-def test_agreement_rows_set_the_reward_beside_bench_in_both_modes(monkeypatch):
-    def record(graph_us, offline_us):
-        return {"record": {"verdict": "accepted", "design": "sm80/d", "time_us": graph_us, "time_us_offline": offline_us,
+def test_agreement_alternates_reward_and_bench_and_gives_the_median_ratio_of_the_rounds(monkeypatch):
+    calls = []
+    graph_us = iter([21.0, 22.0, 20.0, 30.0])  # the reward's graph time of each round
+
+    def post(url, body):
+        calls.append(("reward", body["design"]))
+        if body["design"] != "sm80/d":
+            return {"record": {"verdict": "rejected"}}
+        return {"record": {"verdict": "accepted", "design": "sm80/d", "time_us": next(graph_us), "time_us_offline": 25.0,
                            "speedup_vs_best_vendor": 1.1, "speedup_vs_best_vendor_interval": {"low": 1.0, "high": 1.2},
                            "speedup_vs_best_vendor_offline": 0.9,
                            "speedup_vs_best_vendor_offline_interval": {"low": 0.8, "high": 1.0}}}
-    monkeypatch.setattr(em, "bench_times", lambda rlgemm, shape, designs: {("sm80/d", "graph"): (20.0, 1.05),
-                                                                          ("sm80/d", "offline"): (25.0, 0.95)})
-    rows = em.agreement("rlgemm", "mid", "2048,2048,2048",
-                        [record(21.0, 24.0), record(22.0, 26.0), record(20.0, 25.0), {"record": {"verdict": "rejected"}}])
+
+    def bench_times(rlgemm, shape, designs):
+        calls.append(("bench", tuple(designs)))
+        return {("sm80/d", "graph"): (20.0, 1.05), ("sm80/d", "offline"): (25.0, 0.95)}
+
+    monkeypatch.setattr(em, "DESIGNS", ["sm80/d", "sm80/x"])
+    monkeypatch.setattr(em, "post", post)
+    monkeypatch.setattr(em, "bench_times", bench_times)
+    rows = em.agreement("url", "rlgemm", "mid", "2048,2048,2048", rounds=4)
+    kinds = [c[0] for c in calls]
+    # Even rounds evaluate first, odd rounds run bench first.
+    assert kinds == ["reward", "reward", "bench", "bench", "reward", "reward"] * 2
     assert [r[6] for r in rows] == ["graph", "offline"]
     graph, offline = rows
-    assert graph[:10] == ["mid 2048,2048,2048", "agreement", 3, "", "", "sm80/d", "graph", "21.000", "20.000", "1.0500"]
-    assert graph[10:] == ["1.1000", "1.0000", "1.2000", "1.0500"]
-    assert offline[7:10] == ["25.000", "25.000", "1.0000"]
+    # Ratios 1.05, 1.10, 1.00, 1.50: the median is 1.075, the range 1.00..1.50; the reward's time is the median
+    # round's.
+    assert graph[:12] == ["mid 2048,2048,2048", "agreement", 4, "", "", "sm80/d", "graph", "22.000", "20.000",
+                          "1.0750", "1.0000", "1.5000"]
+    assert graph[12:] == ["1.1000", "1.0000", "1.2000", "1.0500"]
+    assert offline[7:12] == ["25.000", "25.000", "1.0000", "1.0000", "1.0000"]
+
+
+def test_a_round_without_a_bench_time_leaves_the_ratio_out():
+    rewards = {("d", "graph"): (10.0, 1.0, 0.9, 1.1)}
+    rows = em.agreement_rows("small", "1,1,1", [(rewards, {}), (rewards, {("d", "graph"): (8.0, 1.2)})])
+    assert rows[0][2] == 1 and rows[0][8:12] == ["8.000", "1.2500", "1.2500", "1.2500"]
+    assert em.agreement_rows("small", "1,1,1", [(rewards, {})])[0][8:12] == ["", "", "", ""]
