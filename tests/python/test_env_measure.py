@@ -105,7 +105,7 @@ def test_a_case_that_gets_another_reason_does_not_agree(service):
     assert not em.agrees(["honest_x", "accepted", "rejected", "fault"])
 
 
-def test_agreement_alternates_reward_and_bench_and_gives_the_median_ratio_of_the_rounds(monkeypatch):
+def test_agreement_alternates_reward_and_bench_per_design_beside_the_rewards_vendor_calls(monkeypatch):
     calls = []
     graph_us = iter([21.0, 22.0, 20.0, 30.0])  # the reward's graph time of each round
 
@@ -114,21 +114,24 @@ def test_agreement_alternates_reward_and_bench_and_gives_the_median_ratio_of_the
         if body["design"] != "sm80/d":
             return {"record": {"verdict": "rejected"}}
         return {"record": {"verdict": "accepted", "design": "sm80/d", "time_us": next(graph_us), "time_us_offline": 25.0,
+                           "vendor_us": {"lt_auto": 19.0, "cublas_tn": 22.0},
                            "speedup_vs_best_vendor": 1.1, "speedup_vs_best_vendor_interval": {"low": 1.0, "high": 1.2},
                            "speedup_vs_best_vendor_offline": 0.9,
                            "speedup_vs_best_vendor_offline_interval": {"low": 0.8, "high": 1.0}}}
 
-    def bench_times(rlgemm, shape, designs):
-        calls.append(("bench", tuple(designs)))
+    def bench_times(rlgemm, shape, designs, vendors=None):
+        calls.append(("bench", tuple(designs), tuple(vendors or ())))
         return {("sm80/d", "graph"): (20.0, 1.05), ("sm80/d", "offline"): (25.0, 0.95)}
 
     monkeypatch.setattr(em, "DESIGNS", ["sm80/d", "sm80/x"])
     monkeypatch.setattr(em, "post", post)
     monkeypatch.setattr(em, "bench_times", bench_times)
     rows = em.agreement("url", "rlgemm", "mid", "2048,2048,2048", rounds=4)
-    kinds = [c[0] for c in calls]
-    # Even rounds evaluate first, odd rounds run bench first.
-    assert kinds == ["reward", "reward", "bench", "bench", "reward", "reward"] * 2
+    pair = ("bench", ("sm80/d",), ("cublas_tn", "lt_auto"))
+    # Even rounds evaluate first, odd rounds run bench first; a design the service rejects is not benched after.
+    even = [("reward", "sm80/d"), pair, ("reward", "sm80/x")]
+    odd = [pair, ("reward", "sm80/d"), ("bench", ("sm80/x",), ()), ("reward", "sm80/x")]
+    assert calls == (even + odd) * 2
     assert [r[6] for r in rows] == ["graph", "offline"]
     graph, offline = rows
     # Ratios 1.05, 1.10, 1.00, 1.50: the median is 1.075, the range 1.00..1.50; the reward's time is the median
