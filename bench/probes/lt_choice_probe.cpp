@@ -3,10 +3,15 @@
 // times in each mode, as the harness's lt_auto and the library's floor run it. Before all that, the library
 // floor's first-use choice (dispatch::time_candidates) in each mode, on the shape's first touch.
 //
-//   lt_choice_probe [--repeat R] [--idle-ms T] M,N,K [M,N,K ...]      (tn, fp16; prints CSV)
+//   lt_choice_probe [--repeat R] [--idle-ms T] [--workspace-check] M,N,K [M,N,K ...]   (tn, fp16; prints CSV)
 //
 // --idle-ms leaves the GPU idle that long before each first-use choice, as a handle does while its host-side
 // work for a new shape (the predictor's scan) runs.
+//
+// --workspace-check times instead, side by side, each candidate three ways: through cublasLtMatmul with the
+// whole workspace the choice is timed with (what = "lt-whole-workspace"), through cublasLtMatmul with the
+// workspace the heuristic reported for it (what = "lt-own-workspace", what a planned route passes), and launched
+// directly as the library's floor launches it (what = "direct"; absent where it cannot be).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,11 +24,73 @@
 #include "bench/timing.h"
 #include "core/cuda_util.h"
 #include "dispatch/cublaslt_gemm.h"
+#include "dispatch/lt_direct.h"
 #include "rlgemm/error.h"
 #include "rlgemm/problem.h"
 #include "probe_cli.h"
 
 using namespace rlgemm;
+
+namespace {
+
+void check_workspaces(const Problem& problem, const std::string& s, int repeat, cublasLtHandle_t handle,
+                      cudaStream_t stream) {
+  const dispatch::CublasLtContext context;
+  const bench::LtProblem lt(problem);
+  const auto candidates = lt.candidates(handle);
+  const bench::ScratchOperands x(problem, stream);
+  DeviceScratch<unsigned char> whole(bench::kLtWorkspaceBytes);
+  std::vector<std::unique_ptr<dispatch::CublasLtGemm>> plans;
+  std::vector<std::unique_ptr<dispatch::LtDirect>> directs;
+  std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> own;  // each direct launch's workspace, zeroed
+  std::vector<bench::Subject> subjects;
+  std::vector<std::pair<std::string, int>> labels;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    const size_t own_bytes = candidates[i].workspaceSize;
+    subjects.push_back({[&, i](cudaStream_t st) {
+                          lt.launch(handle, candidates[i].algo, x.a.ptr, x.b.ptr, x.c.ptr, whole.ptr,
+                                    bench::kLtWorkspaceBytes, st);
+                        }, {}, "whole " + std::to_string(i)});
+    labels.emplace_back("lt-whole-workspace", int(i));
+    subjects.push_back({[&, i, own_bytes](cudaStream_t st) {
+                          lt.launch(handle, candidates[i].algo, x.a.ptr, x.b.ptr, x.c.ptr, whole.ptr, own_bytes, st);
+                        }, {}, "own " + std::to_string(i)});
+    labels.emplace_back("lt-own-workspace", int(i));
+    auto plan = std::make_unique<dispatch::CublasLtGemm>(context, problem, int(i));
+    std::string why;
+    auto direct = dispatch::LtDirect::make(*plan, problem, why);
+    if (!direct) {
+      std::fprintf(stderr, "%s candidate %zu: not launched directly: %s\n", s.c_str(), i, why.c_str());
+    } else {
+      auto& ws = own.emplace_back(std::make_unique<DeviceScratch<unsigned char>>(std::max<size_t>(plan->workspace_bytes(), 16)));
+      RLGEMM_CUDA_CHECK(cudaMemsetAsync(ws->ptr, 0, std::max<size_t>(plan->workspace_bytes(), 16), stream));
+      const dispatch::LtDirect* d = direct.get();
+      void* w = ws->ptr;
+      subjects.push_back({[&x, d, w](cudaStream_t st) { d->launch(st, x.a.ptr, x.b.ptr, x.c.ptr, w); }, {},
+                          "direct " + std::to_string(i)});
+      labels.emplace_back("direct", int(i));
+      directs.push_back(std::move(direct));
+    }
+    plans.push_back(std::move(plan));
+    std::printf("%s,workspace-bytes,,%zu,%zu,,\n", s.c_str(), i, own_bytes);
+  }
+  for (bench::Mode mode : {bench::Mode::kOffline, bench::Mode::kGraph}) {
+    const std::string m(bench::to_string(mode));
+    for (int r = 0; r < repeat; ++r) {
+      bench::TimingOptions o;
+      o.seed = 2000 + uint64_t(r);
+      const auto times = bench::time_side_by_side(mode, subjects, nullptr, stream, o);
+      for (size_t j = 0; j < times.size(); ++j)
+        std::printf("%s,%s-%d,%s,%d,%.3f,%.3f,%.3f\n", s.c_str(), labels[j].first.c_str(), r, m.c_str(),
+                    labels[j].second, times[j].time_us, times[j].min_us, times[j].max_us);
+      std::fflush(stdout);
+    }
+  }
+  RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   int repeat = 3;
@@ -31,6 +98,9 @@ int main(int argc, char** argv) {
   CLI::App app("How steady is lt_auto's choice among cuBLASLt's candidates (tn, fp16; prints CSV)", "lt_choice_probe");
   app.add_option("--repeat", repeat, "rounds of the side-by-side timing and choose_fastest")->check(CLI::PositiveNumber);
   app.add_option("--idle-ms", idle_ms, "idle time before each first-use choice")->check(CLI::NonNegativeNumber);
+  bool workspace_check = false;
+  app.add_flag("--workspace-check", workspace_check,
+               "time each candidate with the whole workspace, with its own, and launched directly");
   std::vector<Shape> shapes;
   if (const int status = probes::parse_command_line(app, argc, argv, shapes); status >= 0) return status;
   try {
@@ -42,6 +112,10 @@ int main(int argc, char** argv) {
     for (const Shape& shape : shapes) {
       const Problem problem{shape, Layout::kTN, DType::kF16};
       const std::string s = std::to_string(shape.m) + "," + std::to_string(shape.n) + "," + std::to_string(shape.k);
+      if (workspace_check) {
+        check_workspaces(problem, s, repeat, handle, stream);
+        continue;
+      }
       // First, before anything else touches this shape: the library floor's own first-use choice (fresh scratch
       // operands and workspace, a fresh cuBLASLt handle), in each mode, as a handle makes it.
       for (bench::Mode mode : {bench::Mode::kOffline, bench::Mode::kGraph}) {
