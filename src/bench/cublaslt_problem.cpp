@@ -137,15 +137,21 @@ void LtProblem::launch(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo
                                  workspace_bytes, stream));
 }
 
+size_t launch_workspace_bytes(const cublasLtMatmulHeuristicResult_t& candidate, size_t workspace_bytes,
+                              LtWorkspace use) {
+  return use == LtWorkspace::kOwn ? std::min(candidate.workspaceSize, workspace_bytes) : workspace_bytes;
+}
+
 LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
                         const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const void* a, const void* b,
                         void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream, Mode mode,
-                        const void* bias) {
+                        const void* bias, LtWorkspace use) {
   LtChoice choice;
   choice.count = int(candidates.size());
   auto call = [&](size_t i) {
     return [&, i](cudaStream_t s) {
-      problem.launch(handle, candidates[i].algo, a, b, c, workspace, workspace_bytes, s, bias);
+      problem.launch(handle, candidates[i].algo, a, b, c, workspace,
+                     launch_workspace_bytes(candidates[i], workspace_bytes, use), s, bias);
     };
   };
   // A candidate that does not launch (an algorithm this GPU or this problem refuses) is skipped and counted.
@@ -185,15 +191,15 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
     finalists.push_back(screened[i].second);
   const bool first_ran = std::any_of(screened.begin(), screened.end(), [](auto& s) { return s.second == 0; });
   if (first_ran && std::find(finalists.begin(), finalists.end(), 0) == finalists.end()) finalists.push_back(0);
-  choice.index =
-      fastest_of(problem, handle, candidates, finalists, a, b, c, workspace, workspace_bytes, stream, mode, bias);
+  choice.index = fastest_of(problem, handle, candidates, finalists, a, b, c, workspace, workspace_bytes, stream, mode,
+                            bias, use);
   return choice;
 }
 
 int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
                const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
                const void* a, const void* b, void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-               Mode mode, const void* bias) {
+               Mode mode, const void* bias, LtWorkspace use) {
   if (finalists.empty()) throw Error(ErrorKind::kInvalidInput, "fastest_of: no finalists");
   for (int f : finalists)
     if (f < 0 || size_t(f) >= candidates.size())
@@ -203,8 +209,8 @@ int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
   std::vector<Subject> subjects;
   for (int f : finalists)
     subjects.push_back({[&, f](cudaStream_t s) {
-                          problem.launch(handle, candidates[size_t(f)].algo, a, b, c, workspace, workspace_bytes, s,
-                                         bias);
+                          problem.launch(handle, candidates[size_t(f)].algo, a, b, c, workspace,
+                                         launch_workspace_bytes(candidates[size_t(f)], workspace_bytes, use), s, bias);
                         },
                         {},
                         "cuBLASLt candidate " + std::to_string(f)});

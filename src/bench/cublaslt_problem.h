@@ -83,6 +83,16 @@ bool offers(const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, cons
 // decided by less than its own noise keeps a slower algorithm as often as a faster one). A candidate that
 // fails to launch is skipped and counted. Runs `problem` on the given operands and workspace (and `bias`, which
 // a problem with LtEpilogue::kBias needs); throws Error(kRuntime) when no candidate runs.
+//
+// `use` says which workspace size each candidate is launched with: kWhole, `workspace_bytes` for every one (the
+// harness's lt_auto, which launches its choice so); kOwn, each one's own workspaceSize from the heuristic (at
+// most `workspace_bytes`), as a planned route (dispatch::CublasLtGemm) launches it. The two differ: on an H200,
+// a candidate reported to need no workspace ran 4.4% slower when given none than when given 32 MiB
+// (bench/results/h200/lt-workspace-check.csv), so a choice must be timed with the size its launches will pass.
+enum class LtWorkspace { kWhole, kOwn };
+// The workspace size a candidate is launched with under `use`.
+size_t launch_workspace_bytes(const cublasLtMatmulHeuristicResult_t& candidate, size_t workspace_bytes,
+                              LtWorkspace use);
 struct LtChoice {
   int index = 0;   // among the candidates
   int count = 0;   // candidates offered
@@ -94,7 +104,7 @@ inline constexpr double kLtWarmUpMs = 50;  // the candidates run this long befor
 LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
                         const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const void* a, const void* b,
                         void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-                        Mode mode = Mode::kOffline, const void* bias = nullptr);
+                        Mode mode = Mode::kOffline, const void* bias = nullptr, LtWorkspace use = LtWorkspace::kWhole);
 
 // The final of choose_fastest on its own: the `finalists` (indices into `candidates`, each known to launch) timed
 // side by side with the harness's method of `mode`, in shuffled rounds; the fastest, except that the
@@ -103,6 +113,6 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
 int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
                const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
                const void* a, const void* b, void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-               Mode mode, const void* bias = nullptr);
+               Mode mode, const void* bias = nullptr, LtWorkspace use = LtWorkspace::kWhole);
 
 }  // namespace rlgemm::bench

@@ -96,8 +96,9 @@ bench::LtChoice CublasLtGemm::time_bias_candidates(cudaStream_t stream, bench::M
   DeviceScratch<unsigned char> bias(size_t(p.shape.n) * 2);
   bench::fill_random(reinterpret_cast<half*>(bias.ptr), size_t(p.shape.n), bench::Fill::kNormal, 5, stream, p.dtype);
   DeviceScratch<unsigned char> workspace(std::max<size_t>(workspace_bytes_, 16));
-  const bench::LtChoice choice = bench::choose_fastest(lt, context_.handle(), candidates, x.a.ptr, x.b.ptr, x.c.ptr,
-                                                       workspace.ptr, workspace_bytes_, stream, mode, bias.ptr);
+  const bench::LtChoice choice =
+      bench::choose_fastest(lt, context_.handle(), candidates, x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr,
+                            workspace_bytes_, stream, mode, bias.ptr, bench::LtWorkspace::kOwn);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return choice;
 }
@@ -132,8 +133,9 @@ bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& p
   const auto candidates = lt.candidates(context.handle());
   const bench::ScratchOperands x(problem, stream);
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
-  const bench::LtChoice choice = bench::choose_fastest(lt, context.handle(), candidates, x.a.ptr, x.b.ptr, x.c.ptr,
-                                                       workspace.ptr, bench::kLtWorkspaceBytes, stream, mode);
+  const bench::LtChoice choice =
+      bench::choose_fastest(lt, context.handle(), candidates, x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr,
+                            bench::kLtWorkspaceBytes, stream, mode, nullptr, bench::LtWorkspace::kOwn);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return choice;
 }
@@ -149,7 +151,8 @@ int runoff(const CublasLtContext& context, const Problem& problem, cudaStream_t 
   const bench::ScratchOperands x(problem, stream);
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
   const int fastest = bench::fastest_of(lt, context.handle(), candidates, finalists, x.a.ptr, x.b.ptr, x.c.ptr,
-                                        workspace.ptr, bench::kLtWorkspaceBytes, stream, mode);
+                                        workspace.ptr, bench::kLtWorkspaceBytes, stream, mode, nullptr,
+                                        bench::LtWorkspace::kOwn);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return fastest;
 }

@@ -91,8 +91,9 @@ class CublasLtGemm {
 
 // lt_auto's choice for a problem on this GPU (bench::choose_fastest): every heuristic candidate timed on
 // scratch operands of the problem's size, filled with random values, on `stream` (never one being captured),
-// in `mode` (offline: eager calls; graph: the GPU's time, for calls captured into CUDA graphs). Allocates the
-// scratch for the duration of the call.
+// in `mode` (offline: eager calls; graph: the GPU's time, for calls captured into CUDA graphs), each launched
+// with the workspace size its plan launches with (bench::LtWorkspace::kOwn). Allocates the scratch for the
+// duration of the call.
 bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& problem, cudaStream_t stream,
                                 bench::Mode mode = bench::Mode::kOffline);
 

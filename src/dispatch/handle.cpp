@@ -242,14 +242,17 @@ struct Handle::Impl {
     dispatcher = std::make_unique<dispatch::Dispatcher>(rows, target, options.prefer_cublaslt, proposer, predicted);
     load_optimized_cubins();
     const auto& dir = compile_options.cache_dir;
+    // The files' "-2": choices timed with each candidate's own workspace size, the size a route's launches pass
+    // (bench::LtWorkspace::kOwn). The files without it hold choices timed with 32 MiB of workspace, which some
+    // candidates run faster with than with their own: those records are not taken.
     lt_graph_choices = std::make_unique<dispatch::CublasLtChoices>(
-        dir ? *dir / "cublaslt-graph-choices.csv" : std::filesystem::path(), device.name, cublasLtGetVersion());
-    lt_choices = std::make_unique<dispatch::CublasLtChoices>(dir ? *dir / "cublaslt-choices.csv" : std::filesystem::path(),
+        dir ? *dir / "cublaslt-graph-choices-2.csv" : std::filesystem::path(), device.name, cublasLtGetVersion());
+    lt_choices = std::make_unique<dispatch::CublasLtChoices>(dir ? *dir / "cublaslt-choices-2.csv" : std::filesystem::path(),
                                                              device.name, cublasLtGetVersion());
     lt_bias_choices = std::make_unique<dispatch::CublasLtChoices>(
-        dir ? *dir / "cublaslt-bias-choices.csv" : std::filesystem::path(), device.name, cublasLtGetVersion());
+        dir ? *dir / "cublaslt-bias-choices-2.csv" : std::filesystem::path(), device.name, cublasLtGetVersion());
     lt_graph_bias_choices = std::make_unique<dispatch::CublasLtChoices>(
-        dir ? *dir / "cublaslt-graph-bias-choices.csv" : std::filesystem::path(), device.name, cublasLtGetVersion());
+        dir ? *dir / "cublaslt-graph-bias-choices-2.csv" : std::filesystem::path(), device.name, cublasLtGetVersion());
     if (options.autotune)
       autotune_choices = std::make_unique<dispatch::AutotuneChoices>(
           dir ? *dir / "autotune-choices.csv" : std::filesystem::path(), device.name,
@@ -829,8 +832,8 @@ struct Handle::Impl {
   // A cuBLASLt route's plan with the bias epilogue, planned on its first use: the fastest of the route's own
   // algorithm with the epilogue and the heuristic's algorithms for it (CublasLtGemm::bias_candidates), timed
   // within the route's workspace, in the mode of the calls the route serves (a captured-only route: CUDA
-  // graphs; else eager_choice_mode), and kept per machine in that mode's file (cublaslt-bias-choices.csv,
-  // cublaslt-graph-bias-choices.csv: a shape's eager and captured routes can hold different algorithms, and the
+  // graphs; else eager_choice_mode), and kept per machine in that mode's file (cublaslt-bias-choices-2.csv,
+  // cublaslt-graph-bias-choices-2.csv: a shape's eager and captured routes can hold different algorithms, and the
   // candidates are listed from the route's own). A first use inside a capture, where nothing can be timed, takes
   // the route's algorithm (host work only). Launched directly where that is proven the same launch (GPU work of
   // its own: only outside a capture).

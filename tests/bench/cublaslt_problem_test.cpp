@@ -88,6 +88,19 @@ TEST(LtProblem, TheBiasEpilogueAddsOneValuePerOutputFeature) {
   EXPECT_EQ(operation(plain.operation(), CUBLASLT_MATMUL_DESC_EPILOGUE), CUBLASLT_EPILOGUE_DEFAULT);
 }
 
+// kWhole launches every candidate with the workspace given; kOwn with the heuristic's size for it, never more
+// than the workspace given.
+TEST(LtProblem, ACandidatesLaunchWorkspaceIsTheWholeOrItsOwn) {
+  cublasLtMatmulHeuristicResult_t none{}, some{}, more{};
+  some.workspaceSize = 4;
+  more.workspaceSize = size_t(64) << 20;
+  for (const auto* r : {&none, &some, &more})
+    EXPECT_EQ(launch_workspace_bytes(*r, kLtWorkspaceBytes, LtWorkspace::kWhole), kLtWorkspaceBytes);
+  EXPECT_EQ(launch_workspace_bytes(none, kLtWorkspaceBytes, LtWorkspace::kOwn), 0u);
+  EXPECT_EQ(launch_workspace_bytes(some, kLtWorkspaceBytes, LtWorkspace::kOwn), 4u);
+  EXPECT_EQ(launch_workspace_bytes(more, kLtWorkspaceBytes, LtWorkspace::kOwn), kLtWorkspaceBytes);
+}
+
 TEST(LtProblem, AFailedCallNamesItself) {
   try {
     check_cublas_status(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul(...)");

@@ -1,6 +1,6 @@
 // lt_auto's choice machinery on the GPU (skips without one): the candidate list (the heuristic's list for the
-// whole workspace first, then what smaller limits add); choose_fastest picks a candidate that runs, with a bias
-// epilogue too; fastest_of keeps one of its finalists and refuses finalists that do not exist.
+// whole workspace first, then what smaller limits add); choose_fastest picks a candidate that runs, each with the
+// whole workspace or its own, with a bias epilogue too; fastest_of keeps one of its finalists and refuses finalists that do not exist.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,14 +38,17 @@ TEST(LtChoiceGpu, ChooseFastestPicksARunnableCandidateInEachMode) {
   for (const Shape shape : {Shape{16, 4096, 4096}, Shape{1000, 200, 136}}) {
     LtScratch s({shape, Layout::kTN});
     ASSERT_FALSE(s.candidates.empty());
-    for (Mode mode : {Mode::kOffline, Mode::kGraph}) {
-      const LtChoice c = choose_fastest(s.lt, s.handle, s.candidates, s.x.a.ptr, s.x.b.ptr, s.x.c.ptr,
-                                        s.workspace.ptr, kLtWorkspaceBytes, nullptr, mode);
-      EXPECT_EQ(c.count, int(s.candidates.size()));
-      EXPECT_GE(c.index, 0);
-      EXPECT_LT(c.index, c.count);
-      EXPECT_LT(c.failed, c.count);
-    }
+    for (Mode mode : {Mode::kOffline, Mode::kGraph})
+      for (LtWorkspace use : {LtWorkspace::kWhole, LtWorkspace::kOwn}) {
+        const LtChoice c = choose_fastest(s.lt, s.handle, s.candidates, s.x.a.ptr, s.x.b.ptr, s.x.c.ptr,
+                                          s.workspace.ptr, kLtWorkspaceBytes, nullptr, mode, nullptr, use);
+        EXPECT_EQ(c.count, int(s.candidates.size()));
+        EXPECT_GE(c.index, 0);
+        EXPECT_LT(c.index, c.count);
+        // Each candidate's own workspace is one the heuristic offered it with: every one launches.
+        if (use == LtWorkspace::kOwn) EXPECT_EQ(c.failed, 0);
+        EXPECT_LT(c.failed, c.count);
+      }
   }
 }
 
