@@ -12,6 +12,10 @@
 // whole workspace the choice is timed with (what = "lt-whole-workspace"), through cublasLtMatmul with the
 // workspace the heuristic reported for it (what = "lt-own-workspace", what a planned route passes), and launched
 // directly as the library's floor launches it (what = "direct"; absent where it cannot be).
+//
+// --placements P times instead, side by side in CUDA graphs, each candidate (with its own workspace) on P sets
+// of operands allocated apart (what = "placement-p"): whether a candidate's time depends on where its operands
+// lie, which a choice made on scratch operands cannot see.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -90,6 +94,43 @@ void check_workspaces(const Problem& problem, const std::string& s, int repeat, 
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+void check_placements(const Problem& problem, const std::string& s, int repeat, int placements,
+                      cublasLtHandle_t handle, cudaStream_t stream) {
+  const bench::LtProblem lt(problem);
+  const auto candidates = lt.candidates(handle);
+  std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> pads;
+  std::vector<std::unique_ptr<bench::ScratchOperands>> sets;
+  for (int p = 0; p < placements; ++p) {
+    // A pad of another size before each set, so that the sets start at unrelated places.
+    pads.push_back(std::make_unique<DeviceScratch<unsigned char>>((size_t(p) * 37 + 5) << 20));
+    sets.push_back(std::make_unique<bench::ScratchOperands>(problem, stream));
+  }
+  DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
+  std::vector<bench::Subject> subjects;
+  std::vector<std::pair<int, int>> labels;  // placement, candidate
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    for (int p = 0; p < placements; ++p) {
+      const bench::ScratchOperands* x = sets[size_t(p)].get();
+      const size_t bytes = candidates[i].workspaceSize;
+      subjects.push_back({[&, i, x, bytes](cudaStream_t st) {
+                            lt.launch(handle, candidates[i].algo, x->a.ptr, x->b.ptr, x->c.ptr, workspace.ptr, bytes, st);
+                          }, {}, "candidate " + std::to_string(i) + " placement " + std::to_string(p)});
+      labels.emplace_back(p, int(i));
+    }
+  }
+  for (int r = 0; r < repeat; ++r) {
+    bench::TimingOptions o;
+    o.seed = 3000 + uint64_t(r);
+    const auto times = bench::time_side_by_side(bench::Mode::kGraph, subjects, nullptr, stream, o);
+    for (size_t j = 0; j < times.size(); ++j)
+      std::printf("%s,placement-%d-%d,graph,%d,%.3f,%.3f,%.3f\n", s.c_str(), labels[j].first, r, labels[j].second,
+                  times[j].time_us, times[j].min_us, times[j].max_us);
+    std::fflush(stdout);
+  }
+  RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -98,6 +139,9 @@ int main(int argc, char** argv) {
   CLI::App app("How steady is lt_auto's choice among cuBLASLt's candidates (tn, fp16; prints CSV)", "lt_choice_probe");
   app.add_option("--repeat", repeat, "rounds of the side-by-side timing and choose_fastest")->check(CLI::PositiveNumber);
   app.add_option("--idle-ms", idle_ms, "idle time before each first-use choice")->check(CLI::NonNegativeNumber);
+  int placements = 0;
+  app.add_option("--placements", placements, "time each candidate on this many operand sets allocated apart")
+      ->check(CLI::PositiveNumber);
   bool workspace_check = false;
   app.add_flag("--workspace-check", workspace_check,
                "time each candidate with the whole workspace, with its own, and launched directly");
@@ -112,6 +156,10 @@ int main(int argc, char** argv) {
     for (const Shape& shape : shapes) {
       const Problem problem{shape, Layout::kTN, DType::kF16};
       const std::string s = std::to_string(shape.m) + "," + std::to_string(shape.n) + "," + std::to_string(shape.k);
+      if (placements > 0) {
+        check_placements(problem, s, repeat, placements, handle, stream);
+        continue;
+      }
       if (workspace_check) {
         check_workspaces(problem, s, repeat, handle, stream);
         continue;
