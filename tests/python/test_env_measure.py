@@ -147,3 +147,27 @@ def test_a_round_without_a_bench_time_leaves_the_ratio_out():
     rows = em.agreement_rows("small", "1,1,1", [(rewards, {}), (rewards, {("d", "graph"): (8.0, 1.2)})])
     assert rows[0][2] == 1 and rows[0][8:12] == ["8.000", "1.2500", "1.2500", "1.2500"]
     assert em.agreement_rows("small", "1,1,1", [(rewards, {})])[0][8:12] == ["", "", "", ""]
+
+
+def test_bench_times_the_design_in_the_services_order_and_rounds(tmp_path):
+    """bench runs offline first, then graph, 16 batches each, as the service times a submission; its rows come
+    back per (design, mode), a wrong row left out."""
+    fake = tmp_path / "rlgemm"
+    args_file = tmp_path / "args"
+    fake.write_text(f"""#!/usr/bin/env python3
+import sys
+args = sys.argv[1:]
+open({str(args_file)!r}, "w").write(" ".join(args))
+out = args[args.index("--out") + 1]
+open(out, "w").write("impl,mode,time_us,speedup_vs_best_vendor,correct\\n"
+                     "sm80/d,offline,25.0,0.9,1\\nsm80/d,graph,20.0,1.1,1\\nlt_auto,graph,22.0,1.0,1\\n"
+                     "sm80/w,graph,1.0,9.0,0\\n")
+""")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    times = em.bench_times(str(fake), "64,64,64", ["sm80/d", "sm80/w"], ["lt_auto", "cublas_tn"])
+    assert times == {("sm80/d", "offline"): (25.0, 0.9), ("sm80/d", "graph"): (20.0, 1.1)}
+    args = args_file.read_text().split()
+    assert args[args.index("--mode") + 1] == "offline,graph"
+    assert args[args.index("--batches") + 1] == "16"
+    assert args[args.index("--impl") + 1] == "lt_auto,cublas_tn"
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--design"] == ["sm80/d", "sm80/w"]
