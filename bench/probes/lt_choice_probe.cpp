@@ -37,6 +37,23 @@ using namespace rlgemm;
 
 namespace {
 
+// `repeat` rounds of the subjects timed side by side in `mode`; one CSV row per subject and round, its `what`
+// the label's text and the round, its candidate the label's number.
+void time_rounds(const std::string& s, const std::vector<bench::Subject>& subjects,
+                 const std::vector<std::pair<std::string, int>>& labels, bench::Mode mode, int repeat, uint64_t seed,
+                 cudaStream_t stream) {
+  const std::string m(bench::to_string(mode));
+  for (int r = 0; r < repeat; ++r) {
+    bench::TimingOptions o;
+    o.seed = seed + uint64_t(r);
+    const auto times = bench::time_side_by_side(mode, subjects, nullptr, stream, o);
+    for (size_t j = 0; j < times.size(); ++j)
+      std::printf("%s,%s-%d,%s,%d,%.3f,%.3f,%.3f\n", s.c_str(), labels[j].first.c_str(), r, m.c_str(),
+                  labels[j].second, times[j].time_us, times[j].min_us, times[j].max_us);
+    std::fflush(stdout);
+  }
+}
+
 void check_workspaces(const Problem& problem, const std::string& s, int repeat, cublasLtHandle_t handle,
                       cudaStream_t stream) {
   const dispatch::CublasLtContext context;
@@ -67,8 +84,9 @@ void check_workspaces(const Problem& problem, const std::string& s, int repeat, 
     if (!direct) {
       std::fprintf(stderr, "%s candidate %zu: not launched directly: %s\n", s.c_str(), i, why.c_str());
     } else {
-      auto& ws = own.emplace_back(std::make_unique<DeviceScratch<unsigned char>>(std::max<size_t>(plan->workspace_bytes(), 16)));
-      RLGEMM_CUDA_CHECK(cudaMemsetAsync(ws->ptr, 0, std::max<size_t>(plan->workspace_bytes(), 16), stream));
+      const size_t bytes = std::max<size_t>(plan->workspace_bytes(), 16);
+      auto& ws = own.emplace_back(std::make_unique<DeviceScratch<unsigned char>>(bytes));
+      RLGEMM_CUDA_CHECK(cudaMemsetAsync(ws->ptr, 0, bytes, stream));
       const dispatch::LtDirect* d = direct.get();
       void* w = ws->ptr;
       subjects.push_back({[&x, d, w](cudaStream_t st) { d->launch(st, x.a.ptr, x.b.ptr, x.c.ptr, w); }, {},
@@ -79,18 +97,8 @@ void check_workspaces(const Problem& problem, const std::string& s, int repeat, 
     plans.push_back(std::move(plan));
     std::printf("%s,workspace-bytes,,%zu,%zu,,\n", s.c_str(), i, own_bytes);
   }
-  for (bench::Mode mode : {bench::Mode::kOffline, bench::Mode::kGraph}) {
-    const std::string m(bench::to_string(mode));
-    for (int r = 0; r < repeat; ++r) {
-      bench::TimingOptions o;
-      o.seed = 2000 + uint64_t(r);
-      const auto times = bench::time_side_by_side(mode, subjects, nullptr, stream, o);
-      for (size_t j = 0; j < times.size(); ++j)
-        std::printf("%s,%s-%d,%s,%d,%.3f,%.3f,%.3f\n", s.c_str(), labels[j].first.c_str(), r, m.c_str(),
-                    labels[j].second, times[j].time_us, times[j].min_us, times[j].max_us);
-      std::fflush(stdout);
-    }
-  }
+  for (bench::Mode mode : {bench::Mode::kOffline, bench::Mode::kGraph})
+    time_rounds(s, subjects, labels, mode, repeat, 2000, stream);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
@@ -107,27 +115,20 @@ void check_placements(const Problem& problem, const std::string& s, int repeat, 
   }
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
   std::vector<bench::Subject> subjects;
-  std::vector<std::pair<int, int>> labels;  // placement, candidate
+  std::vector<std::pair<std::string, int>> labels;  // "placement-p", candidate
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
     for (int p = 0; p < placements; ++p) {
       const bench::ScratchOperands* x = sets[size_t(p)].get();
       const size_t bytes = candidates[i].workspaceSize;
       subjects.push_back({[&, i, x, bytes](cudaStream_t st) {
-                            lt.launch(handle, candidates[i].algo, x->a.ptr, x->b.ptr, x->c.ptr, workspace.ptr, bytes, st);
+                            lt.launch(handle, candidates[i].algo, x->a.ptr, x->b.ptr, x->c.ptr, workspace.ptr, bytes,
+                                      st);
                           }, {}, "candidate " + std::to_string(i) + " placement " + std::to_string(p)});
-      labels.emplace_back(p, int(i));
+      labels.emplace_back("placement-" + std::to_string(p), int(i));
     }
   }
-  for (int r = 0; r < repeat; ++r) {
-    bench::TimingOptions o;
-    o.seed = 3000 + uint64_t(r);
-    const auto times = bench::time_side_by_side(bench::Mode::kGraph, subjects, nullptr, stream, o);
-    for (size_t j = 0; j < times.size(); ++j)
-      std::printf("%s,placement-%d-%d,graph,%d,%.3f,%.3f,%.3f\n", s.c_str(), labels[j].first, r, labels[j].second,
-                  times[j].time_us, times[j].min_us, times[j].max_us);
-    std::fflush(stdout);
-  }
+  time_rounds(s, subjects, labels, bench::Mode::kGraph, repeat, 3000, stream);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

@@ -245,14 +245,14 @@ struct Handle::Impl {
     // The files' "-2": choices timed with each candidate's own workspace size, the size a route's launches pass
     // (bench::LtWorkspace::kOwn). The files without it hold choices timed with 32 MiB of workspace, which some
     // candidates run faster with than with their own: those records are not taken.
-    lt_graph_choices = std::make_unique<dispatch::CublasLtChoices>(
-        dir ? *dir / "cublaslt-graph-choices-2.csv" : std::filesystem::path(), device.name, cublasLtGetVersion());
-    lt_choices = std::make_unique<dispatch::CublasLtChoices>(dir ? *dir / "cublaslt-choices-2.csv" : std::filesystem::path(),
-                                                             device.name, cublasLtGetVersion());
-    lt_bias_choices = std::make_unique<dispatch::CublasLtChoices>(
-        dir ? *dir / "cublaslt-bias-choices-2.csv" : std::filesystem::path(), device.name, cublasLtGetVersion());
-    lt_graph_bias_choices = std::make_unique<dispatch::CublasLtChoices>(
-        dir ? *dir / "cublaslt-graph-bias-choices-2.csv" : std::filesystem::path(), device.name, cublasLtGetVersion());
+    const auto lt_choices_in = [&](const std::string& stem) {
+      return std::make_unique<dispatch::CublasLtChoices>(dir ? *dir / (stem + "-2.csv") : std::filesystem::path(),
+                                                         device.name, cublasLtGetVersion());
+    };
+    lt_graph_choices = lt_choices_in("cublaslt-graph-choices");
+    lt_choices = lt_choices_in("cublaslt-choices");
+    lt_bias_choices = lt_choices_in("cublaslt-bias-choices");
+    lt_graph_bias_choices = lt_choices_in("cublaslt-graph-bias-choices");
     if (options.autotune)
       autotune_choices = std::make_unique<dispatch::AutotuneChoices>(
           dir ? *dir / "autotune-choices.csv" : std::filesystem::path(), device.name,

@@ -1,6 +1,7 @@
 // lt_auto's choice machinery on the GPU (skips without one): the candidate list (the heuristic's list for the
 // whole workspace first, then what smaller limits add); choose_fastest picks a candidate that runs, each with the
-// whole workspace or its own, with a bias epilogue too; fastest_of keeps one of its finalists and refuses finalists that do not exist.
+// whole workspace or its own, with a bias epilogue too; fastest_of keeps one of its finalists and refuses
+// finalists that do not exist.
 #include <gtest/gtest.h>
 
 #include <algorithm>
