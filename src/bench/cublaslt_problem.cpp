@@ -137,6 +137,12 @@ void LtProblem::launch(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo
                                  workspace_bytes, stream));
 }
 
+std::vector<LtOperands> lt_operands(const OperandSets& sets) {
+  std::vector<LtOperands> out;
+  for (size_t i = 0; i < sets.size(); ++i) out.push_back({sets[i].a.ptr, sets[i].b.ptr, sets[i].c.ptr});
+  return out;
+}
+
 size_t launch_workspace_bytes(const cublasLtMatmulHeuristicResult_t& candidate, size_t workspace_bytes,
                               LtWorkspace use) {
   return use == LtWorkspace::kOwn ? std::min(candidate.workspaceSize, workspace_bytes) : workspace_bytes;
@@ -146,11 +152,31 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
                         const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const void* a, const void* b,
                         void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream, Mode mode,
                         const void* bias, LtWorkspace use) {
+  return choose_fastest(problem, handle, candidates, {LtOperands{a, b, c}}, workspace, workspace_bytes, stream, mode,
+                        bias, use);
+}
+
+namespace {
+
+void check_sets(const std::vector<LtOperands>& sets, const char* who) {
+  if (sets.empty()) throw Error(ErrorKind::kInvalidInput, std::string(who) + ": no operand sets");
+  for (const LtOperands& x : sets)
+    if (!x.a || !x.b || !x.c) throw Error(ErrorKind::kInvalidInput, std::string(who) + ": an operand set lacks one");
+}
+
+}  // namespace
+
+LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
+                        const std::vector<cublasLtMatmulHeuristicResult_t>& candidates,
+                        const std::vector<LtOperands>& sets, void* workspace, size_t workspace_bytes,
+                        cudaStream_t stream, Mode mode, const void* bias, LtWorkspace use) {
+  check_sets(sets, "choose_fastest");
   LtChoice choice;
   choice.count = int(candidates.size());
+  const LtOperands& x = sets.front();
   auto call = [&](size_t i) {
     return [&, i](cudaStream_t s) {
-      problem.launch(handle, candidates[i].algo, a, b, c, workspace,
+      problem.launch(handle, candidates[i].algo, x.a, x.b, x.c, workspace,
                      launch_workspace_bytes(candidates[i], workspace_bytes, use), s, bias);
     };
   };
@@ -191,7 +217,7 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
     finalists.push_back(screened[i].second);
   const bool first_ran = std::any_of(screened.begin(), screened.end(), [](auto& s) { return s.second == 0; });
   if (first_ran && std::find(finalists.begin(), finalists.end(), 0) == finalists.end()) finalists.push_back(0);
-  choice.index = fastest_of(problem, handle, candidates, finalists, a, b, c, workspace, workspace_bytes, stream, mode,
+  choice.index = fastest_of(problem, handle, candidates, finalists, sets, workspace, workspace_bytes, stream, mode,
                             bias, use);
   return choice;
 }
@@ -200,30 +226,49 @@ int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
                const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
                const void* a, const void* b, void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                Mode mode, const void* bias, LtWorkspace use) {
+  return fastest_of(problem, handle, candidates, finalists, {LtOperands{a, b, c}}, workspace, workspace_bytes, stream,
+                    mode, bias, use);
+}
+
+int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
+               const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
+               const std::vector<LtOperands>& sets, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+               Mode mode, const void* bias, LtWorkspace use) {
+  check_sets(sets, "fastest_of");
   if (finalists.empty()) throw Error(ErrorKind::kInvalidInput, "fastest_of: no finalists");
   for (int f : finalists)
     if (f < 0 || size_t(f) >= candidates.size())
       throw Error(ErrorKind::kInvalidInput, "fastest_of: candidate " + std::to_string(f) + " of " +
                                                 std::to_string(candidates.size()) + " does not exist");
   if (finalists.size() == 1) return finalists.front();
+  // Every finalist on every set, all in the same shuffled rounds: subject f * sets + s.
   std::vector<Subject> subjects;
   for (int f : finalists)
-    subjects.push_back({[&, f](cudaStream_t s) {
-                          problem.launch(handle, candidates[size_t(f)].algo, a, b, c, workspace,
-                                         launch_workspace_bytes(candidates[size_t(f)], workspace_bytes, use), s, bias);
-                        },
-                        {},
-                        "cuBLASLt candidate " + std::to_string(f)});
+    for (size_t s = 0; s < sets.size(); ++s) {
+      const LtOperands x = sets[s];
+      subjects.push_back({[&, f, x](cudaStream_t st) {
+                            problem.launch(handle, candidates[size_t(f)].algo, x.a, x.b, x.c, workspace,
+                                           launch_workspace_bytes(candidates[size_t(f)], workspace_bytes, use), st,
+                                           bias);
+                          },
+                          {},
+                          "cuBLASLt candidate " + std::to_string(f) + " on operand set " + std::to_string(s)});
+    }
   TimingOptions final_round;  // the harness's method
   final_round.seed = problem_seed(0, problem.problem());
   const auto times = time_side_by_side(mode, subjects, nullptr, stream, final_round);
+  std::vector<double> mean(finalists.size(), 0.0);
+  for (size_t f = 0; f < finalists.size(); ++f) {
+    for (size_t s = 0; s < sets.size(); ++s) mean[f] += times[f * sets.size() + s].time_us;
+    mean[f] /= double(sets.size());
+  }
   size_t best = 0;
-  for (size_t f = 1; f < times.size(); ++f)
-    if (times[f].time_us < times[best].time_us) best = f;
+  for (size_t f = 1; f < mean.size(); ++f)
+    if (mean[f] < mean[best]) best = f;
   const auto first = std::find(finalists.begin(), finalists.end(), 0);
   if (first != finalists.end()) {
     const size_t f0 = size_t(first - finalists.begin());
-    if (times[best].time_us > (1 - kLtMargin) * times[f0].time_us) best = f0;
+    if (mean[best] > (1 - kLtMargin) * mean[f0]) best = f0;
   }
   return finalists[best];
 }

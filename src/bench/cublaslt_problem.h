@@ -14,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "bench/fill.h"
 #include "bench/timing.h"
 #include "rlgemm/problem.h"
 
@@ -93,6 +94,16 @@ enum class LtWorkspace { kWhole, kOwn };
 // The workspace size a candidate is launched with under `use`.
 size_t launch_workspace_bytes(const cublasLtMatmulHeuristicResult_t& candidate, size_t workspace_bytes,
                               LtWorkspace use);
+// One set of a problem's operands (A, B and C, of the problem's element type), for timing candidates on.
+struct LtOperands {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+};
+// The operand sets a planned route's choice is timed on (OperandSets): three where they fit in 1 GiB.
+inline constexpr int kLtOperandSets = 3;
+inline constexpr size_t kLtOperandSetsBudget = size_t(1) << 30;
+std::vector<LtOperands> lt_operands(const OperandSets& sets);
 struct LtChoice {
   int index = 0;   // among the candidates
   int count = 0;   // candidates offered
@@ -105,6 +116,16 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
                         const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const void* a, const void* b,
                         void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                         Mode mode = Mode::kOffline, const void* bias = nullptr, LtWorkspace use = LtWorkspace::kWhole);
+// The same on several operand sets (`sets`, at least one; allocated apart: OperandSets): the screen runs on the
+// first, the final times every finalist on every set in the same shuffled rounds and takes each finalist's mean
+// over the sets. Some candidates' times move 7-10% with where their operands lie, others' do not
+// (bench/results/h200/lt-placement-check.csv): a choice made on one set holds for that set only, and a caller's
+// operands lie elsewhere.
+LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
+                        const std::vector<cublasLtMatmulHeuristicResult_t>& candidates,
+                        const std::vector<LtOperands>& sets, void* workspace, size_t workspace_bytes,
+                        cudaStream_t stream, Mode mode, const void* bias = nullptr,
+                        LtWorkspace use = LtWorkspace::kWhole);
 
 // The final of choose_fastest on its own: the `finalists` (indices into `candidates`, each known to launch) timed
 // side by side with the harness's method of `mode`, in shuffled rounds; the fastest, except that the
@@ -113,6 +134,11 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
 int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
                const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
                const void* a, const void* b, void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+               Mode mode, const void* bias = nullptr, LtWorkspace use = LtWorkspace::kWhole);
+// The same on several operand sets, each finalist's time its mean over them (as choose_fastest's).
+int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
+               const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
+               const std::vector<LtOperands>& sets, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                Mode mode, const void* bias = nullptr, LtWorkspace use = LtWorkspace::kWhole);
 
 }  // namespace rlgemm::bench

@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "core/cuda_util.h"
 #include "rlgemm/problem.h"
@@ -27,5 +29,24 @@ struct ScratchOperands {
   ScratchOperands(const Problem& problem, cudaStream_t stream);
   DeviceScratch<half> a, b, c;
 };
+
+// Up to `wanted` ScratchOperands of one problem, allocated apart (each after a pad of its own size, so that the
+// sets start at unrelated places): for a choice that must hold wherever a caller's operands lie. As many as fit
+// in `budget_bytes` of operands and in half the free device memory, and always one. Freed on destruction, as
+// ScratchOperands.
+class OperandSets {
+ public:
+  OperandSets(const Problem& problem, cudaStream_t stream, int wanted, size_t budget_bytes);
+  size_t size() const { return sets_.size(); }
+  const ScratchOperands& operator[](size_t i) const { return *sets_.at(i); }
+
+ private:
+  std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> pads_;
+  std::vector<std::unique_ptr<ScratchOperands>> sets_;
+};
+
+// How many operand sets of `set_bytes` each OperandSets allocates: at most `wanted`, within `budget_bytes` and
+// half of `free_bytes`, at least one.
+int operand_set_count(size_t set_bytes, int wanted, size_t budget_bytes, size_t free_bytes);
 
 }  // namespace rlgemm::bench

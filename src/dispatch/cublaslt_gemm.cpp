@@ -92,12 +92,12 @@ bench::LtChoice CublasLtGemm::time_bias_candidates(cudaStream_t stream, bench::M
                                          std::to_string(workspace_bytes_) + " bytes of workspace");
   const Problem& p = problem_.problem();
   const bench::LtProblem lt(p, bench::LtEpilogue::kBias);
-  const bench::ScratchOperands x(p, stream);
+  const bench::OperandSets x(p, stream, bench::kLtOperandSets, bench::kLtOperandSetsBudget);
   DeviceScratch<unsigned char> bias(size_t(p.shape.n) * 2);
   bench::fill_random(reinterpret_cast<half*>(bias.ptr), size_t(p.shape.n), bench::Fill::kNormal, 5, stream, p.dtype);
   DeviceScratch<unsigned char> workspace(std::max<size_t>(workspace_bytes_, 16));
   const bench::LtChoice choice =
-      bench::choose_fastest(lt, context_.handle(), candidates, x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr,
+      bench::choose_fastest(lt, context_.handle(), candidates, bench::lt_operands(x), workspace.ptr,
                             workspace_bytes_, stream, mode, bias.ptr, bench::LtWorkspace::kOwn);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return choice;
@@ -131,10 +131,10 @@ bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& p
                                 bench::Mode mode) {
   const bench::LtProblem lt(problem);
   const auto candidates = lt.candidates(context.handle());
-  const bench::ScratchOperands x(problem, stream);
+  const bench::OperandSets x(problem, stream, bench::kLtOperandSets, bench::kLtOperandSetsBudget);
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
   const bench::LtChoice choice =
-      bench::choose_fastest(lt, context.handle(), candidates, x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr,
+      bench::choose_fastest(lt, context.handle(), candidates, bench::lt_operands(x), workspace.ptr,
                             bench::kLtWorkspaceBytes, stream, mode, nullptr, bench::LtWorkspace::kOwn);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return choice;
@@ -148,9 +148,9 @@ int runoff(const CublasLtContext& context, const Problem& problem, cudaStream_t 
            const std::vector<int>& finalists) {
   const bench::LtProblem lt(problem);
   const auto candidates = lt.candidates(context.handle());
-  const bench::ScratchOperands x(problem, stream);
+  const bench::OperandSets x(problem, stream, bench::kLtOperandSets, bench::kLtOperandSetsBudget);
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
-  const int fastest = bench::fastest_of(lt, context.handle(), candidates, finalists, x.a.ptr, x.b.ptr, x.c.ptr,
+  const int fastest = bench::fastest_of(lt, context.handle(), candidates, finalists, bench::lt_operands(x),
                                         workspace.ptr, bench::kLtWorkspaceBytes, stream, mode, nullptr,
                                         bench::LtWorkspace::kOwn);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return

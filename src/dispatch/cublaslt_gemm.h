@@ -59,8 +59,8 @@ class CublasLtGemm {
   // another algorithm without the bias) gives with_bias(), and note() says so.
   std::unique_ptr<CublasLtGemm> with_bias(int candidate) const;
   // bias_candidates() timed side by side in `mode` (bench::choose_fastest: the first, this plan's own algorithm,
-  // stays unless another beat it by more than the margin), on scratch operands and bias of the problem's size
-  // on `stream` (never one being captured); allocates them for the duration of the call.
+  // stays unless another beat it by more than the margin), on operand sets as time_candidates' and a bias of
+  // the problem's size on `stream` (never one being captured); allocates them for the duration of the call.
   bench::LtChoice time_bias_candidates(cudaStream_t stream, bench::Mode mode) const;
   // The problem with a bias epilogue on its own: the heuristic's first algorithm within `max_workspace`
   // bytes. Throws Error(kRuntime) when cuBLASLt offers none.
@@ -90,7 +90,8 @@ class CublasLtGemm {
 };
 
 // lt_auto's choice for a problem on this GPU (bench::choose_fastest): every heuristic candidate timed on
-// scratch operands of the problem's size, filled with random values, on `stream` (never one being captured),
+// scratch operands of the problem's size, filled with random values (the final on kLtOperandSets sets allocated
+// apart, each finalist's mean over them: the caller's operands lie elsewhere), on `stream` (never one being captured),
 // in `mode` (offline: eager calls; graph: the GPU's time, for calls captured into CUDA graphs), each launched
 // with the workspace size its plan launches with (bench::LtWorkspace::kOwn). Allocates the scratch for the
 // duration of the call.
@@ -101,7 +102,7 @@ bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& p
 int candidate_count(const CublasLtContext& context, const Problem& problem);
 
 // A runoff between cuBLASLt candidates chosen apart (indices among the heuristic's candidates): timed side by
-// side in `mode` with the harness's method, on scratch operands as time_candidates (bench::fastest_of).
+// side in `mode` with the harness's method, on operand sets as time_candidates' (bench::fastest_of).
 int runoff(const CublasLtContext& context, const Problem& problem, cudaStream_t stream, bench::Mode mode,
            const std::vector<int>& finalists);
 

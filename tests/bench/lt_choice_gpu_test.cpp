@@ -1,10 +1,12 @@
 // lt_auto's choice machinery on the GPU (skips without one): the candidate list (the heuristic's list for the
 // whole workspace first, then what smaller limits add); choose_fastest picks a candidate that runs, each with the
 // whole workspace or its own, with a bias epilogue too; fastest_of keeps one of its finalists and refuses
-// finalists that do not exist.
+// finalists that do not exist; on several operand sets (OperandSets, apart and alike) every set is run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "bench/cublaslt_problem.h"
@@ -147,6 +149,80 @@ TEST(LtChoiceGpu, ChooseFastestTimesCandidatesWithTheBias) {
   EXPECT_EQ(c.failed, 0);
   EXPECT_GE(c.index, 0);
   EXPECT_LT(c.index, c.count);
+  cublasLtDestroy(handle);
+}
+
+// OperandSets: as many sets as asked where they fit, apart (no two overlap) and holding the same operands.
+TEST(LtChoiceGpu, OperandSetsAreApartAndHoldTheSameOperands) {
+  RLGEMM_REQUIRE_GPU();
+  const Problem p{{96, 640, 200}, Layout::kTN};
+  const OperandSets sets(p, nullptr, 3, kLtOperandSetsBudget);
+  ASSERT_EQ(sets.size(), 3u);
+  EXPECT_EQ(OperandSets(p, nullptr, 3, 1).size(), 1u);  // a budget below one set still gives one
+  const size_t a_bytes = size_t(p.a_elems()) * 2, b_bytes = size_t(p.b_elems()) * 2;
+  std::vector<std::pair<const char*, size_t>> spans;
+  std::vector<std::vector<unsigned char>> a(sets.size(), std::vector<unsigned char>(a_bytes)),
+      b(sets.size(), std::vector<unsigned char>(b_bytes));
+  for (size_t i = 0; i < sets.size(); ++i) {
+    spans.push_back({reinterpret_cast<const char*>(sets[i].a.ptr), a_bytes});
+    spans.push_back({reinterpret_cast<const char*>(sets[i].b.ptr), b_bytes});
+    spans.push_back({reinterpret_cast<const char*>(sets[i].c.ptr), size_t(p.c_elems()) * 2});
+    ASSERT_EQ(cudaMemcpy(a[i].data(), sets[i].a.ptr, a_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(b[i].data(), sets[i].b.ptr, b_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  }
+  for (size_t i = 0; i < spans.size(); ++i)
+    for (size_t j = i + 1; j < spans.size(); ++j)
+      EXPECT_TRUE(spans[i].first + spans[i].second <= spans[j].first ||
+                  spans[j].first + spans[j].second <= spans[i].first)
+          << "spans " << i << " and " << j << " overlap";
+  for (size_t i = 1; i < sets.size(); ++i) {
+    EXPECT_EQ(a[i], a[0]) << "set " << i;
+    EXPECT_EQ(b[i], b[0]) << "set " << i;
+  }
+}
+
+// On several operand sets the final runs every finalist on every set: each set's C, poisoned first, is written
+// (with a product: finite values), and the choice is a candidate that runs.
+TEST(LtChoiceGpu, ChooseFastestOnSeveralSetsTimesEverySet) {
+  RLGEMM_REQUIRE_GPU();
+  const Problem p{{64, 2048, 1024}, Layout::kTN};
+  const LtProblem lt(p);
+  cublasLtHandle_t handle = nullptr;
+  ASSERT_EQ(cublasLtCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  const auto candidates = lt.candidates(handle);
+  ASSERT_GE(candidates.size(), 2u);
+  const OperandSets sets(p, nullptr, 3, kLtOperandSetsBudget);
+  ASSERT_EQ(sets.size(), 3u);
+  const size_t c_bytes = size_t(p.c_elems()) * 2;
+  for (size_t i = 0; i < sets.size(); ++i)
+    ASSERT_EQ(cudaMemset(sets[i].c.ptr, 0xff, c_bytes), cudaSuccess);  // fp16 NaN
+  DeviceScratch<unsigned char> workspace(kLtWorkspaceBytes);
+  for (Mode mode : {Mode::kOffline, Mode::kGraph}) {
+    const LtChoice c = choose_fastest(lt, handle, candidates, lt_operands(sets), workspace.ptr, kLtWorkspaceBytes,
+                                      nullptr, mode, nullptr, LtWorkspace::kOwn);
+    EXPECT_EQ(c.count, int(candidates.size()));
+    EXPECT_EQ(c.failed, 0);
+    EXPECT_GE(c.index, 0);
+    EXPECT_LT(c.index, c.count);
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (size_t i = 0; i < sets.size(); ++i) {
+    std::vector<uint16_t> out(size_t(p.c_elems()));
+    ASSERT_EQ(cudaMemcpy(out.data(), sets[i].c.ptr, c_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    const size_t not_finite = size_t(std::count_if(out.begin(), out.end(), [](uint16_t h) {
+      return (h & 0x7c00) == 0x7c00;  // fp16 exponent all ones: inf or NaN
+    }));
+    EXPECT_EQ(not_finite, 0u) << "set " << i << " was not run";
+  }
+  // No sets, or a set without an operand, is refused.
+  for (const std::vector<LtOperands>& bad : {std::vector<LtOperands>{}, std::vector<LtOperands>{{}}}) {
+    try {
+      fastest_of(lt, handle, candidates, {0, 1}, bad, workspace.ptr, kLtWorkspaceBytes, nullptr, Mode::kOffline);
+      ADD_FAILURE() << bad.size() << " sets accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput) << e.what();
+    }
+  }
   cublasLtDestroy(handle);
 }
 
