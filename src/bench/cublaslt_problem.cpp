@@ -257,18 +257,38 @@ int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
   TimingOptions final_round;  // the harness's method
   final_round.seed = problem_seed(0, problem.problem());
   const auto times = time_side_by_side(mode, subjects, nullptr, stream, final_round);
-  std::vector<double> mean(finalists.size(), 0.0);
-  for (size_t f = 0; f < finalists.size(); ++f) {
-    for (size_t s = 0; s < sets.size(); ++s) mean[f] += times[f * sets.size() + s].time_us;
-    mean[f] /= double(sets.size());
+  std::vector<std::vector<Timing>> per_finalist(finalists.size());
+  for (size_t f = 0; f < finalists.size(); ++f)
+    per_finalist[f].assign(times.begin() + std::ptrdiff_t(f * sets.size()),
+                           times.begin() + std::ptrdiff_t((f + 1) * sets.size()));
+  return final_winner(finalists, per_finalist);
+}
+
+double final_score(const std::vector<Timing>& on_sets) {
+  if (on_sets.empty()) throw Error(ErrorKind::kInvalidInput, "final_score: no timings");
+  double sum = 0;
+  for (const Timing& t : on_sets) {
+    if (t.rounds_us.empty()) throw Error(ErrorKind::kInvalidInput, "final_score: a timing without its batches");
+    double set_sum = 0;
+    for (double v : t.rounds_us) set_sum += v;
+    sum += set_sum / double(t.rounds_us.size());
   }
+  return sum / double(on_sets.size());
+}
+
+int final_winner(const std::vector<int>& finalists, const std::vector<std::vector<Timing>>& per_finalist) {
+  if (finalists.empty() || finalists.size() != per_finalist.size())
+    throw Error(ErrorKind::kInvalidInput, "final_winner: " + std::to_string(finalists.size()) + " finalists, " +
+                                              std::to_string(per_finalist.size()) + " timings");
+  std::vector<double> score;
+  for (const std::vector<Timing>& t : per_finalist) score.push_back(final_score(t));
   size_t best = 0;
-  for (size_t f = 1; f < mean.size(); ++f)
-    if (mean[f] < mean[best]) best = f;
+  for (size_t f = 1; f < score.size(); ++f)
+    if (score[f] < score[best]) best = f;
   const auto first = std::find(finalists.begin(), finalists.end(), 0);
   if (first != finalists.end()) {
     const size_t f0 = size_t(first - finalists.begin());
-    if (mean[best] > (1 - kLtMargin) * mean[f0]) best = f0;
+    if (score[best] > (1 - kLtMargin) * score[f0]) best = f0;
   }
   return finalists[best];
 }

@@ -80,7 +80,8 @@ bool offers(const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, cons
 // in `mode` (offline by default: the harness's lt_auto; graph for the GPU's own time), side by side in shuffled
 // rounds (screen_options), then the
 // kFinalists fastest and the heuristic's first timed side by side with the harness's method of that mode, in
-// shuffled rounds; the heuristic's first stays unless a finalist beat it by more than kMargin there (a final
+// shuffled rounds (scored by final_score: the mean of their batches, so that a slow mode counts); the
+// heuristic's first stays unless a finalist beat it by more than kMargin there (a final
 // decided by less than its own noise keeps a slower algorithm as often as a faster one). A candidate that
 // fails to launch is skipped and counted. Runs `problem` on the given operands and workspace (and `bias`, which
 // a problem with LtEpilogue::kBias needs); throws Error(kRuntime) when no candidate runs.
@@ -135,10 +136,23 @@ int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
                const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
                const void* a, const void* b, void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                Mode mode, const void* bias = nullptr, LtWorkspace use = LtWorkspace::kWhole);
-// The same on several operand sets, each finalist's time its mean over them (as choose_fastest's).
+// The same on several operand sets, each finalist scored as choose_fastest's (final_score).
 int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
                const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
                const std::vector<LtOperands>& sets, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                Mode mode, const void* bias = nullptr, LtWorkspace use = LtWorkspace::kWhole);
+
+// A finalist's score in the final: the mean per-call time of every timed batch on every operand set (`on_sets`:
+// one Timing per set, with its batches' rounds_us), not the median. Some candidates run in two modes from
+// batch to batch (32x14336x4096 tn on an H200: candidate 1 mostly 30.9 us, some batches 33.0, while the
+// heuristic's first ran a steady 31.3): a median below the other's chose the first kind, which then ran 33.0 in
+// the caller's process, 6% behind the steady one (bench/results/h200/torch-op-7.csv, l2-check.csv). The mean
+// counts a slow mode as often as it comes. Throws Error(kInvalidInput) for no timings or a timing without
+// batches.
+double final_score(const std::vector<Timing>& on_sets);
+// The final's winner (an entry of `finalists`; per_finalist[i] holds finalist i's timings on the operand sets):
+// the lowest final_score, except that the heuristic's first (candidate 0), when a finalist, stays unless the
+// winner's score is lower than its own by more than kLtMargin.
+int final_winner(const std::vector<int>& finalists, const std::vector<std::vector<Timing>>& per_finalist);
 
 }  // namespace rlgemm::bench

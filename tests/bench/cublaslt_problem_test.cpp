@@ -1,9 +1,13 @@
 // cuBLASLt's view of a row-major problem: the descriptors must describe C^T = B^T A^T with the stored
 // matrices' shapes and leading dimensions, for both layouts and for shapes that are not tile multiples.
+// The choice's final: each finalist scored by the mean of every batch on every operand set, the heuristic's first kept
+// within the margin.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <ostream>
+#include <utility>
+#include <vector>
 
 #include "bench/cublaslt_problem.h"
 #include "rlgemm/error.h"
@@ -117,6 +121,50 @@ TEST(LtProblem, AFailedCallNamesItself) {
     EXPECT_EQ(e.kind(), ErrorKind::kOutOfMemory);
   }
   EXPECT_NO_THROW(check_cublas_status(CUBLAS_STATUS_SUCCESS, "nothing"));
+}
+
+// The final's score is the mean of every batch on every operand set: a candidate fast in most batches and slow
+// in some scores by how often it is slow.
+Timing batches(std::vector<double> us) {
+  Timing t;
+  t.rounds_us = std::move(us);
+  t.time_us = t.rounds_us.front();
+  return t;
+}
+
+TEST(LtFinal, ScoreIsTheMeanOfEveryBatchOnEverySet) {
+  EXPECT_DOUBLE_EQ(final_score({batches({10, 10, 13})}), 11.0);
+  EXPECT_DOUBLE_EQ(final_score({batches({10, 12}), batches({14, 16})}), 13.0);
+  EXPECT_THROW(final_score({}), Error);
+  EXPECT_THROW(final_score({Timing{}}), Error);
+}
+
+TEST(LtFinal, ABimodalChallengerDoesNotUnseatTheFirst) {
+  // Candidate 1's median (30.9) is below candidate 0's steady 31.3; its slow batches bring its mean to 31.5.
+  const std::vector<std::vector<Timing>> timed = {
+      {batches({31.3, 31.3, 31.3, 31.3, 31.3, 31.3, 31.3})},
+      {batches({30.9, 30.9, 30.9, 30.9, 33.0, 30.9, 33.0})}};
+  EXPECT_EQ(final_winner({0, 1}, timed), 0);
+  // Without the first among the finalists, the lower mean wins.
+  EXPECT_EQ(final_winner({5, 1}, timed), 5);
+}
+
+TEST(LtFinal, TheFirstStaysUnlessBeatenByTheMargin) {
+  const auto steady = [](double us) { return std::vector<Timing>{batches({us, us, us}), batches({us, us, us})}; };
+  EXPECT_EQ(final_winner({3, 0}, {steady(99.5), steady(100)}), 0);  // 0.5% faster: within the margin
+  EXPECT_EQ(final_winner({3, 0}, {steady(98.5), steady(100)}), 3);  // 1.5% faster
+  EXPECT_EQ(final_winner({4, 3, 0}, {steady(97), steady(98.5), steady(100)}), 4);
+}
+
+TEST(LtFinal, ScoresAreTakenOverEverySet) {
+  // Candidate 2 is the fastest on the first set and the slowest over both.
+  const std::vector<std::vector<Timing>> timed = {{batches({30}), batches({36})}, {batches({31}), batches({31})}};
+  EXPECT_EQ(final_winner({2, 7}, timed), 7);
+}
+
+TEST(LtFinal, RefusesTimingsThatDoNotMatchTheFinalists) {
+  EXPECT_THROW(final_winner({}, {}), Error);
+  EXPECT_THROW(final_winner({0, 1}, {{batches({1})}}), Error);
 }
 
 }  // namespace
