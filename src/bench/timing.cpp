@@ -116,28 +116,40 @@ std::vector<std::vector<double>> warm_then_time(size_t n, const std::function<do
   return per_call;
 }
 
-// Offline and cold: each subject gets a batch size from a single timed call, then warm_then_time.
-std::vector<Timing> time_batched(const std::vector<std::function<void(int)>>& next,
-                                 const std::vector<std::string>& what, cudaStream_t stream, const TimingOptions& o) {
-  EventPair ev;
-  const size_t n = next.size();
-  RoundOrder order(n, o.seed);
-  std::vector<int> batch(n), counter(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    next[i](0);  // a first call after a change of operands may pay for first touches
-    const double single_us = ev.time_ms(1, next[i], stream, what[i]) * 1e3;
-    batch[i] = int(std::clamp(std::ceil(o.batch_target_us / std::max(single_us, 0.5)), 1.0, 100000.0));
+// One timed turn of a subject in a round, per call: the prepared calls of one mode.
+class Turns {
+ public:
+  virtual ~Turns() = default;
+  virtual double run(size_t i) = 0;
+  virtual int batch(size_t i) const = 0;  // calls per turn
+};
+
+// Offline and cold: each subject gets a batch size from a single timed call.
+class BatchedTurns final : public Turns {
+ public:
+  BatchedTurns(std::vector<std::function<void(int)>> next, std::vector<std::string> what, cudaStream_t stream,
+               const TimingOptions& o)
+      : next_(std::move(next)), what_(std::move(what)), stream_(stream), batch_(next_.size()), counter_(next_.size()) {
+    for (size_t i = 0; i < next_.size(); ++i) {
+      next_[i](0);  // a first call after a change of operands may pay for first touches
+      const double single_us = ev_.time_ms(1, next_[i], stream_, what_[i]) * 1e3;
+      batch_[i] = int(std::clamp(std::ceil(o.batch_target_us / std::max(single_us, 0.5)), 1.0, 100000.0));
+    }
   }
-  auto run_batch = [&](size_t i) {
-    const int base = counter[i];
-    counter[i] += batch[i];
-    return ev.time_ms(batch[i], [&](int c) { next[i](base + c); }, stream, what[i]) * 1e3 / batch[i];
-  };
-  std::vector<std::vector<double>> per_call = warm_then_time(n, run_batch, order, o);
-  std::vector<Timing> out;
-  for (size_t i = 0; i < n; ++i) out.push_back(summarize(std::move(per_call[i]), batch[i], false));
-  return out;
-}
+  double run(size_t i) override {
+    const int base = counter_[i];
+    counter_[i] += batch_[i];
+    return ev_.time_ms(batch_[i], [&](int c) { next_[i](base + c); }, stream_, what_[i]) * 1e3 / batch_[i];
+  }
+  int batch(size_t i) const override { return batch_[i]; }
+
+ private:
+  EventPair ev_;
+  std::vector<std::function<void(int)>> next_;
+  std::vector<std::string> what_;
+  cudaStream_t stream_;
+  std::vector<int> batch_, counter_;
+};
 
 // Graph mode: one subject's calls captured back to back in a CUDA graph, instantiated once. The capture runs on
 // a stream of its own (the legacy default stream cannot capture); replays go on the caller's stream.
@@ -194,32 +206,74 @@ constexpr double kSpinBeforeReplayUs = 30;
 // A graph holds at most this many calls (a 1 us kernel then replays for 10 ms at least).
 constexpr int kMaxGraphCalls = 10000;
 
-std::vector<Timing> time_graphs(const std::vector<Subject>& subjects, cudaStream_t stream, const TimingOptions& o) {
-  EventPair ev;
-  const size_t n = subjects.size();
-  std::vector<std::unique_ptr<CapturedCalls>> graphs(n);
-  auto replay_us = [&](size_t i) {  // per call, of one replay
-    const CapturedCalls& g = *graphs[i];
-    gpu_spin(stream, kSpinBeforeReplayUs);
-    return ev.time_ms(1, [&](int) { g.launch(stream); }, stream, "a replay of " + subjects[i].name) * 1e3 / g.calls();
-  };
-  // Each subject's graph size from a probe graph of a few calls (its first replay pays for first touches).
-  constexpr int kProbeCalls = 8;
-  for (size_t i = 0; i < n; ++i) {
-    const std::string what = subjects[i].name.empty() ? std::string("an implementation") : subjects[i].name;
-    graphs[i] = std::make_unique<CapturedCalls>(subjects[i].call, kProbeCalls, what);
-    graphs[i]->launch(stream);
-    const double per_call = replay_us(i);
-    const int calls = int(std::clamp(std::ceil(o.batch_target_us / std::max(per_call, 0.1)), 1.0, double(kMaxGraphCalls)));
-    if (calls != kProbeCalls) {
-      graphs[i].reset();
-      graphs[i] = std::make_unique<CapturedCalls>(subjects[i].call, calls, what);
+// Graph mode: each subject's calls captured once, in a graph sized from a probe graph of a few calls (whose
+// first replay pays for first touches); a turn is one replay.
+class GraphTurns final : public Turns {
+ public:
+  GraphTurns(const std::vector<Subject>& subjects, cudaStream_t stream, const TimingOptions& o)
+      : subjects_(subjects), stream_(stream), graphs_(subjects.size()) {
+    constexpr int kProbeCalls = 8;
+    for (size_t i = 0; i < subjects.size(); ++i) {
+      const std::string what = subjects[i].name.empty() ? std::string("an implementation") : subjects[i].name;
+      graphs_[i] = std::make_unique<CapturedCalls>(subjects[i].call, kProbeCalls, what);
+      graphs_[i]->launch(stream);
+      const double per_call = run(i);
+      const int calls =
+          int(std::clamp(std::ceil(o.batch_target_us / std::max(per_call, 0.1)), 1.0, double(kMaxGraphCalls)));
+      if (calls != kProbeCalls) {
+        graphs_[i].reset();
+        graphs_[i] = std::make_unique<CapturedCalls>(subjects[i].call, calls, what);
+      }
     }
   }
-  RoundOrder order(n, o.seed);
-  std::vector<std::vector<double>> per_call = warm_then_time(n, replay_us, order, o);
-  std::vector<Timing> out;
-  for (size_t i = 0; i < n; ++i) out.push_back(summarize(std::move(per_call[i]), graphs[i]->calls(), false));
+  double run(size_t i) override {  // per call, of one replay
+    const CapturedCalls& g = *graphs_[i];
+    gpu_spin(stream_, kSpinBeforeReplayUs);
+    return ev_.time_ms(1, [&](int) { g.launch(stream_); }, stream_, "a replay of " + subjects_[i].name) * 1e3 /
+           g.calls();
+  }
+  int batch(size_t i) const override { return graphs_[i]->calls(); }
+
+ private:
+  EventPair ev_;
+  const std::vector<Subject>& subjects_;
+  cudaStream_t stream_;
+  std::vector<std::unique_ptr<CapturedCalls>> graphs_;
+};
+
+bool batched(Mode mode) { return mode == Mode::kOffline || mode == Mode::kCold || mode == Mode::kGraph; }
+
+// The prepared turns of a batched mode (offline, cold, graph).
+std::unique_ptr<Turns> turns_for(Mode mode, const std::vector<Subject>& subjects, cudaStream_t stream,
+                                 const TimingOptions& o) {
+  if (mode == Mode::kGraph) return std::make_unique<GraphTurns>(subjects, stream, o);
+  std::vector<std::function<void(int)>> next;
+  std::vector<std::string> what;
+  for (const auto& s : subjects) {
+    what.push_back("a timed batch of " + (s.name.empty() ? std::string("an implementation") : s.name));
+    if (mode == Mode::kCold) {
+      if (s.rotate.empty()) throw Error(ErrorKind::kRuntime, "cold mode needs rotating input sets");
+      next.push_back([&s, stream](int i) { s.rotate[size_t(i) % s.rotate.size()](stream); });
+    } else {
+      next.push_back([&s, stream](int) { s.call(stream); });
+    }
+  }
+  return std::make_unique<BatchedTurns>(std::move(next), std::move(what), stream, o);
+}
+
+// Batched modes timed in the same rounds: turn m * n + i is subject i in modes[m].
+std::vector<std::vector<Timing>> time_batched_modes(const std::vector<Mode>& modes,
+                                                    const std::vector<Subject>& subjects, cudaStream_t stream,
+                                                    const TimingOptions& o) {
+  const size_t n = subjects.size();
+  std::vector<std::unique_ptr<Turns>> turns;
+  for (Mode mode : modes) turns.push_back(turns_for(mode, subjects, stream, o));
+  RoundOrder order(n * modes.size(), o.seed);
+  std::vector<std::vector<double>> per_call =
+      warm_then_time(n * modes.size(), [&](size_t t) { return turns[t / n]->run(t % n); }, order, o);
+  std::vector<std::vector<Timing>> out(modes.size());
+  for (size_t t = 0; t < n * modes.size(); ++t)
+    out[t / n].push_back(summarize(std::move(per_call[t]), turns[t / n]->batch(t % n), false));
   return out;
 }
 
@@ -229,21 +283,7 @@ std::vector<Timing> time_side_by_side(Mode mode, const std::vector<Subject>& sub
                                       cudaStream_t stream, const TimingOptions& o) {
   const size_t n = subjects.size();
   if (n == 0) return {};
-  if (mode == Mode::kGraph) return time_graphs(subjects, stream, o);
-  if (mode == Mode::kOffline || mode == Mode::kCold) {
-    std::vector<std::function<void(int)>> next;
-    std::vector<std::string> what;
-    for (const auto& s : subjects) {
-      what.push_back("a timed batch of " + (s.name.empty() ? std::string("an implementation") : s.name));
-      if (mode == Mode::kCold) {
-        if (s.rotate.empty()) throw Error(ErrorKind::kRuntime, "cold mode needs rotating input sets");
-        next.push_back([&s, stream](int i) { s.rotate[size_t(i) % s.rotate.size()](stream); });
-      } else {
-        next.push_back([&s, stream](int) { s.call(stream); });
-      }
-    }
-    return time_batched(next, what, stream, o);
-  }
+  if (batched(mode)) return time_batched_modes({mode}, subjects, stream, o).front();
   std::vector<std::vector<double>> per_call(n);
   RoundOrder order(n, o.seed);
   if (mode == Mode::kServer) {
@@ -276,6 +316,26 @@ std::vector<Timing> time_side_by_side(Mode mode, const std::vector<Subject>& sub
   }
   std::vector<Timing> out;
   for (size_t i = 0; i < n; ++i) out.push_back(summarize(std::move(per_call[i]), 1, mode == Mode::kCudal2));
+  return out;
+}
+
+std::vector<std::vector<Timing>> time_modes_side_by_side(const std::vector<Mode>& modes,
+                                                         const std::vector<Subject>& subjects, const Call& refresh,
+                                                         cudaStream_t stream, const TimingOptions& o) {
+  for (size_t m = 0; m < modes.size(); ++m)
+    if (std::find(modes.begin(), modes.begin() + std::ptrdiff_t(m), modes[m]) != modes.begin() + std::ptrdiff_t(m))
+      throw Error(ErrorKind::kInvalidInput, "time_modes_side_by_side: mode " + std::string(to_string(modes[m])) +
+                                                " asked for twice");
+  std::vector<std::vector<Timing>> out(modes.size());
+  if (subjects.empty()) return out;
+  // Offline and graph share rounds; cold does not: its turns sweep the L2 that the others' inputs sit in.
+  const auto shared = [](Mode mode) { return mode == Mode::kOffline || mode == Mode::kGraph; };
+  std::vector<Mode> together;
+  for (Mode mode : modes)
+    if (shared(mode)) together.push_back(mode);
+  std::vector<std::vector<Timing>> timed = time_batched_modes(together, subjects, stream, o);
+  for (size_t m = 0, t = 0; m < modes.size(); ++m)
+    out[m] = shared(modes[m]) ? std::move(timed[t++]) : time_side_by_side(modes[m], subjects, refresh, stream, o);
   return out;
 }
 

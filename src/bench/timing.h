@@ -88,6 +88,15 @@ class RoundOrder {
 std::vector<Timing> time_side_by_side(Mode mode, const std::vector<Subject>& subjects, const Call& refresh,
                                       cudaStream_t stream, const TimingOptions& options);
 
+// Several modes at once: offline and graph, where both are among `modes`, timed in the same rounds (each round
+// every subject's offline batch and graph replay, all shuffled together), so that neither mode is timed first
+// (the mode timed first ran on a cooler GPU: up to 5% apart on an H200, bench/results/h200/agree-probe.txt);
+// the others after them, each on its own (cold's turns would sweep the L2 that offline's inputs sit in).
+// Result m holds modes[m]'s timings, one per subject. Throws Error(kInvalidInput) for a mode asked for twice.
+std::vector<std::vector<Timing>> time_modes_side_by_side(const std::vector<Mode>& modes,
+                                                         const std::vector<Subject>& subjects, const Call& refresh,
+                                                         cudaStream_t stream, const TimingOptions& options);
+
 // A short measurement for screening candidates side by side (5 batches of 300 us, after a warm-up until the
 // rounds agree, at most 10).
 TimingOptions screen_options();

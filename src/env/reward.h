@@ -1,7 +1,7 @@
 // The reward of an accepted submission: its time beside the best vendor call, as a ratio with a 95% interval.
 //
 // The submission and the vendor calls (cuBLAS, cuBLASLt's heuristic choice, lt_auto) are timed side by side in
-// interleaved rounds of shuffled order (bench::time_side_by_side), in two modes:
+// interleaved rounds of shuffled order, in two modes that share the rounds (bench::time_modes_side_by_side):
 //   graph    the calls captured in a CUDA graph and replayed: the GPU's time alone, the headline. A kernel
 //            can beat the vendor there only by being faster on the GPU, never by a cheaper launch.
 //   offline  back-to-back calls from the host: `rlgemm bench`'s default time, launch cost included.

@@ -67,6 +67,53 @@ TEST(ProblemSeed, TheSameProblemDrawsTheSameInputsInAnyRunWithTheSeed) {
   EXPECT_NE(problem_seed(7, p), problem_seed(7, {{512, 4096, 8192}, Layout::kTN}));
 }
 
+// Several modes at once: a mode asked for twice is refused before anything runs; no subjects time nothing.
+TEST(Timing, ModesSideBySideRefusesAModeTwice) {
+  try {
+    time_modes_side_by_side({Mode::kOffline, Mode::kGraph, Mode::kOffline}, {}, nullptr, nullptr, TimingOptions{});
+    ADD_FAILURE() << "offline twice accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput) << e.what();
+  }
+  const auto none = time_modes_side_by_side({Mode::kGraph, Mode::kOffline}, {}, nullptr, nullptr, TimingOptions{});
+  ASSERT_EQ(none.size(), 2u);
+  EXPECT_TRUE(none[0].empty() && none[1].empty());
+}
+
+// Offline and graph in the same rounds give each mode's own times, in the order the modes were asked for: a
+// 20 us kernel takes 20 us in both, an empty one less in a graph than its eager launch costs; every mode has its
+// batches; a mode that cannot share the rounds (server) is timed after them.
+TEST(TimingGpu, OfflineAndGraphShareRoundsAndKeepTheirOwnTimes) {
+  RLGEMM_REQUIRE_GPU();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const std::vector<Subject> subjects = {{[](cudaStream_t s) { gpu_spin(s, 20); }, {}, "spin 20 us"},
+                                         {[](cudaStream_t s) { gpu_spin(s, 0); }, {}, "spin 0 us"}};
+  TimingOptions o;
+  o.seed = 4;
+  o.samples = 3;
+  o.gap_mean_ms = 0.1;
+  const auto t = time_modes_side_by_side({Mode::kGraph, Mode::kServer, Mode::kOffline}, subjects, nullptr, stream, o);
+  ASSERT_EQ(t.size(), 3u);
+  const auto& graph = t[0];
+  const auto& server = t[1];
+  const auto& offline = t[2];
+  ASSERT_EQ(graph.size(), 2u);
+  ASSERT_EQ(offline.size(), 2u);
+  ASSERT_EQ(server.size(), 2u);
+  EXPECT_GE(graph[0].time_us, 20.0);
+  EXPECT_LE(graph[0].time_us, 21.5);
+  EXPECT_GE(offline[0].time_us, 20.0);
+  EXPECT_LE(offline[0].time_us, 23.0);
+  EXPECT_GE(graph[0].batch, 45);  // 1000 us of 20 us calls, captured
+  EXPECT_LT(graph[1].time_us, offline[1].time_us) << "graph " << graph[1].time_us << " us, offline "
+                                                  << offline[1].time_us << " us";
+  for (const auto* mode : {&graph, &offline})
+    for (const Timing& timing : *mode) EXPECT_EQ(int(timing.rounds_us.size()), o.batches);
+  for (const Timing& timing : server) EXPECT_EQ(timing.samples, o.samples);
+  cudaStreamDestroy(stream);
+}
+
 // Through the timing loop itself: the subjects take their turns in the orders the seed gives, in every mode.
 TEST(TimingGpu, SubjectsTakeTheirTurnsInTheSeededShuffledOrder) {
   RLGEMM_REQUIRE_GPU();
