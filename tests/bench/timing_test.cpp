@@ -67,6 +67,12 @@ TEST(ProblemSeed, TheSameProblemDrawsTheSameInputsInAnyRunWithTheSeed) {
   EXPECT_NE(problem_seed(7, p), problem_seed(7, {{512, 4096, 8192}, Layout::kTN}));
 }
 
+// Two kernels of known length on the GPU: one spins for 20 us on the GPU's timer, the other does nothing.
+std::vector<Subject> spin_subjects() {
+  return {{[](cudaStream_t s) { gpu_spin(s, 20); }, {}, "spin 20 us"},
+          {[](cudaStream_t s) { gpu_spin(s, 0); }, {}, "spin 0 us"}};
+}
+
 // Several modes at once: a mode asked for twice is refused before anything runs; no subjects time nothing.
 TEST(Timing, ModesSideBySideRefusesAModeTwice) {
   try {
@@ -87,8 +93,7 @@ TEST(TimingGpu, OfflineAndGraphShareRoundsAndKeepTheirOwnTimes) {
   RLGEMM_REQUIRE_GPU();
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  const std::vector<Subject> subjects = {{[](cudaStream_t s) { gpu_spin(s, 20); }, {}, "spin 20 us"},
-                                         {[](cudaStream_t s) { gpu_spin(s, 0); }, {}, "spin 0 us"}};
+  const std::vector<Subject> subjects = spin_subjects();
   TimingOptions o;
   o.seed = 4;
   o.samples = 3;
@@ -146,8 +151,7 @@ TEST(TimingGpu, GraphModeTimesAKnownKernel) {
   RLGEMM_REQUIRE_GPU();
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  const std::vector<Subject> subjects = {{[](cudaStream_t s) { gpu_spin(s, 20); }, {}, "spin 20 us"},
-                                         {[](cudaStream_t s) { gpu_spin(s, 0); }, {}, "spin 0 us"}};
+  const std::vector<Subject> subjects = spin_subjects();
   TimingOptions o;
   o.seed = 3;
   const auto graph = time_side_by_side(Mode::kGraph, subjects, nullptr, stream, o);
