@@ -333,7 +333,8 @@ std::vector<std::vector<Timing>> time_modes_side_by_side(const std::vector<Mode>
   std::vector<Mode> together;
   for (Mode mode : modes)
     if (shared(mode)) together.push_back(mode);
-  std::vector<std::vector<Timing>> timed = time_batched_modes(together, subjects, stream, o);
+  std::vector<std::vector<Timing>> timed;
+  if (!together.empty()) timed = time_batched_modes(together, subjects, stream, o);
   for (size_t m = 0, t = 0; m < modes.size(); ++m)
     out[m] = shared(modes[m]) ? std::move(timed[t++]) : time_side_by_side(modes[m], subjects, refresh, stream, o);
   return out;
