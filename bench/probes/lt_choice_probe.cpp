@@ -17,6 +17,7 @@
 // of operands allocated apart (what = "placement-p"): whether a candidate's time depends on where its operands
 // lie, which a choice made on scratch operands cannot see.
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -106,20 +107,18 @@ void check_placements(const Problem& problem, const std::string& s, int repeat, 
                       cublasLtHandle_t handle, cudaStream_t stream) {
   const bench::LtProblem lt(problem);
   const auto candidates = lt.candidates(handle);
-  std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> pads;
-  std::vector<std::unique_ptr<bench::ScratchOperands>> sets;
-  for (int p = 0; p < placements; ++p) {
-    // A pad of another size before each set, so that the sets start at unrelated places.
-    pads.push_back(std::make_unique<DeviceScratch<unsigned char>>((size_t(p) * 37 + 5) << 20));
-    sets.push_back(std::make_unique<bench::ScratchOperands>(problem, stream));
-  }
+  // As the floor's choice allocates them, with no budget but the device's memory.
+  const bench::OperandSets sets(problem, stream, placements, SIZE_MAX);
+  if (int(sets.size()) < placements)
+    throw Error(ErrorKind::kOutOfMemory, s + ": only " + std::to_string(sets.size()) + " of " +
+                                             std::to_string(placements) + " operand sets fit in half the free memory");
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
   std::vector<bench::Subject> subjects;
   std::vector<std::pair<std::string, int>> labels;  // "placement-p", candidate
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
     for (int p = 0; p < placements; ++p) {
-      const bench::ScratchOperands* x = sets[size_t(p)].get();
+      const bench::ScratchOperands* x = &sets[size_t(p)];
       const size_t bytes = candidates[i].workspaceSize;
       subjects.push_back({[&, i, x, bytes](cudaStream_t st) {
                             lt.launch(handle, candidates[i].algo, x->a.ptr, x->b.ptr, x->c.ptr, workspace.ptr, bytes,

@@ -37,7 +37,8 @@
 //             "cublaslt floor": any other shape, on any GPU (one without a table too): cuBLASLt with the
 //             algorithm lt_auto would choose, timed once per machine on the shape's first use (random
 //             scratch operands, every heuristic candidate; a second or so for a large shape) and kept in the
-//             cache ($RLGEMM_CACHE_DIR or ~/.cache/rlgemm/cubins, file cublaslt-choices-2.csv), so that later
+//             cache ($RLGEMM_CACHE_DIR or ~/.cache/rlgemm/cubins, files cublaslt-graph-choices-3.csv and
+//             cublaslt-choices-3.csv), so that later
 //             handles and processes find it; a cache that cannot be written costs one warning;
 //   policy    any other shape, when the handle was given a policy file: the policy's zero-shot design;
 //   predicted any shape without a tuned row (unless HandleOptions::predicted_kernels is off): the design the

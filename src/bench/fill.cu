@@ -59,8 +59,7 @@ int operand_set_count(size_t set_bytes, int wanted, size_t budget_bytes, size_t 
 OperandSets::OperandSets(const Problem& problem, cudaStream_t stream, int wanted, size_t budget_bytes) {
   size_t free_bytes = 0, total_bytes = 0;
   RLGEMM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  const size_t elem = 2;  // both element types are 16-bit
-  const size_t set_bytes = size_t(problem.a_elems() + problem.b_elems() + problem.c_elems()) * elem;
+  const size_t set_bytes = size_t(problem.a_elems() + problem.b_elems() + problem.c_elems()) * sizeof(half);
   const int count = operand_set_count(set_bytes, wanted, budget_bytes, free_bytes);
   for (int i = 0; i < count; ++i) {
     pads_.push_back(std::make_unique<DeviceScratch<unsigned char>>((size_t(i) * 37 + 5) << 20));
