@@ -1,6 +1,7 @@
 #include "dispatch/cublaslt_gemm.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,7 +85,8 @@ std::unique_ptr<CublasLtGemm> CublasLtGemm::with_bias(int candidate) const {
   return plan;
 }
 
-bench::LtChoice CublasLtGemm::time_bias_candidates(cudaStream_t stream, bench::Mode mode) const {
+bench::LtChoice CublasLtGemm::time_bias_candidates(cudaStream_t stream, bench::Mode mode,
+                                                   const std::optional<bench::LtOperands>& caller) const {
   const std::vector<cublasLtMatmulHeuristicResult_t> candidates = bias_candidates();
   if (candidates.empty())
     throw Error(ErrorKind::kRuntime, "cuBLASLt offers no algorithm with a bias epilogue for " +
@@ -92,12 +94,12 @@ bench::LtChoice CublasLtGemm::time_bias_candidates(cudaStream_t stream, bench::M
                                          std::to_string(workspace_bytes_) + " bytes of workspace");
   const Problem& p = problem_.problem();
   const bench::LtProblem lt(p, bench::LtEpilogue::kBias);
-  const bench::OperandSets x(p, stream, bench::kLtOperandSets, bench::kLtOperandSetsBudget);
+  const bench::OperandSets x(p, stream, scratch_set_count(caller), bench::kLtOperandSetsBudget);
   DeviceScratch<unsigned char> bias(size_t(p.shape.n) * 2);
   bench::fill_random(reinterpret_cast<half*>(bias.ptr), size_t(p.shape.n), bench::Fill::kNormal, 5, stream, p.dtype);
   DeviceScratch<unsigned char> workspace(std::max<size_t>(workspace_bytes_, 16));
   const bench::LtChoice choice =
-      bench::choose_fastest(lt, context_.handle(), candidates, bench::lt_operands(x), workspace.ptr,
+      bench::choose_fastest(lt, context_.handle(), candidates, choice_sets(caller, x), workspace.ptr,
                             workspace_bytes_, stream, mode, bias.ptr, bench::LtWorkspace::kOwn);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return choice;
@@ -127,14 +129,41 @@ void CublasLtGemm::launch(cudaStream_t stream, const void* a, const void* b, voi
   problem_.launch(context_.handle(), algo_, a, b, c, workspace, workspace_bytes_, stream, bias);
 }
 
+std::vector<bench::LtOperands> choice_sets(const std::optional<bench::LtOperands>& caller,
+                                           const bench::OperandSets& scratch) {
+  std::vector<bench::LtOperands> sets;
+  if (caller) sets.push_back(*caller);
+  for (const bench::LtOperands& x : bench::lt_operands(scratch)) sets.push_back(x);
+  return sets;
+}
+
+int scratch_set_count(const std::optional<bench::LtOperands>& caller) {
+  return caller ? bench::kLtOperandSets - 1 : bench::kLtOperandSets;
+}
+
+std::optional<bench::LtOperands> caller_operands(const Problem& problem, const void* a, const void* b, void* c) {
+  if (!a || !b || !c) return std::nullopt;
+  const Shape& s = problem.shape;
+  const size_t element = sizeof(half);  // fp16 and bf16 alike
+  const auto overlap = [](uintptr_t x, size_t x_bytes, uintptr_t y, size_t y_bytes) {
+    return x < y + y_bytes && y < x + x_bytes;
+  };
+  const uintptr_t ua = reinterpret_cast<uintptr_t>(a), ub = reinterpret_cast<uintptr_t>(b),
+                  uc = reinterpret_cast<uintptr_t>(c);
+  const size_t a_bytes = size_t(s.m) * size_t(s.k) * element, b_bytes = size_t(s.k) * size_t(s.n) * element,
+               c_bytes = size_t(s.m) * size_t(s.n) * element;
+  if (overlap(uc, c_bytes, ua, a_bytes) || overlap(uc, c_bytes, ub, b_bytes)) return std::nullopt;
+  return bench::LtOperands{a, b, c};
+}
+
 bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& problem, cudaStream_t stream,
-                                bench::Mode mode) {
+                                bench::Mode mode, const std::optional<bench::LtOperands>& caller) {
   const bench::LtProblem lt(problem);
   const auto candidates = lt.candidates(context.handle());
-  const bench::OperandSets x(problem, stream, bench::kLtOperandSets, bench::kLtOperandSetsBudget);
+  const bench::OperandSets x(problem, stream, scratch_set_count(caller), bench::kLtOperandSetsBudget);
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
   const bench::LtChoice choice =
-      bench::choose_fastest(lt, context.handle(), candidates, bench::lt_operands(x), workspace.ptr,
+      bench::choose_fastest(lt, context.handle(), candidates, choice_sets(caller, x), workspace.ptr,
                             bench::kLtWorkspaceBytes, stream, mode, nullptr, bench::LtWorkspace::kOwn);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return choice;
@@ -145,12 +174,12 @@ int candidate_count(const CublasLtContext& context, const Problem& problem) {
 }
 
 int runoff(const CublasLtContext& context, const Problem& problem, cudaStream_t stream, bench::Mode mode,
-           const std::vector<int>& finalists) {
+           const std::vector<int>& finalists, const std::optional<bench::LtOperands>& caller) {
   const bench::LtProblem lt(problem);
   const auto candidates = lt.candidates(context.handle());
-  const bench::OperandSets x(problem, stream, bench::kLtOperandSets, bench::kLtOperandSetsBudget);
+  const bench::OperandSets x(problem, stream, scratch_set_count(caller), bench::kLtOperandSetsBudget);
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
-  const int fastest = bench::fastest_of(lt, context.handle(), candidates, finalists, bench::lt_operands(x),
+  const int fastest = bench::fastest_of(lt, context.handle(), candidates, finalists, choice_sets(caller, x),
                                         workspace.ptr, bench::kLtWorkspaceBytes, stream, mode, nullptr,
                                         bench::LtWorkspace::kOwn);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return

@@ -59,9 +59,11 @@ class CublasLtGemm {
   // another algorithm without the bias) gives with_bias(), and note() says so.
   std::unique_ptr<CublasLtGemm> with_bias(int candidate) const;
   // bias_candidates() timed side by side in `mode` (bench::choose_fastest: the first, this plan's own algorithm,
-  // stays unless another beat it by more than the margin), on operand sets as time_candidates' and a bias of
-  // the problem's size on `stream` (never one being captured); allocates them for the duration of the call.
-  bench::LtChoice time_bias_candidates(cudaStream_t stream, bench::Mode mode) const;
+  // stays unless another beat it by more than the margin), on operand sets as time_candidates' (the caller's
+  // first where given) and a bias of the problem's size on `stream` (never one being captured); allocates them
+  // for the duration of the call.
+  bench::LtChoice time_bias_candidates(cudaStream_t stream, bench::Mode mode,
+                                       const std::optional<bench::LtOperands>& caller = std::nullopt) const;
   // The problem with a bias epilogue on its own: the heuristic's first algorithm within `max_workspace`
   // bytes. Throws Error(kRuntime) when cuBLASLt offers none.
   static std::unique_ptr<CublasLtGemm> bias_first(const CublasLtContext& context, const Problem& problem,
@@ -90,13 +92,29 @@ class CublasLtGemm {
 };
 
 // lt_auto's choice for a problem on this GPU (bench::choose_fastest): every heuristic candidate timed on
-// scratch operands of the problem's size, filled with random values (the final on kLtOperandSets sets allocated
-// apart, each finalist's mean over them: the caller's operands lie elsewhere), on `stream` (never one being captured),
-// in `mode` (offline: eager calls; graph: the GPU's time, for calls captured into CUDA graphs), each launched
-// with the workspace size its plan launches with (bench::LtWorkspace::kOwn). Allocates the scratch for the
-// duration of the call.
+// kLtOperandSets operand sets (choice_sets: the caller's where given, then scratch operands of the problem's
+// size allocated apart and filled with random values; the screen on the first, the final on all, each finalist
+// by its mean over them), on `stream` (never one being captured), in `mode` (offline: eager calls; graph: the
+// GPU's time, for calls captured into CUDA graphs), each launched with the workspace size its plan launches with
+// (bench::LtWorkspace::kOwn). Allocates the scratch for the duration of the call. A caller's operands are read,
+// and its C written with the product many times over (its call then writes it once more).
 bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& problem, cudaStream_t stream,
-                                bench::Mode mode = bench::Mode::kOffline);
+                                bench::Mode mode = bench::Mode::kOffline,
+                                const std::optional<bench::LtOperands>& caller = std::nullopt);
+
+// The operand sets a choice is timed on: `caller` first where given, then scratch sets (`scratch`, allocated
+// by the caller of this function as OperandSets of kLtOperandSets - 1 sets, or kLtOperandSets without a caller).
+// Some candidates' times move by 5-20% with where their operands lie (bench/results/h200/lt-placement-check*.csv):
+// a choice timed on the caller's own operands holds where its calls run (a model's weights stay where they
+// are), and the scratch sets keep it from resting on that one placement alone.
+std::vector<bench::LtOperands> choice_sets(const std::optional<bench::LtOperands>& caller,
+                                           const bench::OperandSets& scratch);
+// How many scratch sets to allocate beside `caller` (see choice_sets).
+int scratch_set_count(const std::optional<bench::LtOperands>& caller);
+
+// The caller's operands of a call, fit to time a choice on: null pointers, or a C whose bytes overlap A's or
+// B's (writing C would change the inputs the call then reads), give nothing.
+std::optional<bench::LtOperands> caller_operands(const Problem& problem, const void* a, const void* b, void* c);
 
 // How many candidates cuBLASLt offers for a problem (bench::LtProblem::candidates): host work only.
 int candidate_count(const CublasLtContext& context, const Problem& problem);
@@ -104,7 +122,7 @@ int candidate_count(const CublasLtContext& context, const Problem& problem);
 // A runoff between cuBLASLt candidates chosen apart (indices among the heuristic's candidates): timed side by
 // side in `mode` with the harness's method, on operand sets as time_candidates' (bench::fastest_of).
 int runoff(const CublasLtContext& context, const Problem& problem, cudaStream_t stream, bench::Mode mode,
-           const std::vector<int>& finalists);
+           const std::vector<int>& finalists, const std::optional<bench::LtOperands>& caller = std::nullopt);
 
 // The cuBLASLt choices made on this machine, so that each costs its timing once per machine: a ChoicesFile
 // (gpu,cublaslt_version,M,N,K,layout,candidate,candidates, and a ninth field with the element type of a problem

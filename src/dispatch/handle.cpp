@@ -260,23 +260,28 @@ struct Handle::Impl {
   }
 
   // The cuBLASLt algorithm of a route with no recorded candidate: lt_auto's choice, made once per machine
-  // (timed now, on `stream`, unless that stream is being captured: then the heuristic's first, not kept), in
-  // `mode`: offline for eager calls, graph for calls captured into CUDA graphs. The two differ: on small shapes
+  // (timed now, on `stream` and on the `caller`'s operands where given, unless that stream is being captured:
+  // then the heuristic's first, not kept), in `mode`: offline for eager calls, graph for calls captured into CUDA graphs. The two differ: on small shapes
   // an eager call's time is the host's, so the offline choice says little of the GPU's time (on an H200, lt_auto's
   // offline choice for 8192x64x128 ran 3.16 us in a graph, the heuristic's first 2.74).
   dispatch::CublasLtChoices& lt_choices_of(bench::Mode mode) {
     return mode == bench::Mode::kGraph ? *lt_graph_choices : *lt_choices;
   }
   static std::string in_mode(bench::Mode mode) { return mode == bench::Mode::kGraph ? " in CUDA graphs" : ""; }
+  // The operands of the call that first uses a shape, where a choice can be timed on them
+  // (dispatch::caller_operands); none for prepare() and for a first use through describe().
+  using Caller = std::optional<bench::LtOperands>;
+  static std::string on_whose(const Caller& caller) { return caller ? ", on the caller's operands too" : ""; }
   // How a choice timed now reads in describe(); `runoff_with`: the screen's choice it won a runoff against.
-  static std::string timed_text(bench::Mode mode, int index, int count, std::optional<int> runoff_with = std::nullopt) {
-    return " (timed on first use" + in_mode(mode) + ": candidate " + std::to_string(index) + " of " +
+  static std::string timed_text(bench::Mode mode, int index, int count, const Caller& caller,
+                                std::optional<int> runoff_with = std::nullopt) {
+    return " (timed on first use" + in_mode(mode) + on_whose(caller) + ": candidate " + std::to_string(index) + " of " +
            std::to_string(count) +
            (runoff_with ? ", the winner of a runoff with candidate " + std::to_string(*runoff_with) : "") + ")";
   }
 
   std::optional<int> cublaslt_candidate(const Problem& problem, cudaStream_t stream, std::string& how,
-                                        bench::Mode mode = bench::Mode::kOffline, int* timed_of = nullptr) {
+                                        bench::Mode mode, const Caller& caller, int* timed_of = nullptr) {
     if (!lt_context) lt_context = std::make_unique<dispatch::CublasLtContext>();
     dispatch::CublasLtChoices& choices = lt_choices_of(mode);
     const std::string in = in_mode(mode);
@@ -288,9 +293,9 @@ struct Handle::Impl {
       how = " (the heuristic's first: first seen where no timing can run)";
       return std::nullopt;
     }
-    const bench::LtChoice choice = dispatch::time_candidates(*lt_context, problem, stream, mode);
+    const bench::LtChoice choice = dispatch::time_candidates(*lt_context, problem, stream, mode, caller);
     choices.record(problem, choice.index, choice.count);
-    how = timed_text(mode, choice.index, choice.count);
+    how = timed_text(mode, choice.index, choice.count, caller);
     if (timed_of) *timed_of = choice.count;
     return choice.index;
   }
@@ -427,7 +432,9 @@ struct Handle::Impl {
   // The route of a problem: from this thread's cache, else the handle's map, else chosen, compiled, loaded
   // and planned now -- which cannot happen while `stream` is being captured into a CUDA graph (loading a
   // module there would break the capture), so a shape first seen there is refused with what to do instead.
-  Route& route(const Problem& problem, cudaStream_t stream, bool capture_check = true) {
+  // `operands`: the call's, for a choice timed at the shape's first use (none from prepare()).
+  Route& route(const Problem& problem, cudaStream_t stream, bool capture_check = true,
+               const bench::LtOperands* operands = nullptr) {
     const ShapeKey key{problem.shape.m, problem.shape.n, problem.shape.k, problem.layout, problem.dtype};
     ThreadCache::RouteEntry& cached = thread_cache.routes[ShapeKeyHash()(key) % ThreadCache::kSlots];
     if (cached.serial == serial && cached.key == key) return *cached.route;
@@ -437,17 +444,17 @@ struct Handle::Impl {
       const auto it = routes.find(key);
       if (it != routes.end()) found = it->second.get();
     }
-    if (!found) found = &build_route(problem, key, stream, capture_check);
+    if (!found) found = &build_route(problem, key, stream, capture_check, operands);
     cached = ThreadCache::RouteEntry{serial, key, found};
     return *found;
   }
 
   // A cuBLASLt route: the table's candidate, else lt_auto's choice made once per machine.
-  void plan_cublaslt(Route& r, cudaStream_t stream) {
+  void plan_cublaslt(Route& r, cudaStream_t stream, const Caller& caller) {
     std::string how;
     const std::optional<int> candidate = r.choice.cublaslt_candidate
                                              ? r.choice.cublaslt_candidate
-                                             : cublaslt_candidate(r.problem, stream, how, eager_choice_mode());
+                                             : cublaslt_candidate(r.problem, stream, how, eager_choice_mode(), caller);
     plan_cublaslt(r, candidate, how, stream);
   }
   void plan_cublaslt(Route& r, std::optional<int> candidate, const std::string& how, cudaStream_t stream) {
@@ -598,7 +605,7 @@ struct Handle::Impl {
   // The floor of a problem: cuBLASLt with lt_auto's choice for eager calls, and, as its `captured` route, with
   // the choice timed in CUDA graphs where that is another algorithm. With direct launches, one choice, timed
   // in CUDA graphs, for both (eager_choice_mode).
-  std::unique_ptr<Route> floor_route(const Problem& problem, cudaStream_t stream) {
+  std::unique_ptr<Route> floor_route(const Problem& problem, cudaStream_t stream, const Caller& caller) {
     auto make = [&](std::optional<int> candidate, const std::string& how) {
       auto floor = std::make_unique<Route>();
       floor->problem = problem;
@@ -609,21 +616,22 @@ struct Handle::Impl {
     };
     if (eager_choice_mode() == bench::Mode::kGraph) {
       std::string how;
-      return make(cublaslt_candidate(problem, stream, how, bench::Mode::kGraph), how);
+      return make(cublaslt_candidate(problem, stream, how, bench::Mode::kGraph, caller), how);
     }
     std::string how, graph_how;
     int eager_count = 0, graph_count = 0;  // set where the choice was timed now
-    std::optional<int> eager = cublaslt_candidate(problem, stream, how, bench::Mode::kOffline, &eager_count);
-    std::optional<int> graph = cublaslt_candidate(problem, stream, graph_how, bench::Mode::kGraph, &graph_count);
+    std::optional<int> eager = cublaslt_candidate(problem, stream, how, bench::Mode::kOffline, caller, &eager_count);
+    std::optional<int> graph =
+        cublaslt_candidate(problem, stream, graph_how, bench::Mode::kGraph, caller, &graph_count);
     if (eager && graph && *eager != *graph && eager_count && graph_count && !capturing(stream)) {
       // The two screens, made one after the other, disagree: one of them may have run on a GPU still settling
       // from the work before it. The two choices then meet in a runoff in each way of calling, and each way
       // keeps the faster (what is kept is recorded again, the file's last line for a shape wins).
       const std::vector<int> both = {*eager, *graph};
       auto settle = [&](bench::Mode mode, std::optional<int>& chosen, std::string& text, int count) {
-        const int won = dispatch::runoff(*lt_context, problem, stream, mode, both);
+        const int won = dispatch::runoff(*lt_context, problem, stream, mode, both, caller);
         if (won == *chosen) return;
-        text = timed_text(mode, won, count, *chosen);
+        text = timed_text(mode, won, count, caller, *chosen);
         lt_choices_of(mode).record(problem, won, count);
         chosen = won;
       };
@@ -662,8 +670,8 @@ struct Handle::Impl {
   // A route with one kernel candidate (a tuned row, a policy's or the predictor's design) checked against the
   // floor.
   std::unique_ptr<Route> verified(const Problem& problem, const dispatch::Choice& choice, const std::string& note,
-                                  cudaStream_t stream) {
-    std::unique_ptr<Route> floor = floor_route(problem, stream);
+                                  cudaStream_t stream, const Caller& caller) {
+    std::unique_ptr<Route> floor = floor_route(problem, stream, caller);
     std::string why;
     std::unique_ptr<Route> kernel = kernel_route(problem, choice, why);
     if (!kernel) {
@@ -682,8 +690,8 @@ struct Handle::Impl {
 
   // The autotuned route (HandleOptions::autotune): the predictor's few best designs, or what this machine chose
   // among them before, checked against the floor; what each way of calling kept is recorded.
-  std::unique_ptr<Route> autotune(const Problem& problem, cudaStream_t stream) {
-    std::unique_ptr<Route> floor = floor_route(problem, stream);
+  std::unique_ptr<Route> autotune(const Problem& problem, cudaStream_t stream, const Caller& caller) {
+    std::unique_ptr<Route> floor = floor_route(problem, stream, caller);
     if (capturing(stream)) {
       floor->description += " (not autotuned: first seen where nothing can be timed)";
       return floor;
@@ -753,7 +761,8 @@ struct Handle::Impl {
     return served;
   }
 
-  Route& build_route(const Problem& problem, const ShapeKey& key, cudaStream_t stream, bool capture_check) {
+  Route& build_route(const Problem& problem, const ShapeKey& key, cudaStream_t stream, bool capture_check,
+                     const bench::LtOperands* operands) {
     std::lock_guard build(build_mutex);
     {
       std::shared_lock lock(routes_mutex);
@@ -766,23 +775,25 @@ struct Handle::Impl {
            "or call prepare(M, N, K, layout) (rlgemm_prepare; in Python rlgemm.prepare or rlgemm.prepare_model) "
            "for every shape the graph will hold");
     const dispatch::Choice choice = dispatcher->choose(problem);
+    const Caller caller =
+        operands ? dispatch::caller_operands(problem, operands->a, operands->b, operands->c) : std::nullopt;
     std::unique_ptr<Route> r;
     if (autotune_choices && predictor && choice.floor) {
       // With autotuning the dispatcher proposes no predicted design (see the constructor): untuned shapes come
       // as the floor, which autotune() starts from.
-      r = autotune(problem, stream);
+      r = autotune(problem, stream, caller);
     } else if (choice.path == Path::kCublasLt && choice.floor) {
-      r = floor_route(problem, stream);
+      r = floor_route(problem, stream, caller);
     } else if (choice.path == Path::kCublasLt) {
       r = std::make_unique<Route>();
       r->problem = problem;
       r->choice = choice;
       r->description = choice.describe();
-      plan_cublaslt(*r, stream);
+      plan_cublaslt(*r, stream, caller);
     } else if (options.prefer_cublaslt && (options.check_routes || choice.path == Path::kPredicted)) {
       // A kernel (a tuned row, a policy's or the predictor's design) serves only the ways of calling where it
       // measured faster than the floor.
-      r = verified(problem, choice, choice.path == Path::kPredicted ? predicted_note : "", stream);
+      r = verified(problem, choice, choice.path == Path::kPredicted ? predicted_note : "", stream, caller);
     } else {
       // Kernels only: nothing to measure them against.
       std::string why;
@@ -831,13 +842,14 @@ struct Handle::Impl {
 
   // A cuBLASLt route's plan with the bias epilogue, planned on its first use: the fastest of the route's own
   // algorithm with the epilogue and the heuristic's algorithms for it (CublasLtGemm::bias_candidates), timed
-  // within the route's workspace, in the mode of the calls the route serves (a captured-only route: CUDA
+  // within the route's workspace on the call's `operands` (where dispatch::caller_operands takes them) and
+  // scratch sets, in the mode of the calls the route serves (a captured-only route: CUDA
   // graphs; else eager_choice_mode), and kept per machine in that mode's file (cublaslt-bias-choices-3.csv,
   // cublaslt-graph-bias-choices-3.csv: a shape's eager and captured routes can hold different algorithms, and the
   // candidates are listed from the route's own). A first use inside a capture, where nothing can be timed, takes
   // the route's algorithm (host work only). Launched directly where that is proven the same launch (GPU work of
   // its own: only outside a capture).
-  const dispatch::CublasLtGemm& bias_plan(Route& r, cudaStream_t stream) {
+  const dispatch::CublasLtGemm& bias_plan(Route& r, cudaStream_t stream, const bench::LtOperands& operands) {
     if (const dispatch::CublasLtGemm* plan = r.lt_bias.load(std::memory_order_acquire)) return *plan;
     std::lock_guard build(build_mutex);
     if (!r.lt_bias_plan) {
@@ -851,14 +863,15 @@ struct Handle::Impl {
         how = "the algorithm without it: first seen where no timing can run";
       } else {
         const bench::Mode mode = r.captured_only ? bench::Mode::kGraph : eager_choice_mode();
-        const bench::LtChoice choice = r.lt->time_bias_candidates(stream, mode);
+        const Caller caller = dispatch::caller_operands(r.problem, operands.a, operands.b, operands.c);
+        const bench::LtChoice choice = r.lt->time_bias_candidates(stream, mode, caller);
         choices.record(r.problem, choice.index, choice.count);
         r.lt_bias_plan = r.lt->with_bias(choice.index);
         how = r.lt_bias_plan->same_algorithm(*r.lt)
                   ? "the algorithm without it, the fastest of " + std::to_string(choice.count) + " timed on first use" +
-                        in_mode(mode)
+                        in_mode(mode) + on_whose(caller)
                   : "candidate " + std::to_string(choice.index) + " of " + std::to_string(choice.count) +
-                        ", timed on first use" + in_mode(mode);
+                        ", timed on first use" + in_mode(mode) + on_whose(caller);
       }
       if (!r.lt_bias_plan->note().empty()) how += "; " + r.lt_bias_plan->note();
       if (options.direct_cublaslt) {
@@ -930,7 +943,8 @@ struct Handle::Impl {
               const void* bias = nullptr) {
     if (r.lt) {
       if (bias) {
-        const dispatch::CublasLtGemm& plan = bias_plan(r, stream);  // lt_bias_direct is whole once this returns
+        // lt_bias_direct is whole once this returns
+        const dispatch::CublasLtGemm& plan = bias_plan(r, stream, bench::LtOperands{a, b, c});
         if (r.lt_bias_direct)
           r.lt_bias_direct->launch(stream, a, b, c, ws, bias);
         else
@@ -966,7 +980,8 @@ struct Handle::Impl {
   // its own and no direct call shares it); otherwise the stream's pooled one.
   void call(cudaStream_t stream, const Problem& problem, const void* a, const void* b, void* c, const void* bias,
             void* caller_ws, size_t caller_ws_bytes, bool caller_gives_workspace) {
-    Route& eager = route(problem, stream);
+    const bench::LtOperands operands{a, b, c};
+    Route& eager = route(problem, stream, true, &operands);
     // Whether this call is captured matters to a shape whose GPU-time winner is another route than its eager
     // one, and to a route with a workspace.
     const bool captured_now = (eager.captured || eager.workspace_bytes > 0) && capturing(stream);

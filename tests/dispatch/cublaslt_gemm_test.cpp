@@ -1,6 +1,7 @@
 // The cache of cuBLASLt choices made on this machine (CPU only): what one handle records, another reads back;
 // other GPUs' and other cuBLASLt versions' rows and lines a crash cut short are skipped; an unwritable file
-// costs one warning and the choices still serve the process.
+// costs one warning and the choices still serve the process. Which caller's operands a first-use choice may be
+// timed on, and how many scratch sets go beside them.
 #include "dispatch/cublaslt_gemm.h"
 
 #include <gtest/gtest.h>
@@ -107,6 +108,34 @@ TEST_F(CublasLtChoicesTest, AnUnwritableFileWarnsOnceAndTheChoicesStillServe) {
   CublasLtChoices in_memory("", "GPU X", 1);
   in_memory.record(kA, 4, 5);
   EXPECT_EQ(in_memory.find(kA, 5), 4);
+}
+
+// A choice timed on a caller's operands writes its C many times: only where C shares no byte with A or B.
+TEST(CallerOperands, TakenWhereCSharesNoByteWithAOrB) {
+  const Problem p{{4, 8, 16}, Layout::kTN};  // A 128 bytes, B 256, C 64
+  alignas(16) static unsigned char memory[4096];
+  unsigned char* base = memory;
+  const auto taken = caller_operands(p, base, base + 128, base + 384);
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(taken->a, base);
+  EXPECT_EQ(taken->b, base + 128);
+  EXPECT_EQ(taken->c, base + 384);
+  // C right after B, and A right after C: adjacent, not overlapping.
+  EXPECT_TRUE(caller_operands(p, base + 448, base, base + 256 + 128));
+  // C over A's last element, over B's first, or C being A: not taken.
+  EXPECT_FALSE(caller_operands(p, base, base + 1024, base + 126));
+  EXPECT_FALSE(caller_operands(p, base + 1024, base + 128, base + 64 + 2));
+  EXPECT_FALSE(caller_operands(p, base, base + 1024, base));
+  // B inside C's range.
+  EXPECT_FALSE(caller_operands(Problem{{64, 8, 16}, Layout::kNN}, base + 3000, base + 100, base));
+  // A missing operand.
+  EXPECT_FALSE(caller_operands(p, nullptr, base + 128, base + 384));
+  EXPECT_FALSE(caller_operands(p, base, base + 128, nullptr));
+}
+
+TEST(CallerOperands, TheCallersSetTakesAScratchSetsPlace) {
+  EXPECT_EQ(scratch_set_count(std::nullopt), bench::kLtOperandSets);
+  EXPECT_EQ(scratch_set_count(bench::LtOperands{}), bench::kLtOperandSets - 1);
 }
 
 }  // namespace

@@ -436,7 +436,8 @@ TEST_F(HandleGpu, CublasLtServesTheShapesWhereItWasFaster) {
 // the cache, so that a second handle (another process) finds it; an unwritable cache costs a warning, once.
 // Launched directly (the default), one choice timed in CUDA graphs serves eager and captured calls alike
 // (cublaslt-graph-choices-3.csv); through cublasLtMatmul, eager calls take a choice timed eagerly
-// (cublaslt-choices-3.csv) and captured calls the graph choice.
+// (cublaslt-choices-3.csv) and captured calls the graph choice. A shape first used by a call is timed on that
+// call's operands too (and the call's C is still its product); one first used by prepare() on scratch only.
 TEST_F(HandleGpu, UntunedShapesGetTheCublasLtFloorChosenOncePerMachine) {
   for (const bool direct : {true, false}) {
     SCOPED_TRACE(direct ? "direct launches" : "through cublasLtMatmul");
@@ -444,8 +445,9 @@ TEST_F(HandleGpu, UntunedShapesGetTheCublasLtFloorChosenOncePerMachine) {
     options.direct_cublaslt = direct;
     const std::string sub = direct ? "direct" : "through";
     options.cache_dir = (dir_ / sub / "cache").string();
-    const std::string timed = direct ? "cublaslt floor (timed on first use in CUDA graphs: candidate "
-                                     : "cublaslt floor (timed on first use: candidate ";
+    const std::string timed =
+        std::string(direct ? "cublaslt floor (timed on first use in CUDA graphs" : "cublaslt floor (timed on first use") +
+        ", on the caller's operands too: candidate ";
     const std::string eager_file = direct ? "cublaslt-graph-choices-3.csv" : "cublaslt-choices-3.csv";
     const std::vector<Shape> shapes = {{1, 4096, 4096}, {130, 136, 264}, {2000, 576, 7168}};
     {
@@ -464,6 +466,10 @@ TEST_F(HandleGpu, UntunedShapesGetTheCublasLtFloorChosenOncePerMachine) {
         }
       EXPECT_EQ(handle.stats().cublaslt, 6u);
       EXPECT_EQ(handle.stats().total(), 6u);
+      handle.prepare(96, 520, 776, Layout::kTN);
+      const std::string prepared = handle.describe(96, 520, 776, Layout::kTN);
+      EXPECT_EQ(prepared.rfind(direct ? "cublaslt floor (timed on first use in CUDA graphs: candidate "
+                                      : "cublaslt floor (timed on first use: candidate ", 0), 0u) << prepared;
     }
     const std::string kept = testing::read_text(dir_ / sub / "cache" / eager_file);
     EXPECT_EQ(kept.rfind("gpu,cublaslt_version,M,N,K,layout,candidate,candidates\n" + device_.name + ",", 0), 0u) << kept;
