@@ -5,9 +5,13 @@
 // algorithm id, tile and split; all of them timed side by side in CUDA graphs (the GPU's time), `--repeat` times;
 // and the choice CublasLtGemm::time_bias_candidates makes.
 //
-//   lt_bias_probe [--repeat R] M,N,K [M,N,K ...]      (tn, fp16; prints CSV)
+//   lt_bias_probe [--repeat R] [--caller] M,N,K [M,N,K ...]      (tn, fp16; prints CSV)
+//
+// --caller makes both choices as a call's first use makes them, on the operands the algorithms are then timed
+// on beside the scratch sets: whether the choice holds on the very operands it was timed on.
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +42,8 @@ int main(int argc, char** argv) {
   int repeat = 2;
   CLI::App app("What a cuBLASLt route's calls with a bias could run (tn, fp16; prints CSV)", "lt_bias_probe");
   app.add_option("--repeat", repeat, "rounds of the side-by-side timing")->check(CLI::PositiveNumber);
+  bool caller = false;
+  app.add_flag("--caller", caller, "make the choices on the operands the algorithms are then timed on");
   std::vector<Shape> shapes;
   if (const int status = probes::parse_command_line(app, argc, argv, shapes); status >= 0) return status;
   try {
@@ -48,10 +54,14 @@ int main(int argc, char** argv) {
     for (const Shape& shape : shapes) {
       const Problem problem{shape, Layout::kTN, DType::kF16};
       const std::string s = std::to_string(shape.m) + "," + std::to_string(shape.n) + "," + std::to_string(shape.k);
-      const bench::LtChoice floor_choice = dispatch::time_candidates(context, problem, stream, bench::Mode::kGraph);
+      const bench::ScratchOperands x(problem, stream);
+      const std::optional<bench::LtOperands> on_x =
+          caller ? std::optional<bench::LtOperands>(bench::LtOperands{x.a.ptr, x.b.ptr, x.c.ptr}) : std::nullopt;
+      const bench::LtChoice floor_choice =
+          dispatch::time_candidates(context, problem, stream, bench::Mode::kGraph, on_x);
       const dispatch::CublasLtGemm floor(context, problem, floor_choice.index);
       std::printf("%s,floor,%d,%zu,,,,,,,\n", s.c_str(), floor_choice.index, floor.workspace_bytes());
-      const bench::LtChoice chosen = floor.time_bias_candidates(stream, bench::Mode::kGraph);
+      const bench::LtChoice chosen = floor.time_bias_candidates(stream, bench::Mode::kGraph, on_x);
       std::printf("%s,time_bias_candidates,%d,,,,,,,,\n", s.c_str(), chosen.index);
 
       // The floor's own algorithm with the epilogue first (as bias_candidates lists it), then the heuristic's.
@@ -68,7 +78,6 @@ int main(int argc, char** argv) {
         all.push_back(r);
         names.push_back("heuristic-" + std::to_string(h++));
       }
-      const bench::ScratchOperands x(problem, stream);
       DeviceScratch<unsigned char> bias(size_t(shape.n) * 2);
       bench::fill_random(reinterpret_cast<half*>(bias.ptr), size_t(shape.n), bench::Fill::kNormal, 5, stream,
                          problem.dtype);

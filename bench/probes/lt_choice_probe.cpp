@@ -3,10 +3,15 @@
 // times in each mode, as the harness's lt_auto and the library's floor run it. Before all that, the library
 // floor's first-use choice (dispatch::time_candidates) in each mode, on the shape's first touch.
 //
-//   lt_choice_probe [--repeat R] [--idle-ms T] [--workspace-check] M,N,K [M,N,K ...]   (tn, fp16; prints CSV)
+//   lt_choice_probe [--repeat R] [--idle-ms T] [--caller] [--workspace-check] M,N,K [M,N,K ...]   (tn, fp16; prints CSV)
 //
 // --idle-ms leaves the GPU idle that long before each first-use choice, as a handle does while its host-side
 // work for a new shape (the predictor's scan) runs.
+//
+// --caller times the first-use choices as a call's first use times them: on the operands the candidates are
+// then timed on (the caller's) beside the scratch sets, `--repeat` times in each mode; whether the choice
+// holds on the very operands it was timed on. The candidates are then timed with their own workspace, as a
+// planned route launches them.
 //
 // --workspace-check times instead, side by side, each candidate three ways: through cublasLtMatmul with the
 // whole workspace the choice is timed with (what = "lt-whole-workspace"), through cublasLtMatmul with the
@@ -20,6 +25,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -142,6 +148,8 @@ int main(int argc, char** argv) {
   int placements = 0;
   app.add_option("--placements", placements, "time each candidate on this many operand sets allocated apart")
       ->check(CLI::PositiveNumber);
+  bool caller = false;
+  app.add_flag("--caller", caller, "time the first-use choices on the operands the candidates are then timed on");
   bool workspace_check = false;
   app.add_flag("--workspace-check", workspace_check,
                "time each candidate with the whole workspace, with its own, and launched directly");
@@ -164,24 +172,32 @@ int main(int argc, char** argv) {
         check_workspaces(problem, s, repeat, handle, stream);
         continue;
       }
+      const bench::ScratchOperands x(problem, stream);
       // First, before anything else touches this shape: the library floor's own first-use choice (fresh scratch
-      // operands and workspace, a fresh cuBLASLt handle), in each mode, as a handle makes it.
-      for (bench::Mode mode : {bench::Mode::kOffline, bench::Mode::kGraph}) {
-        const dispatch::CublasLtContext context;
-        RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
-        if (idle_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(idle_ms));
-        const bench::LtChoice c = dispatch::time_candidates(context, problem, stream, mode);
-        std::printf("%s,first-use,%s,%d,,,\n", s.c_str(), std::string(bench::to_string(mode)).c_str(), c.index);
-      }
+      // operands and workspace, a fresh cuBLASLt handle), in each mode, as a handle makes it (with --caller, on
+      // x too, as a call's first use on x would, `repeat` times).
+      const std::optional<bench::LtOperands> on_x =
+          caller ? std::optional<bench::LtOperands>(bench::LtOperands{x.a.ptr, x.b.ptr, x.c.ptr}) : std::nullopt;
+      for (bench::Mode mode : {bench::Mode::kOffline, bench::Mode::kGraph})
+        for (int r = 0; r < (caller ? repeat : 1); ++r) {
+          const dispatch::CublasLtContext context;
+          RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+          if (idle_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(idle_ms));
+          const bench::LtChoice c = dispatch::time_candidates(context, problem, stream, mode, on_x);
+          std::printf("%s,%s,%s,%d,,,\n", s.c_str(), caller ? ("first-use-caller-" + std::to_string(r)).c_str() : "first-use",
+                      std::string(bench::to_string(mode)).c_str(), c.index);
+        }
       const bench::LtProblem lt(problem);
       const auto candidates = lt.candidates(handle);
-      const bench::ScratchOperands x(problem, stream);
       DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
       std::vector<bench::Subject> subjects;
       std::vector<int> runnable;
       for (size_t i = 0; i < candidates.size(); ++i) {
-        auto call = [&, i](cudaStream_t s) {
-          lt.launch(handle, candidates[i].algo, x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr, bench::kLtWorkspaceBytes, s);
+        const size_t bytes = caller ? bench::launch_workspace_bytes(candidates[i], bench::kLtWorkspaceBytes,
+                                                                    bench::LtWorkspace::kOwn)
+                                    : bench::kLtWorkspaceBytes;
+        auto call = [&, i, bytes](cudaStream_t s) {
+          lt.launch(handle, candidates[i].algo, x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr, bytes, s);
         };
         try {
           call(stream);
