@@ -119,7 +119,8 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
                         Mode mode = Mode::kOffline, const void* bias = nullptr, LtWorkspace use = LtWorkspace::kWhole);
 // The same on several operand sets (`sets`, at least one; allocated apart: OperandSets): the screen runs on the
 // first, the final times the finalists on each set in turn (all of them in the same shuffled rounds on one set,
-// as the harness times its subjects on shared operands) and takes each finalist's mean over the sets. Some candidates' times move 7-10% with where their operands lie, others' do not
+// as the harness times its subjects on shared operands) and takes each finalist's mean over the sets. Some
+// candidates' times move 7-10% with where their operands lie, others' do not
 // (bench/results/h200/lt-placement-check.csv): a choice made on one set holds for that set only, and a caller's
 // operands lie elsewhere.
 LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,

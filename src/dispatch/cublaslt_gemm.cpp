@@ -94,12 +94,12 @@ bench::LtChoice CublasLtGemm::time_bias_candidates(cudaStream_t stream, bench::M
                                          std::to_string(workspace_bytes_) + " bytes of workspace");
   const Problem& p = problem_.problem();
   const bench::LtProblem lt(p, bench::LtEpilogue::kBias);
-  const bench::OperandSets x(p, stream, scratch_set_count(caller), bench::kLtOperandSetsBudget);
+  const ChoiceSets x(p, stream, caller);
   DeviceScratch<unsigned char> bias(size_t(p.shape.n) * 2);
   bench::fill_random(reinterpret_cast<half*>(bias.ptr), size_t(p.shape.n), bench::Fill::kNormal, 5, stream, p.dtype);
   DeviceScratch<unsigned char> workspace(std::max<size_t>(workspace_bytes_, 16));
   const bench::LtChoice choice =
-      bench::choose_fastest(lt, context_.handle(), candidates, choice_sets(caller, x), workspace.ptr,
+      bench::choose_fastest(lt, context_.handle(), candidates, x.sets(), workspace.ptr,
                             workspace_bytes_, stream, mode, bias.ptr, bench::LtWorkspace::kOwn);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return choice;
@@ -129,12 +129,10 @@ void CublasLtGemm::launch(cudaStream_t stream, const void* a, const void* b, voi
   problem_.launch(context_.handle(), algo_, a, b, c, workspace, workspace_bytes_, stream, bias);
 }
 
-std::vector<bench::LtOperands> choice_sets(const std::optional<bench::LtOperands>& caller,
-                                           const bench::OperandSets& scratch) {
-  std::vector<bench::LtOperands> sets;
-  if (caller) sets.push_back(*caller);
-  for (const bench::LtOperands& x : bench::lt_operands(scratch)) sets.push_back(x);
-  return sets;
+ChoiceSets::ChoiceSets(const Problem& problem, cudaStream_t stream, const std::optional<bench::LtOperands>& caller)
+    : scratch_(problem, stream, scratch_set_count(caller), bench::kLtOperandSetsBudget) {
+  if (caller) sets_.push_back(*caller);
+  for (const bench::LtOperands& x : bench::lt_operands(scratch_)) sets_.push_back(x);
 }
 
 int scratch_set_count(const std::optional<bench::LtOperands>& caller) {
@@ -143,15 +141,14 @@ int scratch_set_count(const std::optional<bench::LtOperands>& caller) {
 
 std::optional<bench::LtOperands> caller_operands(const Problem& problem, const void* a, const void* b, void* c) {
   if (!a || !b || !c) return std::nullopt;
-  const Shape& s = problem.shape;
   const size_t element = sizeof(half);  // fp16 and bf16 alike
   const auto overlap = [](uintptr_t x, size_t x_bytes, uintptr_t y, size_t y_bytes) {
     return x < y + y_bytes && y < x + x_bytes;
   };
   const uintptr_t ua = reinterpret_cast<uintptr_t>(a), ub = reinterpret_cast<uintptr_t>(b),
                   uc = reinterpret_cast<uintptr_t>(c);
-  const size_t a_bytes = size_t(s.m) * size_t(s.k) * element, b_bytes = size_t(s.k) * size_t(s.n) * element,
-               c_bytes = size_t(s.m) * size_t(s.n) * element;
+  const size_t a_bytes = size_t(problem.a_elems()) * element, b_bytes = size_t(problem.b_elems()) * element,
+               c_bytes = size_t(problem.c_elems()) * element;
   if (overlap(uc, c_bytes, ua, a_bytes) || overlap(uc, c_bytes, ub, b_bytes)) return std::nullopt;
   return bench::LtOperands{a, b, c};
 }
@@ -160,10 +157,10 @@ bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& p
                                 bench::Mode mode, const std::optional<bench::LtOperands>& caller) {
   const bench::LtProblem lt(problem);
   const auto candidates = lt.candidates(context.handle());
-  const bench::OperandSets x(problem, stream, scratch_set_count(caller), bench::kLtOperandSetsBudget);
+  const ChoiceSets x(problem, stream, caller);
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
   const bench::LtChoice choice =
-      bench::choose_fastest(lt, context.handle(), candidates, choice_sets(caller, x), workspace.ptr,
+      bench::choose_fastest(lt, context.handle(), candidates, x.sets(), workspace.ptr,
                             bench::kLtWorkspaceBytes, stream, mode, nullptr, bench::LtWorkspace::kOwn);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return choice;
@@ -177,9 +174,9 @@ int runoff(const CublasLtContext& context, const Problem& problem, cudaStream_t 
            const std::vector<int>& finalists, const std::optional<bench::LtOperands>& caller) {
   const bench::LtProblem lt(problem);
   const auto candidates = lt.candidates(context.handle());
-  const bench::OperandSets x(problem, stream, scratch_set_count(caller), bench::kLtOperandSetsBudget);
+  const ChoiceSets x(problem, stream, caller);
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
-  const int fastest = bench::fastest_of(lt, context.handle(), candidates, finalists, choice_sets(caller, x),
+  const int fastest = bench::fastest_of(lt, context.handle(), candidates, finalists, x.sets(),
                                         workspace.ptr, bench::kLtWorkspaceBytes, stream, mode, nullptr,
                                         bench::LtWorkspace::kOwn);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return

@@ -92,24 +92,32 @@ class CublasLtGemm {
 };
 
 // lt_auto's choice for a problem on this GPU (bench::choose_fastest): every heuristic candidate timed on
-// kLtOperandSets operand sets (choice_sets: the caller's where given, then scratch operands of the problem's
-// size allocated apart and filled with random values; the screen on the first, the final on all, each finalist
-// by its mean over them), on `stream` (never one being captured), in `mode` (offline: eager calls; graph: the
-// GPU's time, for calls captured into CUDA graphs), each launched with the workspace size its plan launches with
+// ChoiceSets (the caller's operands where given, then scratch operands of the problem's size allocated apart
+// and filled with random values; the screen on the first, the final on all, each finalist by its mean over
+// them), on `stream` (never one being captured), in `mode` (offline: eager calls; graph: the GPU's time, for
+// calls captured into CUDA graphs), each launched with the workspace size its plan launches with
 // (bench::LtWorkspace::kOwn). Allocates the scratch for the duration of the call. A caller's operands are read,
 // and its C written with the product many times over (its call then writes it once more).
 bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& problem, cudaStream_t stream,
                                 bench::Mode mode = bench::Mode::kOffline,
                                 const std::optional<bench::LtOperands>& caller = std::nullopt);
 
-// The operand sets a choice is timed on: `caller` first where given, then scratch sets (`scratch`, allocated
-// by the caller of this function as OperandSets of kLtOperandSets - 1 sets, or kLtOperandSets without a caller).
-// Some candidates' times move by 5-20% with where their operands lie (bench/results/h200/lt-placement-check*.csv):
-// a choice timed on the caller's own operands holds where its calls run (a model's weights stay where they
-// are), and the scratch sets keep it from resting on that one placement alone.
-std::vector<bench::LtOperands> choice_sets(const std::optional<bench::LtOperands>& caller,
-                                           const bench::OperandSets& scratch);
-// How many scratch sets to allocate beside `caller` (see choice_sets).
+// The kLtOperandSets operand sets a choice is timed on: `caller`'s first where given, then scratch sets
+// allocated apart (bench::OperandSets, as many as make kLtOperandSets with the caller's), held for the object's
+// life. Some candidates' times move by 5-20% with where their operands lie
+// (bench/results/h200/lt-placement-check*.csv): a choice timed on the caller's own operands holds where its
+// calls run (a model's weights stay where they are), and the scratch sets keep it from resting on that one
+// placement alone.
+class ChoiceSets {
+ public:
+  ChoiceSets(const Problem& problem, cudaStream_t stream, const std::optional<bench::LtOperands>& caller);
+  const std::vector<bench::LtOperands>& sets() const { return sets_; }
+
+ private:
+  bench::OperandSets scratch_;
+  std::vector<bench::LtOperands> sets_;
+};
+// How many scratch sets ChoiceSets allocates beside `caller`.
 int scratch_set_count(const std::optional<bench::LtOperands>& caller);
 
 // The caller's operands of a call, fit to time a choice on: null pointers, or a C whose bytes overlap A's or

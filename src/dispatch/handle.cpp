@@ -261,9 +261,10 @@ struct Handle::Impl {
 
   // The cuBLASLt algorithm of a route with no recorded candidate: lt_auto's choice, made once per machine
   // (timed now, on `stream` and on the `caller`'s operands where given, unless that stream is being captured:
-  // then the heuristic's first, not kept), in `mode`: offline for eager calls, graph for calls captured into CUDA graphs. The two differ: on small shapes
-  // an eager call's time is the host's, so the offline choice says little of the GPU's time (on an H200, lt_auto's
-  // offline choice for 8192x64x128 ran 3.16 us in a graph, the heuristic's first 2.74).
+  // then the heuristic's first, not kept), in `mode`: offline for eager calls, graph for calls captured into
+  // CUDA graphs. The two differ: on small shapes an eager call's time is the host's, so the offline choice says
+  // little of the GPU's time (on an H200, lt_auto's offline choice for 8192x64x128 ran 3.16 us in a graph, the
+  // heuristic's first 2.74).
   dispatch::CublasLtChoices& lt_choices_of(bench::Mode mode) {
     return mode == bench::Mode::kGraph ? *lt_graph_choices : *lt_choices;
   }
