@@ -5,12 +5,16 @@
 // algorithm id, tile and split; all of them timed side by side in CUDA graphs (the GPU's time), `--repeat` times;
 // and the choice CublasLtGemm::time_bias_candidates makes.
 //
-//   lt_bias_probe [--repeat R] [--caller] M,N,K [M,N,K ...]      (tn, fp16; prints CSV)
+//   lt_bias_probe [--repeat R] [--caller] [--direct] M,N,K [M,N,K ...]      (tn, fp16; prints CSV)
 //
 // --caller makes both choices as a call's first use makes them, on the operands the algorithms are then timed
 // on beside the scratch sets: whether the choice holds on the very operands it was timed on.
+// --direct also times each of the route's bias candidates launched directly (dispatch::LtDirect, as the handle
+// serves them), in the same rounds as the cublasLtMatmul launches, each with its own workspace size: whether a
+// choice timed through cublasLtMatmul holds where the handle launches it.
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +24,7 @@
 #include "bench/timing.h"
 #include "core/cuda_util.h"
 #include "dispatch/cublaslt_gemm.h"
+#include "dispatch/lt_direct.h"
 #include "rlgemm/error.h"
 #include "rlgemm/problem.h"
 #include "probe_cli.h"
@@ -44,6 +49,8 @@ int main(int argc, char** argv) {
   app.add_option("--repeat", repeat, "rounds of the side-by-side timing")->check(CLI::PositiveNumber);
   bool caller = false;
   app.add_flag("--caller", caller, "make the choices on the operands the algorithms are then timed on");
+  bool direct = false;
+  app.add_flag("--direct", direct, "also time the route's bias candidates launched directly, as the handle serves them");
   std::vector<Shape> shapes;
   if (const int status = probes::parse_command_line(app, argc, argv, shapes); status >= 0) return status;
   try {
@@ -98,11 +105,44 @@ int main(int argc, char** argv) {
         runnable.push_back(i);
         subjects.push_back({call, {}, names[i]});
       }
+      // The route's bias candidates launched directly, each with its own workspace size (rows "direct-<j>": j
+      // indexes bias_candidates(), the index time_bias_candidates returns).
+      std::vector<std::unique_ptr<dispatch::CublasLtGemm>> plans;
+      std::vector<std::unique_ptr<dispatch::LtDirect>> directs;
+      std::vector<int> direct_of;  // per subject beyond `runnable`: its index in route_list
+      if (direct) {
+        for (size_t j = 0; j < route_list.size(); ++j) {
+          auto plan = floor.with_bias(int(j));
+          std::string why;
+          auto launcher = dispatch::LtDirect::make(*plan, problem, why);
+          if (!launcher) {
+            std::fprintf(stderr, "lt_bias_probe: %s bias candidate %zu is not launched directly: %s\n", s.c_str(), j,
+                         why.c_str());
+            continue;
+          }
+          const dispatch::LtDirect* d = launcher.get();
+          subjects.push_back({[&, d](cudaStream_t st) { d->launch(st, x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr, bias.ptr); },
+                              {},
+                              "direct-" + std::to_string(j)});
+          direct_of.push_back(int(j));
+          plans.push_back(std::move(plan));
+          directs.push_back(std::move(launcher));
+        }
+      }
       for (int r = 0; r < repeat; ++r) {
         bench::TimingOptions o;
         o.seed = 2000 + uint64_t(r);
         const auto times = bench::time_side_by_side(bench::Mode::kGraph, subjects, nullptr, stream, o);
         for (size_t j = 0; j < times.size(); ++j) {
+          if (j >= runnable.size()) {
+            const auto& c = route_list[size_t(direct_of[j - runnable.size()])];
+            std::printf("%s,direct-%d-%d,%d,%zu,1,%d,%d,%d,%.3f,%.3f,%.3f\n", s.c_str(), direct_of[j - runnable.size()],
+                        r, direct_of[j - runnable.size()], c.workspaceSize,
+                        algo_attribute(c.algo, CUBLASLT_ALGO_CONFIG_ID), algo_attribute(c.algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                        algo_attribute(c.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), times[j].time_us, times[j].min_us,
+                        times[j].max_us);
+            continue;
+          }
           const auto& c = all[runnable[j]];
           const bool in_route = bench::offers(route_list, c.algo);
           std::printf("%s,%s-%d,%zu,%zu,%d,%d,%d,%d,%.3f,%.3f,%.3f\n", s.c_str(), names[runnable[j]].c_str(), r,

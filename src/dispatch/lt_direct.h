@@ -29,35 +29,17 @@
 #include <vector>
 
 #include "rlgemm/problem.h"
+#include "run/recorded.h"
 
 namespace rlgemm::dispatch {
 
 class CublasLtGemm;
-
-// One kernel launch as a CUDA graph recorded it: the function, its configuration, the launch attributes that
-// differ from the defaults, and the parameter block (each parameter at its offset).
-struct RecordedLaunch {
-  CUfunction function = nullptr;
-  std::array<unsigned, 3> grid{}, block{};
-  unsigned smem_bytes = 0;
-  std::vector<CUlaunchAttribute> attributes;
-  std::vector<unsigned char> params;
-  // The same kernel with the same configuration and attributes (the parameters aside).
-  bool same_launch(const RecordedLaunch& other) const;
-};
 
 // The addresses a call hands over: A, B, C, the workspace and the bias (0 where the plan takes none; a bias
 // only with cuBLASLt's bias epilogue).
 using Operands = std::array<uint64_t, 5>;
 inline constexpr int kOperandCount = 5;
 const char* operand_name(int operand);
-
-// One operation of a recorded call.
-struct RecordedOp {
-  bool kernel = true;
-  RecordedLaunch launch;      // kernel
-  cudaMemsetParams memset{};  // otherwise
-};
 
 // The operations `plan` makes for `operands` (A, B, C, workspace, bias), recorded on `stream` (a private one, never
 // one being captured) in a CUDA graph, in order, after an empty kernel whose edge to the first of them says

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "bench/correctness.h"
 #include "bench/device_data.h"
@@ -18,6 +20,7 @@
 #include "measure/design_implementation.h"
 #include "measure/gpu_measurer.h"
 #include "rlgemm/error.h"
+#include "run/recorded.h"
 #include "search/worker.h"
 
 namespace rlgemm::env {
@@ -104,7 +107,12 @@ class SubmissionImplementation : public bench::Implementation {
       // poisoned it before this call), so that only the graph's work can fill it.
       bench::fill_nan(x.c, size_t(problem.c_elems()), stream);
     }
-    RLGEMM_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream));
+    // The captured work as recorded: launched directly where it is a chain of kernels and memsets (no graph
+    // launch's host cost, as bench launches a design's kernel), else as the graph.
+    if (it->second.direct)
+      launch_recorded(*it->second.direct, stream);
+    else
+      RLGEMM_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream));
   }
 
   std::string stray_write(cudaStream_t stream) const override {
@@ -115,9 +123,13 @@ class SubmissionImplementation : public bench::Implementation {
  private:
   // A graph holds the addresses it was captured with: the operands' and the workspace's.
   using Key = std::tuple<const void*, const void*, const void*, const void*, int64_t, int64_t, int64_t, int>;
+  // Every call outside a capture makes the captured work again, never the submission's launch function, so that
+  // its host code cannot change what a later call does: the graph's kernels and memsets launched directly where
+  // they are a chain of them (run/recorded.h), else the graph.
   struct Captured {
     cudaGraph_t graph = nullptr;  // kept for graph-mode timing (append_to_capture)
     cudaGraphExec_t exec = nullptr;
+    std::optional<std::vector<RecordedOp>> direct;
   };
 
   // Adds `child` to the graph being captured on `stream`, after the work captured so far, and makes it what the
@@ -185,7 +197,8 @@ class SubmissionImplementation : public bench::Implementation {
     cudaGraphExec_t exec = nullptr;
     const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
     if (inst != cudaSuccess) reject("launch_error", std::string("the captured work does not instantiate: ") + cudaGetErrorString(inst));
-    return {graph, exec};
+    std::string not_a_chain;
+    return {graph, exec, read_chain(graph, false, not_a_chain)};
   }
 
   std::string name_;

@@ -4,8 +4,11 @@
 // One evaluation, on inputs drawn afresh for it:
 //   1. source: the shared object is loaded (dlopen) and rlgemm_launch called once inside a CUDA graph capture of
 //      the harness's stream in global mode: work on the legacy stream or a synchronizing call fails the capture;
-//      a graph without a kernel did its work elsewhere. Every later call replays a graph captured from the
-//      launch function (one per set of operand addresses), so work it put on other streams never runs again.
+//      a graph without a kernel did its work elsewhere. Every later call makes the work captured from the launch
+//      function again (one capture per set of operand addresses), never the function itself, so work it put on
+//      other streams never runs again: its kernels and memsets launched directly as recorded where they are a
+//      chain (run/recorded.h: no graph launch's host cost in the offline time, as bench launches a design),
+//      else the graph.
 //      design: rlgemm's generator and compiler, as `rlgemm bench --design`.
 //   2. the harness's correctness gate (bench/correctness.h): C poisoned with NaN, guard bands around A, B, C and
 //      the workspace, standard-normal and uniform-positive inputs (fp16 or bf16 accumulation fails the
