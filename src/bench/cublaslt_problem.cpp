@@ -151,9 +151,9 @@ size_t launch_workspace_bytes(const cublasLtMatmulHeuristicResult_t& candidate, 
 LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
                         const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const void* a, const void* b,
                         void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream, Mode mode,
-                        const void* bias, LtWorkspace use) {
+                        const void* bias, LtWorkspace use, LtScoring scoring) {
   return choose_fastest(problem, handle, candidates, {LtOperands{a, b, c}}, workspace, workspace_bytes, stream, mode,
-                        bias, use);
+                        bias, use, scoring);
 }
 
 namespace {
@@ -169,7 +169,7 @@ void check_sets(const std::vector<LtOperands>& sets, const char* who) {
 LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
                         const std::vector<cublasLtMatmulHeuristicResult_t>& candidates,
                         const std::vector<LtOperands>& sets, void* workspace, size_t workspace_bytes,
-                        cudaStream_t stream, Mode mode, const void* bias, LtWorkspace use) {
+                        cudaStream_t stream, Mode mode, const void* bias, LtWorkspace use, LtScoring scoring) {
   check_sets(sets, "choose_fastest");
   LtChoice choice;
   choice.count = int(candidates.size());
@@ -218,22 +218,22 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
   const bool first_ran = std::any_of(screened.begin(), screened.end(), [](auto& s) { return s.second == 0; });
   if (first_ran && std::find(finalists.begin(), finalists.end(), 0) == finalists.end()) finalists.push_back(0);
   choice.index = fastest_of(problem, handle, candidates, finalists, sets, workspace, workspace_bytes, stream, mode,
-                            bias, use);
+                            bias, use, scoring);
   return choice;
 }
 
 int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
                const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
                const void* a, const void* b, void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-               Mode mode, const void* bias, LtWorkspace use) {
+               Mode mode, const void* bias, LtWorkspace use, LtScoring scoring) {
   return fastest_of(problem, handle, candidates, finalists, {LtOperands{a, b, c}}, workspace, workspace_bytes, stream,
-                    mode, bias, use);
+                    mode, bias, use, scoring);
 }
 
 int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
                const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
                const std::vector<LtOperands>& sets, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-               Mode mode, const void* bias, LtWorkspace use) {
+               Mode mode, const void* bias, LtWorkspace use, LtScoring scoring) {
   check_sets(sets, "fastest_of");
   if (finalists.empty()) throw Error(ErrorKind::kInvalidInput, "fastest_of: no finalists");
   for (int f : finalists)
@@ -263,27 +263,36 @@ int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
     const auto times = time_side_by_side(mode, subjects, nullptr, stream, final_round);
     for (size_t f = 0; f < finalists.size(); ++f) per_finalist[f].push_back(times[f]);
   }
-  return final_winner(finalists, per_finalist);
+  return final_winner(finalists, per_finalist, scoring);
 }
 
-double final_score(const std::vector<Timing>& on_sets) {
+double final_score(const std::vector<Timing>& on_sets, LtScoring scoring) {
   if (on_sets.empty()) throw Error(ErrorKind::kInvalidInput, "final_score: no timings");
   double sum = 0;
   for (const Timing& t : on_sets) {
     if (t.rounds_us.empty()) throw Error(ErrorKind::kInvalidInput, "final_score: a timing without its batches");
     double set_sum = 0;
     for (double v : t.rounds_us) set_sum += v;
-    sum += set_sum / double(t.rounds_us.size());
+    double set_score = set_sum / double(t.rounds_us.size());
+    if (scoring == LtScoring::kSlowMode) {
+      std::vector<double> sorted = t.rounds_us;
+      std::sort(sorted.begin(), sorted.end());
+      const size_t n = sorted.size();
+      const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+      if (sorted.back() > (1 + kLtSlowMode) * median) set_score = sorted.back();
+    }
+    sum += set_score;
   }
   return sum / double(on_sets.size());
 }
 
-int final_winner(const std::vector<int>& finalists, const std::vector<std::vector<Timing>>& per_finalist) {
+int final_winner(const std::vector<int>& finalists, const std::vector<std::vector<Timing>>& per_finalist,
+                 LtScoring scoring) {
   if (finalists.empty() || finalists.size() != per_finalist.size())
     throw Error(ErrorKind::kInvalidInput, "final_winner: " + std::to_string(finalists.size()) + " finalists, " +
                                               std::to_string(per_finalist.size()) + " timings");
   std::vector<double> score;
-  for (const std::vector<Timing>& t : per_finalist) score.push_back(final_score(t));
+  for (const std::vector<Timing>& t : per_finalist) score.push_back(final_score(t, scoring));
   size_t best = 0;
   for (size_t f = 1; f < score.size(); ++f)
     if (score[f] < score[best]) best = f;

@@ -100,7 +100,8 @@ bench::LtChoice CublasLtGemm::time_bias_candidates(cudaStream_t stream, bench::M
   DeviceScratch<unsigned char> workspace(std::max<size_t>(workspace_bytes_, 16));
   const bench::LtChoice choice =
       bench::choose_fastest(lt, context_.handle(), candidates, x.sets(), workspace.ptr,
-                            workspace_bytes_, stream, mode, bias.ptr, bench::LtWorkspace::kOwn);
+                            workspace_bytes_, stream, mode, bias.ptr, bench::LtWorkspace::kOwn,
+                            bench::LtScoring::kSlowMode);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return choice;
 }
@@ -161,7 +162,8 @@ bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& p
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
   const bench::LtChoice choice =
       bench::choose_fastest(lt, context.handle(), candidates, x.sets(), workspace.ptr,
-                            bench::kLtWorkspaceBytes, stream, mode, nullptr, bench::LtWorkspace::kOwn);
+                            bench::kLtWorkspaceBytes, stream, mode, nullptr, bench::LtWorkspace::kOwn,
+                            bench::LtScoring::kSlowMode);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return choice;
 }
@@ -178,7 +180,7 @@ int runoff(const CublasLtContext& context, const Problem& problem, cudaStream_t 
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
   const int fastest = bench::fastest_of(lt, context.handle(), candidates, finalists, x.sets(),
                                         workspace.ptr, bench::kLtWorkspaceBytes, stream, mode, nullptr,
-                                        bench::LtWorkspace::kOwn);
+                                        bench::LtWorkspace::kOwn, bench::LtScoring::kSlowMode);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return fastest;
 }

@@ -242,11 +242,12 @@ struct Handle::Impl {
     dispatcher = std::make_unique<dispatch::Dispatcher>(rows, target, options.prefer_cublaslt, proposer, predicted);
     load_optimized_cubins();
     const auto& dir = compile_options.cache_dir;
-    // The files' "-3": choices timed with each candidate's own workspace size, the size a route's launches pass
-    // (bench::LtWorkspace::kOwn), on three operand sets allocated apart (bench::OperandSets). Older files hold
-    // choices timed with 32 MiB of workspace (none) or on one operand set ("-2"): those records are not taken.
+    // The files' "-4": choices timed with each candidate's own workspace size, the size a route's launches pass
+    // (bench::LtWorkspace::kOwn), on three operand sets allocated apart (bench::OperandSets), a finalist with a
+    // slow mode scored by it (bench::LtScoring::kSlowMode). Older files hold choices timed with 32 MiB of
+    // workspace (none), on one operand set ("-2") or scored by the mean ("-3"): those records are not taken.
     const auto lt_choices_in = [&](const std::string& stem) {
-      return std::make_unique<dispatch::CublasLtChoices>(dir ? *dir / (stem + "-3.csv") : std::filesystem::path(),
+      return std::make_unique<dispatch::CublasLtChoices>(dir ? *dir / (stem + "-4.csv") : std::filesystem::path(),
                                                          device.name, cublasLtGetVersion());
     };
     lt_graph_choices = lt_choices_in("cublaslt-graph-choices");
@@ -845,8 +846,8 @@ struct Handle::Impl {
   // algorithm with the epilogue and the heuristic's algorithms for it (CublasLtGemm::bias_candidates), timed
   // within the route's workspace on the call's `operands` (where dispatch::caller_operands takes them) and
   // scratch sets, in the mode of the calls the route serves (a captured-only route: CUDA
-  // graphs; else eager_choice_mode), and kept per machine in that mode's file (cublaslt-bias-choices-3.csv,
-  // cublaslt-graph-bias-choices-3.csv: a shape's eager and captured routes can hold different algorithms, and the
+  // graphs; else eager_choice_mode), and kept per machine in that mode's file (cublaslt-bias-choices-4.csv,
+  // cublaslt-graph-bias-choices-4.csv: a shape's eager and captured routes can hold different algorithms, and the
   // candidates are listed from the route's own). A first use inside a capture, where nothing can be timed, takes
   // the route's algorithm (host work only). Launched directly where that is proven the same launch (GPU work of
   // its own: only outside a capture).

@@ -139,6 +139,29 @@ TEST(LtFinal, ScoreIsTheMeanOfEveryBatchOnEverySet) {
   EXPECT_THROW(final_score({Timing{}}), Error);
 }
 
+TEST(LtFinal, SlowModeScoringTakesTheSlowestBatchOfASetWithTwoModes) {
+  // 13 is 30% above the median 10: two modes; 10.3 is within 4% of it: one.
+  EXPECT_DOUBLE_EQ(final_score({batches({10, 10, 13})}, LtScoring::kSlowMode), 13.0);
+  EXPECT_DOUBLE_EQ(final_score({batches({10, 10, 10.3})}, LtScoring::kSlowMode), 10.1);
+  // Per set: the second set's spread (12 and 16 about their median 14) is two modes, the first's is not.
+  EXPECT_DOUBLE_EQ(final_score({batches({10, 10.2}), batches({12, 14, 16})}, LtScoring::kSlowMode), (10.1 + 16) / 2);
+  // Sets apart from each other (placement) are not modes: each set is steady.
+  EXPECT_DOUBLE_EQ(final_score({batches({10, 10}), batches({13, 13})}, LtScoring::kSlowMode), 11.5);
+  EXPECT_THROW(final_score({}, LtScoring::kSlowMode), Error);
+}
+
+TEST(LtFinal, ARareSlowModeLosesToASteadyFirstOnlyUnderSlowModeScoring) {
+  // The 64x32 tile of 32x14336x4096 with a bias: mostly 31.4, one batch in seven 33.3; the heuristic's first
+  // (128x32) a steady 32.1. By the mean (31.67) the challenger wins by more than the margin; scored by its slow
+  // mode it does not.
+  const std::vector<std::vector<Timing>> timed = {
+      {batches({32.1, 32.1, 32.1, 32.1, 32.1, 32.1, 32.1})},
+      {batches({31.4, 31.4, 31.4, 33.3, 31.4, 31.4, 31.4})}};
+  EXPECT_EQ(final_winner({0, 1}, timed), 1);
+  EXPECT_EQ(final_winner({0, 1}, timed, LtScoring::kSlowMode), 0);
+  EXPECT_EQ(final_winner({5, 1}, timed, LtScoring::kSlowMode), 5);
+}
+
 TEST(LtFinal, ABimodalChallengerDoesNotUnseatTheFirst) {
   // Candidate 1's median (30.9) is below candidate 0's steady 31.3; its slow batches bring its mean to 31.5.
   const std::vector<std::vector<Timing>> timed = {

@@ -1,6 +1,6 @@
 // GPU tests (skipped without a GPU): a CUDA graph's chain of kernels and memsets read back and launched again
-// as recorded (run/recorded.h) does the recorded work -- a memset and a parallel split-K kernel's two launches
-// give the call's bits on the buffers they were recorded with -- and graphs that are not such a chain (work
+// as recorded (run/recorded.h) does the recorded work -- a memset and a parallel split-K kernel's launches give
+// the call's bits on the buffers they were recorded with -- and graphs that are not such a chain (work
 // forked onto a second stream, a copy) are refused with the reason.
 #include "run/recorded.h"
 
@@ -51,13 +51,12 @@ uint16_t fp16_bits(float x) {
   return b;
 }
 
-TEST(GpuRecordedWork, AMemsetAndTwoKernelsLaunchedAsRecordedGiveTheCallsBits) {
+TEST(GpuRecordedWork, AMemsetAndAKernelsLaunchesMadeAsRecordedGiveTheCallsBits) {
   RLGEMM_REQUIRE_GPU();
   const DeviceInfo device = open_device();
   CompileOptions options;
   const auto cache = std::filesystem::temp_directory_path() / ("rlgemm-recorded-test-" + std::to_string(::getpid()));
   options.cache_dir = cache;
-  // Parallel split-K: the slices' kernel, then the reduction's.
   const Problem problem{{100, 200, 1000}, Layout::kTN};
   const GemmKernel kernel(parse_design("sm80/64x64x32/w32x32/s4/pad/raster_n.g8/splitk4.parallel/epi_smem"), problem,
                           device, options);
@@ -84,15 +83,16 @@ TEST(GpuRecordedWork, AMemsetAndTwoKernelsLaunchedAsRecordedGiveTheCallsBits) {
   RLGEMM_CUDA_CHECK(cudaMemsetAsync(marker.ptr, 0x5a, marker.bytes, stream.s));
   kernel.launch(stream.s, problem, operands);
   RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream.s, &graph.g));
+  size_t nodes = 0;
+  RLGEMM_CUDA_CHECK(cudaGraphGetNodes(graph.g, nullptr, &nodes));
+  ASSERT_GE(nodes, 2u);
   std::string why;
   const auto ops = read_chain(graph.g, false, why);
   ASSERT_TRUE(ops) << why;
-  ASSERT_EQ(ops->size(), 3u);
+  ASSERT_EQ(ops->size(), nodes);
   EXPECT_FALSE((*ops)[0].kernel);
-  EXPECT_TRUE((*ops)[1].kernel);
-  EXPECT_TRUE((*ops)[2].kernel);
-  EXPECT_FALSE((*ops)[1].launch.same_launch((*ops)[2].launch)) << "the slices and the reduction are other kernels";
-  for (size_t i = 1; i < 3; ++i) {
+  for (size_t i = 1; i < ops->size(); ++i) {
+    EXPECT_TRUE((*ops)[i].kernel);
     EXPECT_NE((*ops)[i].launch.function, nullptr);
     EXPECT_FALSE((*ops)[i].launch.params.empty());
   }
