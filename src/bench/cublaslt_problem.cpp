@@ -266,24 +266,57 @@ int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
   return final_winner(finalists, per_finalist, scoring);
 }
 
-double final_score(const std::vector<Timing>& on_sets, LtScoring scoring) {
+double final_score(const std::vector<Timing>& on_sets) {
   if (on_sets.empty()) throw Error(ErrorKind::kInvalidInput, "final_score: no timings");
   double sum = 0;
   for (const Timing& t : on_sets) {
     if (t.rounds_us.empty()) throw Error(ErrorKind::kInvalidInput, "final_score: a timing without its batches");
     double set_sum = 0;
     for (double v : t.rounds_us) set_sum += v;
-    double set_score = set_sum / double(t.rounds_us.size());
-    if (scoring == LtScoring::kSlowMode) {
-      std::vector<double> sorted = t.rounds_us;
-      std::sort(sorted.begin(), sorted.end());
-      const size_t n = sorted.size();
-      const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-      if (sorted.back() > (1 + kLtSlowMode) * median) set_score = sorted.back();
-    }
-    sum += set_score;
+    sum += set_sum / double(t.rounds_us.size());
   }
   return sum / double(on_sets.size());
+}
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+double slow_mode_factor(const std::vector<std::vector<Timing>>& per_finalist, size_t f) {
+  if (f >= per_finalist.size() || per_finalist.size() < 2)
+    throw Error(ErrorKind::kInvalidInput, "slow_mode_factor: finalist " + std::to_string(f) + " of " +
+                                              std::to_string(per_finalist.size()) + " (at least two are compared)");
+  const size_t sets = per_finalist[f].size();
+  for (const auto& t : per_finalist)
+    if (t.size() != sets || sets == 0)
+      throw Error(ErrorKind::kInvalidInput, "slow_mode_factor: the finalists were not timed on the same sets");
+  std::vector<double> slow;
+  for (size_t s = 0; s < sets; ++s) {
+    const size_t rounds = per_finalist[f][s].rounds_us.size();
+    for (const auto& t : per_finalist)
+      if (t[s].rounds_us.size() != rounds || rounds == 0)
+        throw Error(ErrorKind::kInvalidInput, "slow_mode_factor: the finalists were not timed in the same rounds");
+    std::vector<double> ratio(rounds);
+    for (size_t r = 0; r < rounds; ++r) {
+      std::vector<double> others;
+      for (size_t g = 0; g < per_finalist.size(); ++g)
+        if (g != f) others.push_back(per_finalist[g][s].rounds_us[r]);
+      ratio[r] = per_finalist[f][s].rounds_us[r] / median_of(others);
+    }
+    const double typical = median_of(ratio);
+    for (double x : ratio)
+      if (x / typical > 1 + kLtSlowMode) slow.push_back(x / typical);
+  }
+  if (int(slow.size()) < kLtSlowModeBatches) return 1;
+  double sum = 0;
+  for (double x : slow) sum += x;
+  return sum / double(slow.size());
 }
 
 int final_winner(const std::vector<int>& finalists, const std::vector<std::vector<Timing>>& per_finalist,
@@ -292,7 +325,9 @@ int final_winner(const std::vector<int>& finalists, const std::vector<std::vecto
     throw Error(ErrorKind::kInvalidInput, "final_winner: " + std::to_string(finalists.size()) + " finalists, " +
                                               std::to_string(per_finalist.size()) + " timings");
   std::vector<double> score;
-  for (const std::vector<Timing>& t : per_finalist) score.push_back(final_score(t, scoring));
+  for (size_t f = 0; f < per_finalist.size(); ++f)
+    score.push_back(final_score(per_finalist[f]) *
+                    (scoring == LtScoring::kSlowMode && per_finalist.size() > 1 ? slow_mode_factor(per_finalist, f) : 1));
   size_t best = 0;
   for (size_t f = 1; f < score.size(); ++f)
     if (score[f] < score[best]) best = f;
