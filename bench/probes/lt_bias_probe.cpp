@@ -1,6 +1,6 @@
 // What a cuBLASLt route's calls with a bias could run. For each shape: the floor's algorithm (the library's
 // first-use choice in CUDA graphs) and its workspace; then every algorithm cuBLASLt offers with a bias epilogue
-// within the harness's workspace (kLtWorkspaceBytes), and the floor's own algorithm with the epilogue, each with
+// within the harness's workspace (kLtWorkspaceBytes), and the route's first bias candidate, each with
 // its workspace, whether the route's workspace holds it (CublasLtGemm::bias_candidates takes only those), its
 // algorithm id, tile and split; all of them timed side by side in CUDA graphs (the GPU's time), `--repeat` times;
 // and the choice CublasLtGemm::time_bias_candidates makes.
@@ -71,14 +71,15 @@ int main(int argc, char** argv) {
       const bench::LtChoice chosen = floor.time_bias_candidates(stream, bench::Mode::kGraph, on_x);
       std::printf("%s,time_bias_candidates,%d,,,,,,,,\n", s.c_str(), chosen.index);
 
-      // The floor's own algorithm with the epilogue first (as bias_candidates lists it), then the heuristic's.
+      // The route's first bias candidate (bias_candidates: the heuristic's first within the route's workspace), then
+      // the heuristic's within the harness's.
       const bench::LtProblem lt(problem, bench::LtEpilogue::kBias);
       std::vector<cublasLtMatmulHeuristicResult_t> all;
       std::vector<std::string> names;
       const auto route_list = floor.bias_candidates();
       if (!route_list.empty()) {
         all.push_back(route_list.front());
-        names.push_back("route-first");
+        names.push_back("route-first");  // bias_candidates()[0]
       }
       int h = 0;
       for (const auto& r : lt.candidates(context.handle(), bench::kLtWorkspaceBytes)) {

@@ -57,15 +57,20 @@ bool CublasLtGemm::same_algorithm(const CublasLtGemm& other) const {
 
 std::vector<cublasLtMatmulHeuristicResult_t> CublasLtGemm::bias_candidates() const {
   const bench::LtProblem lt(problem_.problem(), bench::LtEpilogue::kBias);
+  const std::vector<cublasLtMatmulHeuristicResult_t> heuristic = lt.candidates(context_.handle(), workspace_bytes_);
   std::vector<cublasLtMatmulHeuristicResult_t> out;
-  if (const std::optional<size_t> same = lt.check(context_.handle(), algo_); same && *same <= workspace_bytes_) {
+  const auto first = std::find_if(heuristic.begin(), heuristic.end(),
+                                  [](const auto& r) { return r.state == CUBLAS_STATUS_SUCCESS; });
+  if (first != heuristic.end()) out.push_back(*first);
+  if (const std::optional<size_t> same = lt.check(context_.handle(), algo_);
+      same && *same <= workspace_bytes_ && !bench::offers(out, algo_)) {
     cublasLtMatmulHeuristicResult_t own{};
     own.algo = algo_;
     own.workspaceSize = *same;
     own.state = CUBLAS_STATUS_SUCCESS;
     out.push_back(own);
   }
-  for (const cublasLtMatmulHeuristicResult_t& r : lt.candidates(context_.handle(), workspace_bytes_)) {
+  for (const cublasLtMatmulHeuristicResult_t& r : heuristic) {
     if (r.state == CUBLAS_STATUS_SUCCESS && !bench::offers(out, r.algo)) out.push_back(r);
   }
   return out;

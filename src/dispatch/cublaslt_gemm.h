@@ -50,16 +50,19 @@ class CublasLtGemm {
   // cuBLASLt runs it with the epilogue, else the heuristic's first for the epilogue; never more workspace
   // than this plan's (a caller sized its workspace by the shape's route), so note() may say it changed.
   std::unique_ptr<CublasLtGemm> with_bias() const;
-  // The algorithms that may serve this plan's problem with a bias epilogue, within this plan's workspace: this
-  // plan's algorithm first where cuBLASLt runs it with the epilogue, then the heuristic's for the epilogue, each
-  // once. (The heuristic's choice with a bias can be another kernel, and a faster one: on an H200, 32x4096x4096
-  // tn with a bias ran 8.1 us through the heuristic's first, 11.0 through the algorithm chosen without it.)
+  // The algorithms that may serve this plan's problem with a bias epilogue, within this plan's workspace: the
+  // heuristic's first for the epilogue (what cublasLtMatmul with a bias, and F.linear, run), then this plan's
+  // algorithm where cuBLASLt runs it with the epilogue, then the heuristic's others, each once. (The heuristic's
+  // choice with a bias can be another kernel, and a faster one: on an H200, 32x4096x4096 tn with a bias ran
+  // 8.1 us through the heuristic's first, 11.0 through the algorithm chosen without it. And the algorithm
+  // chosen without a bias, first and so kept unless beaten by the margin, ran 4-7% behind F.linear's with
+  // one at 16x14336x4096 and 256x4096x4096: bench/results/h200/torch-op-bias-check.csv.)
   std::vector<cublasLtMatmulHeuristicResult_t> bias_candidates() const;
   // with_bias() with bias_candidates()[candidate]; one not offered (a choice recorded with another cuBLASLt or
   // another algorithm without the bias) gives with_bias(), and note() says so.
   std::unique_ptr<CublasLtGemm> with_bias(int candidate) const;
-  // bias_candidates() timed side by side in `mode` (bench::choose_fastest: the first, this plan's own algorithm,
-  // stays unless another beat it by more than the margin), on operand sets as time_candidates' (the caller's
+  // bias_candidates() timed side by side in `mode` (bench::choose_fastest: the first, the heuristic's first for
+  // the epilogue, stays unless another beat it by more than the margin), on operand sets as time_candidates' (the caller's
   // first where given) and a bias of the problem's size on `stream` (never one being captured); allocates them
   // for the duration of the call.
   bench::LtChoice time_bias_candidates(cudaStream_t stream, bench::Mode mode,

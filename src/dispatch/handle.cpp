@@ -246,8 +246,11 @@ struct Handle::Impl {
     // (bench::LtWorkspace::kOwn), on three operand sets allocated apart (bench::OperandSets), a finalist with a
     // slow mode scored by it (bench::LtScoring::kSlowMode). Older files hold choices timed with 32 MiB of
     // workspace (none), on one operand set ("-2") or scored by the mean ("-3"): those records are not taken.
+    // The bias files' "-5": candidates listed from the heuristic's first for the epilogue (bias_candidates), where
+    // "-4" listed the route's own algorithm first.
     const auto lt_choices_in = [&](const std::string& stem) {
-      return std::make_unique<dispatch::CublasLtChoices>(dir ? *dir / (stem + "-4.csv") : std::filesystem::path(),
+      const char* version = stem.find("bias") != std::string::npos ? "-5.csv" : "-4.csv";
+      return std::make_unique<dispatch::CublasLtChoices>(dir ? *dir / (stem + version) : std::filesystem::path(),
                                                          device.name, cublasLtGetVersion());
     };
     lt_graph_choices = lt_choices_in("cublaslt-graph-choices");
@@ -846,8 +849,8 @@ struct Handle::Impl {
   // algorithm with the epilogue and the heuristic's algorithms for it (CublasLtGemm::bias_candidates), timed
   // within the route's workspace on the call's `operands` (where dispatch::caller_operands takes them) and
   // scratch sets, in the mode of the calls the route serves (a captured-only route: CUDA
-  // graphs; else eager_choice_mode), and kept per machine in that mode's file (cublaslt-bias-choices-4.csv,
-  // cublaslt-graph-bias-choices-4.csv: a shape's eager and captured routes can hold different algorithms, and the
+  // graphs; else eager_choice_mode), and kept per machine in that mode's file (cublaslt-bias-choices-5.csv,
+  // cublaslt-graph-bias-choices-5.csv: a shape's eager and captured routes can hold different algorithms, and the
   // candidates are listed from the route's own). A first use inside a capture, where nothing can be timed, takes
   // the route's algorithm (host work only). Launched directly where that is proven the same launch (GPU work of
   // its own: only outside a capture).
