@@ -91,7 +91,15 @@ int main(int argc, char** argv) {
                          problem.dtype);
       DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
       std::vector<bench::Subject> subjects;
-      std::vector<size_t> runnable;
+      // What each subject's rows say: its name, its index (into `all`, or for a direct launch into route_list),
+      // its algorithm and whether the route's workspace holds it.
+      struct Row {
+        std::string name;
+        size_t index;
+        cublasLtMatmulHeuristicResult_t candidate;
+        bool in_route;
+      };
+      std::vector<Row> rows;
       for (size_t i = 0; i < all.size(); ++i) {
         auto call = [&, i](cudaStream_t st) {
           lt.launch(context.handle(), all[i].algo, x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr, bench::kLtWorkspaceBytes,
@@ -103,14 +111,13 @@ int main(int argc, char** argv) {
         } catch (const Error&) {
           continue;
         }
-        runnable.push_back(i);
         subjects.push_back({call, {}, names[i]});
+        rows.push_back({names[i], i, all[i], bench::offers(route_list, all[i].algo)});
       }
       // The route's bias candidates launched directly, each with its own workspace size (rows "direct-<j>": j
       // indexes bias_candidates(), the index time_bias_candidates returns).
       std::vector<std::unique_ptr<dispatch::CublasLtGemm>> plans;
       std::vector<std::unique_ptr<dispatch::LtDirect>> directs;
-      std::vector<int> direct_of;  // per subject beyond `runnable`: its index in route_list
       if (direct) {
         for (size_t j = 0; j < route_list.size(); ++j) {
           auto plan = floor.with_bias(int(j));
@@ -122,10 +129,11 @@ int main(int argc, char** argv) {
             continue;
           }
           const dispatch::LtDirect* d = launcher.get();
-          subjects.push_back({[&, d](cudaStream_t st) { d->launch(st, x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr, bias.ptr); },
-                              {},
-                              "direct-" + std::to_string(j)});
-          direct_of.push_back(int(j));
+          subjects.push_back(
+              {[&, d](cudaStream_t st) { d->launch(st, x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr, bias.ptr); },
+               {},
+               "direct-" + std::to_string(j)});
+          rows.push_back({"direct-" + std::to_string(j), j, route_list[j], true});
           plans.push_back(std::move(plan));
           directs.push_back(std::move(launcher));
         }
@@ -135,19 +143,10 @@ int main(int argc, char** argv) {
         o.seed = 2000 + uint64_t(r);
         const auto times = bench::time_side_by_side(bench::Mode::kGraph, subjects, nullptr, stream, o);
         for (size_t j = 0; j < times.size(); ++j) {
-          if (j >= runnable.size()) {
-            const auto& c = route_list[size_t(direct_of[j - runnable.size()])];
-            std::printf("%s,direct-%d-%d,%d,%zu,1,%d,%d,%d,%.3f,%.3f,%.3f\n", s.c_str(), direct_of[j - runnable.size()],
-                        r, direct_of[j - runnable.size()], c.workspaceSize,
-                        algo_attribute(c.algo, CUBLASLT_ALGO_CONFIG_ID), algo_attribute(c.algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
-                        algo_attribute(c.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), times[j].time_us, times[j].min_us,
-                        times[j].max_us);
-            continue;
-          }
-          const auto& c = all[runnable[j]];
-          const bool in_route = bench::offers(route_list, c.algo);
-          std::printf("%s,%s-%d,%zu,%zu,%d,%d,%d,%d,%.3f,%.3f,%.3f\n", s.c_str(), names[runnable[j]].c_str(), r,
-                      runnable[j], c.workspaceSize, int(in_route), algo_attribute(c.algo, CUBLASLT_ALGO_CONFIG_ID),
+          const Row& row = rows[j];
+          const auto& c = row.candidate;
+          std::printf("%s,%s-%d,%zu,%zu,%d,%d,%d,%d,%.3f,%.3f,%.3f\n", s.c_str(), row.name.c_str(), r, row.index,
+                      c.workspaceSize, int(row.in_route), algo_attribute(c.algo, CUBLASLT_ALGO_CONFIG_ID),
                       algo_attribute(c.algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
                       algo_attribute(c.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), times[j].time_us, times[j].min_us,
                       times[j].max_us);

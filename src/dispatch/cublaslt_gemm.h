@@ -62,9 +62,9 @@ class CublasLtGemm {
   // another algorithm without the bias) gives with_bias(), and note() says so.
   std::unique_ptr<CublasLtGemm> with_bias(int candidate) const;
   // bias_candidates() timed side by side in `mode` (bench::choose_fastest: the first, the heuristic's first for
-  // the epilogue, stays unless another beat it by more than the margin), on operand sets as time_candidates' (the caller's
-  // first where given) and a bias of the problem's size on `stream` (never one being captured); allocates them
-  // for the duration of the call.
+  // the epilogue, stays unless another beat it by more than the margin), on operand sets as time_candidates'
+  // (the caller's first where given) and a bias of the problem's size on `stream` (never one being captured);
+  // allocates them for the duration of the call.
   bench::LtChoice time_bias_candidates(cudaStream_t stream, bench::Mode mode,
                                        const std::optional<bench::LtOperands>& caller = std::nullopt) const;
   // The problem with a bias epilogue on its own: the heuristic's first algorithm within `max_workspace`

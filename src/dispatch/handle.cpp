@@ -248,15 +248,14 @@ struct Handle::Impl {
     // workspace (none), on one operand set ("-2") or scored by the mean ("-3"): those records are not taken.
     // The bias files' "-5": candidates listed from the heuristic's first for the epilogue (bias_candidates), where
     // "-4" listed the route's own algorithm first.
-    const auto lt_choices_in = [&](const std::string& stem) {
-      const char* version = stem.find("bias") != std::string::npos ? "-5.csv" : "-4.csv";
-      return std::make_unique<dispatch::CublasLtChoices>(dir ? *dir / (stem + version) : std::filesystem::path(),
-                                                         device.name, cublasLtGetVersion());
+    const auto lt_choices_in = [&](const std::string& name) {
+      return std::make_unique<dispatch::CublasLtChoices>(dir ? *dir / name : std::filesystem::path(), device.name,
+                                                         cublasLtGetVersion());
     };
-    lt_graph_choices = lt_choices_in("cublaslt-graph-choices");
-    lt_choices = lt_choices_in("cublaslt-choices");
-    lt_bias_choices = lt_choices_in("cublaslt-bias-choices");
-    lt_graph_bias_choices = lt_choices_in("cublaslt-graph-bias-choices");
+    lt_graph_choices = lt_choices_in("cublaslt-graph-choices-4.csv");
+    lt_choices = lt_choices_in("cublaslt-choices-4.csv");
+    lt_bias_choices = lt_choices_in("cublaslt-bias-choices-5.csv");
+    lt_graph_bias_choices = lt_choices_in("cublaslt-graph-bias-choices-5.csv");
     if (options.autotune)
       autotune_choices = std::make_unique<dispatch::AutotuneChoices>(
           dir ? *dir / "autotune-choices.csv" : std::filesystem::path(), device.name,
@@ -845,13 +844,13 @@ struct Handle::Impl {
     return ptr;
   }
 
-  // A cuBLASLt route's plan with the bias epilogue, planned on its first use: the fastest of the route's own
-  // algorithm with the epilogue and the heuristic's algorithms for it (CublasLtGemm::bias_candidates), timed
+  // A cuBLASLt route's plan with the bias epilogue, planned on its first use: the fastest of the heuristic's
+  // algorithms for the epilogue and the route's own with it (CublasLtGemm::bias_candidates), timed
   // within the route's workspace on the call's `operands` (where dispatch::caller_operands takes them) and
   // scratch sets, in the mode of the calls the route serves (a captured-only route: CUDA
   // graphs; else eager_choice_mode), and kept per machine in that mode's file (cublaslt-bias-choices-5.csv,
   // cublaslt-graph-bias-choices-5.csv: a shape's eager and captured routes can hold different algorithms, and the
-  // candidates are listed from the route's own). A first use inside a capture, where nothing can be timed, takes
+  // candidates include the route's own). A first use inside a capture, where nothing can be timed, takes
   // the route's algorithm (host work only). Launched directly where that is proven the same launch (GPU work of
   // its own: only outside a capture).
   const dispatch::CublasLtGemm& bias_plan(Route& r, cudaStream_t stream, const bench::LtOperands& operands) {
