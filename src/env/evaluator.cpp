@@ -67,6 +67,7 @@ class SubmissionImplementation : public bench::Implementation {
       cudaGraphExecDestroy(captured.exec);
       cudaGraphDestroy(captured.graph);
     }
+    if (capture_stream_) cudaStreamDestroy(capture_stream_);
     // Unloading ends the submission: its host statics and its __device__ variables are gone, so that the next
     // evaluation (of this same source too) starts from nothing it left.
     if (cudaDeviceSynchronize() == cudaSuccess) ::dlclose(handle_);
@@ -146,13 +147,20 @@ class SubmissionImplementation : public bench::Implementation {
     RLGEMM_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(stream, &node, nullptr, 1, cudaStreamSetCaptureDependencies));
   }
 
+  // The submission's work for these operands, captured from one call of its launch function. That call gets a
+  // blocking stream of the submission's own, captured in global mode: work it puts on the legacy stream then
+  // breaks the capture (legacy_stream) instead of running uncaptured. The captured work runs on the caller's
+  // stream, non-blocking as `rlgemm bench`'s (while the timed calls went on a blocking stream, the reward's
+  // offline times of 5 us kernels were 1-4% above bench's).
   Captured capture(const Problem& problem, const bench::Operands& x, cudaStream_t stream) {
     RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (!capture_stream_) RLGEMM_CUDA_CHECK(cudaStreamCreate(&capture_stream_));
     const RlgemmProblem p = contract_problem(problem);
-    RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    const int status = launch_(&p, x.a, x.b, x.c, workspace_bytes_ ? workspace_.data() : nullptr, workspace_bytes_, stream);
+    RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(capture_stream_, cudaStreamCaptureModeGlobal));
+    const int status =
+        launch_(&p, x.a, x.b, x.c, workspace_bytes_ ? workspace_.data() : nullptr, workspace_bytes_, capture_stream_);
     cudaGraph_t graph = nullptr;
-    const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    const cudaError_t end = cudaStreamEndCapture(capture_stream_, &graph);
     const cudaError_t sticky = cudaGetLastError();
     // Whatever the launch sent to other streams must finish before C is poisoned again.
     const cudaError_t sync = cudaDeviceSynchronize();
@@ -208,6 +216,7 @@ class SubmissionImplementation : public bench::Implementation {
   size_t workspace_bytes_ = 0;
   bench::GuardedBuffer workspace_;
   std::map<Key, Captured> graphs_;
+  cudaStream_t capture_stream_ = nullptr;
 };
 
 // What the gate's message says about how the output was wrong.
@@ -222,8 +231,8 @@ class EnvBackend : public measure::GpuMeasurer {
   explicit EnvBackend(const search::BackendOptions& options)
       : GpuMeasurer(options), device_(open_device(options.gpu_ordinal)),
         seed_(uint64_t(std::chrono::system_clock::now().time_since_epoch().count()) * 7919) {
-    // Blocking (not cudaStreamNonBlocking): capturing it in global mode then fails for work on the legacy stream.
-    RLGEMM_CUDA_CHECK(cudaStreamCreate(&stream_));
+    // Non-blocking, as `rlgemm bench`'s stream: a submission's launch is captured on a blocking stream of its own.
+    RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
   ~EnvBackend() override {
     vendors_.clear();
