@@ -3,7 +3,7 @@
 // times in each mode, as the harness's lt_auto and the library's floor run it. Before all that, the library
 // floor's first-use choice (dispatch::time_candidates) in each mode, on the shape's first touch.
 //
-//   lt_choice_probe [--repeat R] [--idle-ms T] [--caller] [--workspace-check] M,N,K [M,N,K ...]   (tn, fp16; prints CSV)
+//   lt_choice_probe [--repeat R] [--idle-ms T] [--heat-ms H] [--caller] [--workspace-check] M,N,K [M,N,K ...]   (tn, fp16; prints CSV)
 //
 // --idle-ms leaves the GPU idle that long before each first-use choice, as a handle does while its host-side
 // work for a new shape (the predictor's scan) runs.
@@ -17,6 +17,10 @@
 // whole workspace the choice is timed with (what = "lt-whole-workspace"), through cublasLtMatmul with the
 // workspace the heuristic reported for it (what = "lt-own-workspace", what a planned route passes), and launched
 // directly as the library's floor launches it (what = "direct"; absent where it cannot be).
+//
+// --heat-ms H times every round twice, and runs choose_fastest twice: after the GPU rested 300 ms (what =
+// "rested-..."), and after H ms of every candidate back to back (what = "heated-..."): whether a candidate's lead
+// holds on a GPU under sustained load, where clocks and power settle lower than in a burst after a pause.
 //
 // --placements P times instead, side by side in CUDA graphs, each candidate (with its own workspace) on P sets
 // of operands allocated apart (what = "placement-p"): whether a candidate's time depends on where its operands
@@ -150,6 +154,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bool caller = false;
   app.add_flag("--caller", caller, "time the first-use choices on the operands the candidates are then timed on");
+  double heat_ms = 0;
+  app.add_option("--heat-ms", heat_ms,
+                 "time each round twice: after the GPU rested, and after this long under the candidates' load")
+      ->check(CLI::NonNegativeNumber);
   bool workspace_check = false;
   app.add_flag("--workspace-check", workspace_check,
                "time each candidate with the whole workspace, with its own, and launched directly");
@@ -208,20 +216,38 @@ int main(int argc, char** argv) {
         runnable.push_back(int(i));
         subjects.push_back({call, {}, "candidate " + std::to_string(i)});
       }
+      // With --heat-ms, each round twice: after the GPU rested (idle kRestMs), and after heat_ms of every
+      // candidate back to back (a GPU under sustained load, as a server's or a long benchmark's).
+      constexpr double kRestMs = 300;
+      const auto heat = [&](double ms) {
+        const auto start = std::chrono::steady_clock::now();
+        while (std::chrono::steady_clock::now() - start < std::chrono::duration<double, std::milli>(ms)) {
+          for (const bench::Subject& subject : subjects) subject.call(stream);
+          RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+        }
+      };
+      const std::vector<std::string> states = heat_ms > 0 ? std::vector<std::string>{"rested-", "heated-"}
+                                                          : std::vector<std::string>{""};
       for (bench::Mode mode : {bench::Mode::kOffline, bench::Mode::kGraph}) {
         const std::string m(bench::to_string(mode));
-        for (int r = 0; r < repeat; ++r) {
-          bench::TimingOptions o;
-          o.seed = 1000 + uint64_t(r);
-          const auto times = bench::time_side_by_side(mode, subjects, nullptr, stream, o);
-          for (size_t j = 0; j < times.size(); ++j)
-            std::printf("%s,all-candidates-%d,%s,%d,%.3f,%.3f,%.3f\n", s.c_str(), r, m.c_str(),
-                        runnable[j], times[j].time_us, times[j].min_us, times[j].max_us);
-          const bench::LtChoice c = bench::choose_fastest(lt, handle, candidates, x.a.ptr, x.b.ptr, x.c.ptr,
-                                                          workspace.ptr, bench::kLtWorkspaceBytes, stream, mode);
-          std::printf("%s,choose_fastest-%d,%s,%d,,,\n", s.c_str(), r, m.c_str(), c.index);
-          std::fflush(stdout);
-        }
+        for (int r = 0; r < repeat; ++r)
+          for (const std::string& state : states) {
+            RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+            if (state == "rested-") std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(kRestMs));
+            if (state == "heated-") heat(heat_ms);
+            bench::TimingOptions o;
+            o.seed = 1000 + uint64_t(r);
+            const auto times = bench::time_side_by_side(mode, subjects, nullptr, stream, o);
+            for (size_t j = 0; j < times.size(); ++j)
+              std::printf("%s,%sall-candidates-%d,%s,%d,%.3f,%.3f,%.3f\n", s.c_str(), state.c_str(), r, m.c_str(),
+                          runnable[j], times[j].time_us, times[j].min_us, times[j].max_us);
+            if (state == "rested-") std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(kRestMs));
+            if (state == "heated-") heat(heat_ms);
+            const bench::LtChoice c = bench::choose_fastest(lt, handle, candidates, x.a.ptr, x.b.ptr, x.c.ptr,
+                                                            workspace.ptr, bench::kLtWorkspaceBytes, stream, mode);
+            std::printf("%s,%schoose_fastest-%d,%s,%d,,,\n", s.c_str(), state.c_str(), r, m.c_str(), c.index);
+            std::fflush(stdout);
+          }
       }
     }
     cublasLtDestroy(handle);
