@@ -37,6 +37,32 @@ uint64_t word(const std::vector<unsigned char>& bytes, size_t offset) {
   return v;
 }
 
+// The launch attributes each recording's operation `i` carries (those not at their default): an access policy
+// window by its fields (its base as an offset from each recording's operands, where it lies in one), the others
+// as their value's first 16 bytes.
+void print_attributes(const std::vector<Recording>& recs, size_t i) {
+  for (const Recording& r : recs) {
+    for (const CUlaunchAttribute& a : r.ops[i].launch.attributes) {
+      std::printf("    attribute %-14s id %d:", r.name.c_str(), int(a.id));
+      if (a.id == CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW) {
+        const CUaccessPolicyWindow& w = a.value.accessPolicyWindow;
+        const uint64_t at = reinterpret_cast<uint64_t>(w.base_ptr);
+        std::printf(" access policy window base 0x%" PRIx64 " bytes %zu hit ratio %.3f hit %d miss %d", at,
+                    w.num_bytes, double(w.hitRatio), int(w.hitProp), int(w.missProp));
+        static const char* kNames = "ABCW";
+        for (size_t k = 0; k < r.operands.size(); ++k)
+          if (r.operands[k] && at >= r.operands[k] && at < r.operands[k] + (size_t(1) << 32))
+            std::printf(" (%c + 0x%" PRIx64 ")", kNames[k], at - r.operands[k]);
+      } else {
+        unsigned char bytes[16];
+        std::memcpy(bytes, &a.value, sizeof bytes);
+        for (unsigned char b : bytes) std::printf(" %02x", b);
+      }
+      std::printf("\n");
+    }
+  }
+}
+
 void probe(const CublasLtContext& context, const Problem& problem, int candidate, cudaStream_t stream) {
   CublasLtGemm plan(context, problem, candidate);
   const size_t ws_bytes = plan.workspace_bytes();
@@ -105,6 +131,7 @@ void probe(const CublasLtContext& context, const Problem& problem, int candidate
     }
     const char* fname = nullptr;
     if (driver().cuFuncGetName(&fname, op0.launch.function) != CUDA_SUCCESS || !fname) fname = "?";
+    print_attributes(recs, i);
     const auto& p0 = op0.launch.params;
     std::printf("  operation %zu: %s grid %ux%ux%u block %ux%ux%u smem %u, %zu-byte parameters\n", i + 1, fname,
                 op0.launch.grid[0], op0.launch.grid[1], op0.launch.grid[2], op0.launch.block[0], op0.launch.block[1],
