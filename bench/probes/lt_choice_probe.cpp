@@ -3,7 +3,8 @@
 // times in each mode, as the harness's lt_auto and the library's floor run it. Before all that, the library
 // floor's first-use choice (dispatch::time_candidates) in each mode, on the shape's first touch.
 //
-//   lt_choice_probe [--repeat R] [--idle-ms T] [--heat-ms H] [--caller] [--workspace-check] M,N,K [M,N,K ...]   (tn, fp16; prints CSV)
+//   lt_choice_probe [--repeat R] [--idle-ms T] [--heat-ms H] [--caller] [--workspace-check] [--placements P]
+//                   M,N,K [M,N,K ...]   (tn, fp16; prints CSV)
 //
 // --idle-ms leaves the GPU idle that long before each first-use choice, as a handle does while its host-side
 // work for a new shape (the predictor's scan) runs.
@@ -228,21 +229,23 @@ int main(int argc, char** argv) {
       };
       const std::vector<std::string> states = heat_ms > 0 ? std::vector<std::string>{"rested-", "heated-"}
                                                           : std::vector<std::string>{""};
+      const auto settle = [&](const std::string& state) {  // before each timing and each choice
+        if (state == "rested-") std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(kRestMs));
+        if (state == "heated-") heat(heat_ms);
+      };
       for (bench::Mode mode : {bench::Mode::kOffline, bench::Mode::kGraph}) {
         const std::string m(bench::to_string(mode));
         for (int r = 0; r < repeat; ++r)
           for (const std::string& state : states) {
             RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
-            if (state == "rested-") std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(kRestMs));
-            if (state == "heated-") heat(heat_ms);
+            settle(state);
             bench::TimingOptions o;
             o.seed = 1000 + uint64_t(r);
             const auto times = bench::time_side_by_side(mode, subjects, nullptr, stream, o);
             for (size_t j = 0; j < times.size(); ++j)
               std::printf("%s,%sall-candidates-%d,%s,%d,%.3f,%.3f,%.3f\n", s.c_str(), state.c_str(), r, m.c_str(),
                           runnable[j], times[j].time_us, times[j].min_us, times[j].max_us);
-            if (state == "rested-") std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(kRestMs));
-            if (state == "heated-") heat(heat_ms);
+            settle(state);
             const bench::LtChoice c = bench::choose_fastest(lt, handle, candidates, x.a.ptr, x.b.ptr, x.c.ptr,
                                                             workspace.ptr, bench::kLtWorkspaceBytes, stream, mode);
             std::printf("%s,%schoose_fastest-%d,%s,%d,,,\n", s.c_str(), state.c_str(), r, m.c_str(), c.index);

@@ -2,8 +2,9 @@
 // one per GPU), so that a submission that faults or hangs costs that process and not the service.
 //
 // One evaluation, on inputs drawn afresh for it:
-//   1. source: the shared object is loaded (dlopen) and rlgemm_launch called once inside a CUDA graph capture of
-//      the harness's stream in global mode: work on the legacy stream or a synchronizing call fails the capture;
+//   1. source: the shared object is loaded (dlopen) and rlgemm_launch called once inside a CUDA graph capture, in
+//      global mode, of a blocking stream of the submission's own (the harness times on a non-blocking one, as
+//      bench does): work on the legacy stream or a synchronizing call fails the capture;
 //      a graph without a kernel did its work elsewhere. Every later call makes the work captured from the launch
 //      function again (one capture per set of operand addresses), never the function itself, so work it put on
 //      other streams never runs again: its kernels and memsets launched directly as recorded where they are a
