@@ -4,6 +4,7 @@
 // floor's first-use choice (dispatch::time_candidates) in each mode, on the shape's first touch.
 //
 //   lt_choice_probe [--repeat R] [--idle-ms T] [--heat-ms H] [--caller] [--workspace-check] [--placements P]
+//                   [--offsets C | --alloc-check | --mix-check [--first-in-capture]]
 //                   M,N,K [M,N,K ...]   (tn, fp16; prints CSV)
 //
 // --idle-ms leaves the GPU idle that long before each first-use choice, as a handle does while its host-side
@@ -26,6 +27,11 @@
 // --placements P times instead, side by side in CUDA graphs, each candidate (with its own workspace) on P sets
 // of operands allocated apart (what = "placement-p"): whether a candidate's time depends on where its operands
 // lie, which a choice made on scratch operands cannot see.
+//
+// --offsets C times instead, side by side in CUDA graphs, the first C candidates (with their own workspace) with
+// one operand at a time moved from a base placement by each of a list of offsets, the others where the base
+// put them (what = "A+<offset>", "B+...", "C+..."; each operand's address printed on stderr): which operand's
+// placement a candidate's time depends on, and on which of its address bits.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -43,6 +49,7 @@
 #include "dispatch/lt_direct.h"
 #include "rlgemm/error.h"
 #include "rlgemm/problem.h"
+#include "run/driver.h"
 #include "probe_cli.h"
 
 using namespace rlgemm;
@@ -142,6 +149,212 @@ void check_placements(const Problem& problem, const std::string& s, int repeat, 
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+// --alloc-check: the first `count` candidates on operands taken from two sets: "exact" (each operand a
+// cudaMalloc of its own size, as ScratchOperands allocates) and "pool" (each inside an allocation 8 MiB larger),
+// in six combinations (what = the combination, e.g. "A-exact/B-pool/C-exact").
+void check_allocations(const Problem& problem, const std::string& s, int repeat, int count, cublasLtHandle_t handle,
+                       cudaStream_t stream) {
+  const bench::LtProblem lt(problem);
+  const auto candidates = lt.candidates(handle);
+  const size_t element = sizeof(half);
+  const size_t bytes[3] = {size_t(problem.a_elems()) * element, size_t(problem.b_elems()) * element,
+                           size_t(problem.c_elems()) * element};
+  const bench::ScratchOperands exact(problem, stream);
+  std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> pools;
+  for (size_t b : bytes) {
+    pools.push_back(std::make_unique<DeviceScratch<unsigned char>>(b + (size_t(8) << 20)));
+    bench::fill_random(reinterpret_cast<half*>(pools.back()->ptr), b / element, bench::Fill::kNormal, 5, stream,
+                       problem.dtype);
+  }
+  void* e[3] = {exact.a.ptr, exact.b.ptr, exact.c.ptr};
+  void* q[3] = {pools[0]->ptr, pools[1]->ptr, pools[2]->ptr};
+  DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
+  std::vector<bench::Subject> subjects;
+  std::vector<std::pair<std::string, int>> labels;
+  const int combos[6][3] = {{0, 0, 0}, {1, 1, 1}, {0, 1, 0}, {1, 0, 1}, {0, 0, 1}, {1, 0, 0}};  // 1: pool
+  for (const auto& combo : combos) {
+    void* at[3];
+    std::string what;
+    for (int op = 0; op < 3; ++op) {
+      at[op] = combo[op] ? q[op] : e[op];
+      what += std::string(op ? "/" : "") + "ABC"[op] + (combo[op] ? "-pool" : "-exact");
+    }
+    std::fprintf(stderr, "%s %s: A %p B %p C %p\n", s.c_str(), what.c_str(), at[0], at[1], at[2]);
+    int taken = 0;
+    for (size_t i = 0; i < candidates.size() && taken < count; ++i) {
+      if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
+      ++taken;
+      const size_t ws = candidates[i].workspaceSize;
+      subjects.push_back({[&, i, ws, a = at[0], b = at[1], c = at[2]](cudaStream_t st) {
+                            lt.launch(handle, candidates[i].algo, a, b, c, workspace.ptr, ws, st);
+                          }, {}, "candidate " + std::to_string(i)});
+      labels.emplace_back(what, int(i));
+    }
+  }
+  time_rounds(s, subjects, labels, bench::Mode::kGraph, repeat, 5000, stream);
+  RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+// The kernel a captured call of `call` launches, in one line: its name, configuration and function attributes.
+std::string captured_kernel(const bench::Call& call, cudaStream_t stream) {
+  cudaGraph_t graph = nullptr;
+  RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  call(stream);
+  RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  size_t count = 0;
+  RLGEMM_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  RLGEMM_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  std::string out;
+  using GetAttribute = CUresult (*)(int*, CUfunction_attribute, CUfunction);
+  static GetAttribute get_attribute = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    RLGEMM_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuFuncGetAttribute", &fn, CUDA_VERSION, cudaEnableDefault, &found));
+    return reinterpret_cast<GetAttribute>(fn);
+  }();
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type{};
+    RLGEMM_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    if (type != cudaGraphNodeTypeKernel) {
+      out += " [node type " + std::to_string(int(type)) + "]";
+      continue;
+    }
+    CUDA_KERNEL_NODE_PARAMS p{};
+    RLGEMM_CU_CHECK(driver().cuGraphKernelNodeGetParams(reinterpret_cast<CUgraphNode>(node), &p));
+    CUfunction f = p.func;
+    if (!f && p.kern) RLGEMM_CU_CHECK(driver().cuKernelGetFunction(&f, p.kern));
+    const char* name = "?";
+    if (f) driver().cuFuncGetName(&name, f);
+    out += std::string(" [") + name + " grid " + std::to_string(p.gridDimX) + "x" + std::to_string(p.gridDimY) + "x" +
+           std::to_string(p.gridDimZ) + " block " + std::to_string(p.blockDimX) + " smem " +
+           std::to_string(p.sharedMemBytes);
+    const std::pair<const char*, CUfunction_attribute> attrs[] = {
+        {"maxdyn", CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES},
+        {"carveout", CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT},
+        {"clmust", CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET},
+        {"clw", CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH},
+        {"nonportable", CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED},
+        {"clsched", CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE},
+        {"regs", CU_FUNC_ATTRIBUTE_NUM_REGS},
+        {"cache", CU_FUNC_ATTRIBUTE_CACHE_MODE_CA}};
+    for (const auto& [label, id] : attrs) {
+      int v = -1;
+      if (f) get_attribute(&v, id, f);
+      out += std::string(" ") + label + "=" + std::to_string(v);
+    }
+    out += "]";
+  }
+  cudaGraphDestroy(graph);
+  return out;
+}
+
+// --mix-check: candidates 0 and 1 timed side by side in CUDA graphs in blocks of different company, one after
+// another in one process: "pair" (the two alone), "all" (beside every other candidate), "no-first" (candidate 1
+// beside every other candidate but 0), "pair-again"; `repeat` rounds each. Whether a candidate's time depends on
+// which other kernels run between its replays.
+void check_mix(const Problem& problem, const std::string& s, int repeat, bool first_in_capture, cublasLtHandle_t handle,
+               cudaStream_t stream) {
+  const bench::LtProblem lt(problem);
+  const auto candidates = lt.candidates(handle);
+  const bench::ScratchOperands x(problem, stream);
+  DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
+  std::vector<bench::Subject> all;
+  std::vector<int> index;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    const size_t ws = candidates[i].workspaceSize;
+    bench::Subject subject{[&, i, ws](cudaStream_t st) {
+                             lt.launch(handle, candidates[i].algo, x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr, ws, st);
+                           }, {}, "candidate " + std::to_string(i)};
+    try {
+      if (first_in_capture) {  // the first launch inside a stream capture, then that graph launched
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        subject.call(stream);
+        RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        RLGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        RLGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+      } else {
+        subject.call(stream);
+        RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      }
+    } catch (const Error&) {
+      continue;
+    }
+    all.push_back(subject);
+    index.push_back(int(i));
+  }
+  for (size_t p = 0; p < all.size() && p < 2; ++p)
+    std::fprintf(stderr, "%s candidate %d:%s\n", s.c_str(), index[p], captured_kernel(all[p].call, stream).c_str());
+  const auto block = [&](const std::string& name, const std::vector<size_t>& picks) {
+    std::vector<bench::Subject> subjects;
+    std::vector<std::pair<std::string, int>> labels;
+    for (size_t p : picks) {
+      subjects.push_back(all[p]);
+      labels.emplace_back(name, index[p]);
+    }
+    time_rounds(s, subjects, labels, bench::Mode::kGraph, repeat, 6000, stream);
+  };
+  std::vector<size_t> every(all.size()), no_first;
+  for (size_t p = 0; p < all.size(); ++p) {
+    every[p] = p;
+    if (index[p] != 0) no_first.push_back(p);
+  }
+  block("pair", {0, 1});
+  block("all", every);
+  block("no-first", no_first);
+  block("pair-again", {0, 1});
+  block("all-again", every);
+  RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void check_offsets(const Problem& problem, const std::string& s, int repeat, int count, cublasLtHandle_t handle,
+                   cudaStream_t stream) {
+  const bench::LtProblem lt(problem);
+  const auto candidates = lt.candidates(handle);
+  const size_t element = sizeof(half);
+  const size_t bytes[3] = {size_t(problem.a_elems()) * element, size_t(problem.b_elems()) * element,
+                           size_t(problem.c_elems()) * element};
+  constexpr size_t kRoom = size_t(8) << 20;
+  const size_t offsets[] = {0, 256, 4096, size_t(64) << 10, size_t(256) << 10, size_t(512) << 10, size_t(1) << 20,
+                            (size_t(3) << 19), size_t(2) << 20, size_t(3) << 20, size_t(4) << 20, size_t(6) << 20};
+  std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> pools;
+  for (size_t b : bytes) {
+    pools.push_back(std::make_unique<DeviceScratch<unsigned char>>(b + kRoom));
+    bench::fill_random(reinterpret_cast<half*>(pools.back()->ptr), (b + kRoom) / element, bench::Fill::kNormal, 5,
+                       stream, problem.dtype);
+  }
+  DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
+  std::vector<bench::Subject> subjects;
+  std::vector<std::pair<std::string, int>> labels;
+  const char* names[3] = {"A", "B", "C"};
+  for (int op = 0; op < 3; ++op)
+    for (size_t off : offsets) {
+      if (op > 0 && off == 0) continue;  // the base, once
+      unsigned char* at[3] = {pools[0]->ptr, pools[1]->ptr, pools[2]->ptr};
+      at[op] += off;
+      std::fprintf(stderr, "%s %s+%zu: A %p B %p C %p\n", s.c_str(), names[op], off, static_cast<void*>(at[0]),
+                   static_cast<void*>(at[1]), static_cast<void*>(at[2]));
+      int taken = 0;
+      for (size_t i = 0; i < candidates.size() && taken < count; ++i) {
+        if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        ++taken;
+        const size_t ws = candidates[i].workspaceSize;
+        subjects.push_back({[&, i, ws, a = at[0], b = at[1], c = at[2]](cudaStream_t st) {
+                              lt.launch(handle, candidates[i].algo, a, b, c, workspace.ptr, ws, st);
+                            }, {}, "candidate " + std::to_string(i)});
+        labels.emplace_back(std::string(names[op]) + "+" + std::to_string(off), int(i));
+      }
+    }
+  time_rounds(s, subjects, labels, bench::Mode::kGraph, repeat, 4000, stream);
+  RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -153,6 +366,15 @@ int main(int argc, char** argv) {
   int placements = 0;
   app.add_option("--placements", placements, "time each candidate on this many operand sets allocated apart")
       ->check(CLI::PositiveNumber);
+  int offsets = 0;
+  app.add_option("--offsets", offsets, "time the first this many candidates with each operand moved by offsets")
+      ->check(CLI::PositiveNumber);
+  bool alloc_check = false;
+  app.add_flag("--alloc-check", alloc_check, "time the first --offsets candidates on operands allocated two ways");
+  bool first_in_capture = false;
+  app.add_flag("--first-in-capture", first_in_capture, "with --mix-check: each candidate's first launch is captured");
+  bool mix_check = false;
+  app.add_flag("--mix-check", mix_check, "time candidates 0 and 1 alone and beside the other candidates");
   bool caller = false;
   app.add_flag("--caller", caller, "time the first-use choices on the operands the candidates are then timed on");
   double heat_ms = 0;
@@ -173,6 +395,18 @@ int main(int argc, char** argv) {
     for (const Shape& shape : shapes) {
       const Problem problem{shape, Layout::kTN, DType::kF16};
       const std::string s = std::to_string(shape.m) + "," + std::to_string(shape.n) + "," + std::to_string(shape.k);
+      if (mix_check) {
+        check_mix(problem, s, repeat, first_in_capture, handle, stream);
+        continue;
+      }
+      if (alloc_check) {
+        check_allocations(problem, s, repeat, offsets > 0 ? offsets : 2, handle, stream);
+        continue;
+      }
+      if (offsets > 0) {
+        check_offsets(problem, s, repeat, offsets, handle, stream);
+        continue;
+      }
       if (placements > 0) {
         check_placements(problem, s, repeat, placements, handle, stream);
         continue;
