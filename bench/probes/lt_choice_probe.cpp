@@ -149,6 +149,39 @@ void check_placements(const Problem& problem, const std::string& s, int repeat, 
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+// Appends the first `count` runnable candidates, each with its own workspace size, on operands a, b, c, labelled
+// `what`.
+void add_first_candidates(const bench::LtProblem& lt, cublasLtHandle_t handle,
+                          const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, int count, void* a, void* b,
+                          void* c, void* workspace, const std::string& what, std::vector<bench::Subject>& subjects,
+                          std::vector<std::pair<std::string, int>>& labels) {
+  int taken = 0;
+  for (size_t i = 0; i < candidates.size() && taken < count; ++i) {
+    if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    ++taken;
+    const size_t ws = candidates[i].workspaceSize;
+    const cublasLtMatmulAlgo_t algo = candidates[i].algo;
+    subjects.push_back({[&lt, handle, algo, ws, a, b, c, workspace](cudaStream_t st) {
+                          lt.launch(handle, algo, a, b, c, workspace, ws, st);
+                        }, {}, "candidate " + std::to_string(i)});
+    labels.emplace_back(what, int(i));
+  }
+}
+
+// A, B and C of `problem`, each at the start of an allocation `pad` bytes larger than it, filled with random values.
+std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> padded_operands(const Problem& problem, size_t pad,
+                                                                           cudaStream_t stream) {
+  const size_t element = sizeof(half);
+  std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> pools;
+  for (int64_t elems : {problem.a_elems(), problem.b_elems(), problem.c_elems()}) {
+    const size_t bytes = size_t(elems) * element + pad;
+    pools.push_back(std::make_unique<DeviceScratch<unsigned char>>(bytes));
+    bench::fill_random(reinterpret_cast<half*>(pools.back()->ptr), bytes / element, bench::Fill::kNormal, 5, stream,
+                       problem.dtype);
+  }
+  return pools;
+}
+
 // --alloc-check: the first `count` candidates on operands taken from two sets: "exact" (each operand a
 // cudaMalloc of its own size, as ScratchOperands allocates) and "pool" (each inside an allocation 8 MiB larger),
 // in six combinations (what = the combination, e.g. "A-exact/B-pool/C-exact").
@@ -156,16 +189,8 @@ void check_allocations(const Problem& problem, const std::string& s, int repeat,
                        cudaStream_t stream) {
   const bench::LtProblem lt(problem);
   const auto candidates = lt.candidates(handle);
-  const size_t element = sizeof(half);
-  const size_t bytes[3] = {size_t(problem.a_elems()) * element, size_t(problem.b_elems()) * element,
-                           size_t(problem.c_elems()) * element};
   const bench::ScratchOperands exact(problem, stream);
-  std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> pools;
-  for (size_t b : bytes) {
-    pools.push_back(std::make_unique<DeviceScratch<unsigned char>>(b + (size_t(8) << 20)));
-    bench::fill_random(reinterpret_cast<half*>(pools.back()->ptr), b / element, bench::Fill::kNormal, 5, stream,
-                       problem.dtype);
-  }
+  const auto pools = padded_operands(problem, size_t(8) << 20, stream);
   void* e[3] = {exact.a.ptr, exact.b.ptr, exact.c.ptr};
   void* q[3] = {pools[0]->ptr, pools[1]->ptr, pools[2]->ptr};
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
@@ -180,16 +205,7 @@ void check_allocations(const Problem& problem, const std::string& s, int repeat,
       what += std::string(op ? "/" : "") + "ABC"[op] + (combo[op] ? "-pool" : "-exact");
     }
     std::fprintf(stderr, "%s %s: A %p B %p C %p\n", s.c_str(), what.c_str(), at[0], at[1], at[2]);
-    int taken = 0;
-    for (size_t i = 0; i < candidates.size() && taken < count; ++i) {
-      if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
-      ++taken;
-      const size_t ws = candidates[i].workspaceSize;
-      subjects.push_back({[&, i, ws, a = at[0], b = at[1], c = at[2]](cudaStream_t st) {
-                            lt.launch(handle, candidates[i].algo, a, b, c, workspace.ptr, ws, st);
-                          }, {}, "candidate " + std::to_string(i)});
-      labels.emplace_back(what, int(i));
-    }
+    add_first_candidates(lt, handle, candidates, count, at[0], at[1], at[2], workspace.ptr, what, subjects, labels);
   }
   time_rounds(s, subjects, labels, bench::Mode::kGraph, repeat, 5000, stream);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -317,18 +333,9 @@ void check_offsets(const Problem& problem, const std::string& s, int repeat, int
                    cudaStream_t stream) {
   const bench::LtProblem lt(problem);
   const auto candidates = lt.candidates(handle);
-  const size_t element = sizeof(half);
-  const size_t bytes[3] = {size_t(problem.a_elems()) * element, size_t(problem.b_elems()) * element,
-                           size_t(problem.c_elems()) * element};
-  constexpr size_t kRoom = size_t(8) << 20;
   const size_t offsets[] = {0, 256, 4096, size_t(64) << 10, size_t(256) << 10, size_t(512) << 10, size_t(1) << 20,
                             (size_t(3) << 19), size_t(2) << 20, size_t(3) << 20, size_t(4) << 20, size_t(6) << 20};
-  std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> pools;
-  for (size_t b : bytes) {
-    pools.push_back(std::make_unique<DeviceScratch<unsigned char>>(b + kRoom));
-    bench::fill_random(reinterpret_cast<half*>(pools.back()->ptr), (b + kRoom) / element, bench::Fill::kNormal, 5,
-                       stream, problem.dtype);
-  }
+  const auto pools = padded_operands(problem, size_t(8) << 20, stream);
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
   std::vector<bench::Subject> subjects;
   std::vector<std::pair<std::string, int>> labels;
@@ -340,16 +347,8 @@ void check_offsets(const Problem& problem, const std::string& s, int repeat, int
       at[op] += off;
       std::fprintf(stderr, "%s %s+%zu: A %p B %p C %p\n", s.c_str(), names[op], off, static_cast<void*>(at[0]),
                    static_cast<void*>(at[1]), static_cast<void*>(at[2]));
-      int taken = 0;
-      for (size_t i = 0; i < candidates.size() && taken < count; ++i) {
-        if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
-        ++taken;
-        const size_t ws = candidates[i].workspaceSize;
-        subjects.push_back({[&, i, ws, a = at[0], b = at[1], c = at[2]](cudaStream_t st) {
-                              lt.launch(handle, candidates[i].algo, a, b, c, workspace.ptr, ws, st);
-                            }, {}, "candidate " + std::to_string(i)});
-        labels.emplace_back(std::string(names[op]) + "+" + std::to_string(off), int(i));
-      }
+      add_first_candidates(lt, handle, candidates, count, at[0], at[1], at[2], workspace.ptr,
+                           std::string(names[op]) + "+" + std::to_string(off), subjects, labels);
     }
   time_rounds(s, subjects, labels, bench::Mode::kGraph, repeat, 4000, stream);
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
