@@ -32,6 +32,11 @@
 // one operand at a time moved from a base placement by each of a list of offsets, the others where the base
 // put them (what = "A+<offset>", "B+...", "C+..."; each operand's address printed on stderr): which operand's
 // placement a candidate's time depends on, and on which of its address bits.
+//
+// --alloc-check times instead the first C candidates of --offsets (two without it) on operands allocated exactly
+// and inside larger allocations, in six combinations. --mix-check times candidates 0 and 1 alone and beside the
+// other candidates, in blocks one after another (--first-in-capture: each candidate's first launch captured in
+// a CUDA graph), and prints the kernel each of the two launches with its function attributes.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -50,6 +55,7 @@
 #include "rlgemm/error.h"
 #include "rlgemm/problem.h"
 #include "run/driver.h"
+#include "run/recorded.h"
 #include "probe_cli.h"
 
 using namespace rlgemm;
@@ -211,40 +217,30 @@ void check_allocations(const Problem& problem, const std::string& s, int repeat,
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-// The kernel a captured call of `call` launches, in one line: its name, configuration and function attributes.
+// The kernels a captured call of `call` launches, in one line: each one's name, configuration and function
+// attributes (read back as run/recorded.h reads cuBLASLt's calls).
 std::string captured_kernel(const bench::Call& call, cudaStream_t stream) {
   cudaGraph_t graph = nullptr;
   RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   call(stream);
   RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  size_t count = 0;
-  RLGEMM_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
-  std::vector<cudaGraphNode_t> nodes(count);
-  RLGEMM_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  std::string why;
+  const auto ops = read_chain(graph, false, why);
+  cudaGraphDestroy(graph);
+  if (!ops) return " [not read: " + why + "]";
+  const DriverApi& api = driver();
   std::string out;
-  using GetAttribute = CUresult (*)(int*, CUfunction_attribute, CUfunction);
-  static GetAttribute get_attribute = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    RLGEMM_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuFuncGetAttribute", &fn, CUDA_VERSION, cudaEnableDefault, &found));
-    return reinterpret_cast<GetAttribute>(fn);
-  }();
-  for (cudaGraphNode_t node : nodes) {
-    cudaGraphNodeType type{};
-    RLGEMM_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-    if (type != cudaGraphNodeTypeKernel) {
-      out += " [node type " + std::to_string(int(type)) + "]";
+  for (const RecordedOp& op : *ops) {
+    if (!op.kernel) {
+      out += " [memset]";
       continue;
     }
-    CUDA_KERNEL_NODE_PARAMS p{};
-    RLGEMM_CU_CHECK(driver().cuGraphKernelNodeGetParams(reinterpret_cast<CUgraphNode>(node), &p));
-    CUfunction f = p.func;
-    if (!f && p.kern) RLGEMM_CU_CHECK(driver().cuKernelGetFunction(&f, p.kern));
+    const RecordedLaunch& l = op.launch;
     const char* name = "?";
-    if (f) driver().cuFuncGetName(&name, f);
-    out += std::string(" [") + name + " grid " + std::to_string(p.gridDimX) + "x" + std::to_string(p.gridDimY) + "x" +
-           std::to_string(p.gridDimZ) + " block " + std::to_string(p.blockDimX) + " smem " +
-           std::to_string(p.sharedMemBytes);
+    api.cuFuncGetName(&name, l.function);
+    out += std::string(" [") + name + " grid " + std::to_string(l.grid[0]) + "x" + std::to_string(l.grid[1]) + "x" +
+           std::to_string(l.grid[2]) + " block " + std::to_string(l.block[0]) + " smem " +
+           std::to_string(l.smem_bytes);
     const std::pair<const char*, CUfunction_attribute> attrs[] = {
         {"maxdyn", CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES},
         {"carveout", CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT},
@@ -256,12 +252,11 @@ std::string captured_kernel(const bench::Call& call, cudaStream_t stream) {
         {"cache", CU_FUNC_ATTRIBUTE_CACHE_MODE_CA}};
     for (const auto& [label, id] : attrs) {
       int v = -1;
-      if (f) get_attribute(&v, id, f);
+      api.cuFuncGetAttribute(&v, id, l.function);
       out += std::string(" ") + label + "=" + std::to_string(v);
     }
     out += "]";
   }
-  cudaGraphDestroy(graph);
   return out;
 }
 
@@ -275,14 +270,14 @@ void check_mix(const Problem& problem, const std::string& s, int repeat, bool fi
   const auto candidates = lt.candidates(handle);
   const bench::ScratchOperands x(problem, stream);
   DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
-  std::vector<bench::Subject> all;
+  std::vector<bench::Subject> offered;
+  std::vector<std::pair<std::string, int>> offered_labels;
+  add_first_candidates(lt, handle, candidates, int(candidates.size()), x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr, "",
+                       offered, offered_labels);
+  std::vector<bench::Subject> all;  // those that run, with their candidate numbers
   std::vector<int> index;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
-    const size_t ws = candidates[i].workspaceSize;
-    bench::Subject subject{[&, i, ws](cudaStream_t st) {
-                             lt.launch(handle, candidates[i].algo, x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr, ws, st);
-                           }, {}, "candidate " + std::to_string(i)};
+  for (size_t j = 0; j < offered.size(); ++j) {
+    const bench::Subject& subject = offered[j];
     try {
       if (first_in_capture) {  // the first launch inside a stream capture, then that graph launched
         cudaGraph_t graph = nullptr;
@@ -303,9 +298,11 @@ void check_mix(const Problem& problem, const std::string& s, int repeat, bool fi
       continue;
     }
     all.push_back(subject);
-    index.push_back(int(i));
+    index.push_back(offered_labels[j].second);
   }
-  for (size_t p = 0; p < all.size() && p < 2; ++p)
+  if (all.size() < 2 || index[0] != 0 || index[1] != 1)
+    throw Error(ErrorKind::kRuntime, s + ": --mix-check needs candidates 0 and 1 to run");
+  for (size_t p = 0; p < 2; ++p)
     std::fprintf(stderr, "%s candidate %d:%s\n", s.c_str(), index[p], captured_kernel(all[p].call, stream).c_str());
   const auto block = [&](const std::string& name, const std::vector<size_t>& picks) {
     std::vector<bench::Subject> subjects;
@@ -366,14 +363,18 @@ int main(int argc, char** argv) {
   app.add_option("--placements", placements, "time each candidate on this many operand sets allocated apart")
       ->check(CLI::PositiveNumber);
   int offsets = 0;
-  app.add_option("--offsets", offsets, "time the first this many candidates with each operand moved by offsets")
-      ->check(CLI::PositiveNumber);
+  CLI::Option* offsets_option =
+      app.add_option("--offsets", offsets, "time the first this many candidates with each operand moved by offsets")
+          ->check(CLI::PositiveNumber);
   bool alloc_check = false;
-  app.add_flag("--alloc-check", alloc_check, "time the first --offsets candidates on operands allocated two ways");
-  bool first_in_capture = false;
-  app.add_flag("--first-in-capture", first_in_capture, "with --mix-check: each candidate's first launch is captured");
+  CLI::Option* alloc = app.add_flag("--alloc-check", alloc_check,
+                                    "time the first --offsets candidates (two without it) on operands allocated two ways");
   bool mix_check = false;
-  app.add_flag("--mix-check", mix_check, "time candidates 0 and 1 alone and beside the other candidates");
+  CLI::Option* mix = app.add_flag("--mix-check", mix_check, "time candidates 0 and 1 alone and beside the other candidates");
+  bool first_in_capture = false;
+  app.add_flag("--first-in-capture", first_in_capture, "with --mix-check: each candidate's first launch is captured")
+      ->needs(mix);
+  mix->excludes(alloc)->excludes(offsets_option);  // --mix-check times candidates 0 and 1 on one operand set
   bool caller = false;
   app.add_flag("--caller", caller, "time the first-use choices on the operands the candidates are then timed on");
   double heat_ms = 0;

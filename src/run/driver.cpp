@@ -38,6 +38,7 @@ const DriverApi& driver() {
     resolve("cuModuleUnload", api.cuModuleUnload, error);
     resolve("cuModuleGetFunction", api.cuModuleGetFunction, error);
     resolve("cuFuncSetAttribute", api.cuFuncSetAttribute, error);
+    resolve("cuFuncGetAttribute", api.cuFuncGetAttribute, error);
     resolve("cuLaunchKernelEx", api.cuLaunchKernelEx, error);
     resolve("cuTensorMapEncodeTiled", api.cuTensorMapEncodeTiled, error);
     resolve("cuTensorMapReplaceAddress", api.cuTensorMapReplaceAddress, error);

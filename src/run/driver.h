@@ -12,6 +12,7 @@ struct DriverApi {
   decltype(&::cuModuleUnload) cuModuleUnload = nullptr;
   decltype(&::cuModuleGetFunction) cuModuleGetFunction = nullptr;
   decltype(&::cuFuncSetAttribute) cuFuncSetAttribute = nullptr;
+  decltype(&::cuFuncGetAttribute) cuFuncGetAttribute = nullptr;
   decltype(&::cuLaunchKernelEx) cuLaunchKernelEx = nullptr;
   decltype(&::cuTensorMapEncodeTiled) cuTensorMapEncodeTiled = nullptr;
   decltype(&::cuTensorMapReplaceAddress) cuTensorMapReplaceAddress = nullptr;
