@@ -1,8 +1,10 @@
 #include "bench/cublaslt_problem.h"
 
 #include <algorithm>
-#include <cstring>
 #include <chrono>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -218,7 +220,7 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
   const bool first_ran = std::any_of(screened.begin(), screened.end(), [](auto& s) { return s.second == 0; });
   if (first_ran && std::find(finalists.begin(), finalists.end(), 0) == finalists.end()) finalists.push_back(0);
   choice.index = fastest_of(problem, handle, candidates, finalists, sets, workspace, workspace_bytes, stream, mode,
-                            bias, use, scoring);
+                            bias, use, scoring, &choice.note);
   return choice;
 }
 
@@ -233,13 +235,14 @@ int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
 int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
                const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
                const std::vector<LtOperands>& sets, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-               Mode mode, const void* bias, LtWorkspace use, LtScoring scoring) {
+               Mode mode, const void* bias, LtWorkspace use, LtScoring scoring, std::string* note) {
   check_sets(sets, "fastest_of");
   if (finalists.empty()) throw Error(ErrorKind::kInvalidInput, "fastest_of: no finalists");
   for (int f : finalists)
     if (f < 0 || size_t(f) >= candidates.size())
       throw Error(ErrorKind::kInvalidInput, "fastest_of: candidate " + std::to_string(f) + " of " +
                                                 std::to_string(candidates.size()) + " does not exist");
+  if (note) note->clear();
   if (finalists.size() == 1) return finalists.front();
   // One set after another, every finalist on that set in the same shuffled rounds, as the harness times its
   // subjects on shared operands. Sets interleaved within a round would evict each other's operands from the L2
@@ -263,7 +266,7 @@ int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
     const auto times = time_side_by_side(mode, subjects, nullptr, stream, final_round);
     for (size_t f = 0; f < finalists.size(); ++f) per_finalist[f].push_back(times[f]);
   }
-  return final_winner(finalists, per_finalist, scoring);
+  return final_winner(finalists, per_finalist, scoring, note);
 }
 
 double final_score(const std::vector<Timing>& on_sets) {
@@ -320,7 +323,7 @@ double slow_mode_factor(const std::vector<std::vector<Timing>>& per_finalist, si
 }
 
 int final_winner(const std::vector<int>& finalists, const std::vector<std::vector<Timing>>& per_finalist,
-                 LtScoring scoring) {
+                 LtScoring scoring, std::string* note) {
   if (finalists.empty() || finalists.size() != per_finalist.size())
     throw Error(ErrorKind::kInvalidInput, "final_winner: " + std::to_string(finalists.size()) + " finalists, " +
                                               std::to_string(per_finalist.size()) + " timings");
@@ -328,13 +331,41 @@ int final_winner(const std::vector<int>& finalists, const std::vector<std::vecto
   for (size_t f = 0; f < per_finalist.size(); ++f)
     score.push_back(final_score(per_finalist[f]) *
                     (scoring == LtScoring::kSlowMode && per_finalist.size() > 1 ? slow_mode_factor(per_finalist, f) : 1));
-  size_t best = 0;
-  for (size_t f = 1; f < score.size(); ++f)
-    if (score[f] < score[best]) best = f;
+  if (note) note->clear();
   const auto first = std::find(finalists.begin(), finalists.end(), 0);
-  if (first != finalists.end()) {
-    const size_t f0 = size_t(first - finalists.begin());
-    if (score[best] > (1 - kLtMargin) * score[f0]) best = f0;
+  if (first == finalists.end()) {
+    size_t best = 0;
+    for (size_t f = 1; f < score.size(); ++f)
+      if (score[f] < score[best]) best = f;
+    return finalists[best];
+  }
+  const size_t f0 = size_t(first - finalists.begin());
+  const size_t sets = per_finalist[f0].size();
+  for (const auto& t : per_finalist)
+    if (t.size() != sets)
+      throw Error(ErrorKind::kInvalidInput, "final_winner: the finalists were not timed on the same sets");
+  // Finalist f's time over the first's on each set (each set's mean batch).
+  const auto by_set = [&](size_t f) {
+    std::vector<double> ratio;
+    for (size_t s = 0; s < sets; ++s) ratio.push_back(final_score({per_finalist[f][s]}) / final_score({per_finalist[f0][s]}));
+    return ratio;
+  };
+  size_t best = f0, challenger = f0;  // the winner; the lowest score other than the first's
+  for (size_t f = 0; f < score.size(); ++f) {
+    if (f == f0) continue;
+    if (challenger == f0 || score[f] < score[challenger]) challenger = f;
+    if (score[f] > (1 - kLtMargin) * score[f0]) continue;
+    const std::vector<double> r = by_set(f);
+    if (std::any_of(r.begin(), r.end(), [](double x) { return x >= 1; })) continue;
+    if (best == f0 || score[f] < score[best]) best = f;
+  }
+  if (note && challenger != f0) {
+    std::ostringstream text;
+    text << std::fixed << std::setprecision(3) << "final: candidate " << finalists[challenger] << " at";
+    const std::vector<double> r = by_set(challenger);
+    for (size_t s = 0; s < r.size(); ++s) text << (s ? "/" : " ") << r[s];
+    text << " of candidate 0's time by operand set; candidate " << finalists[best] << " kept";
+    *note = text.str();
   }
   return finalists[best];
 }

@@ -109,6 +109,7 @@ struct LtChoice {
   int index = 0;   // among the candidates
   int count = 0;   // candidates offered
   int failed = 0;  // candidates that did not run
+  std::string note;  // the final's closest challenger of the heuristic's first, by operand set (final_winner)
 };
 // How the final scores a finalist whose batches fall in two modes (slow_mode_factor): kMean, the mean of its
 // batches (lt_auto: the harness's yardstick, cuBLASLt with every candidate timed); kSlowMode, that mean raised
@@ -146,12 +147,13 @@ int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
                const void* a, const void* b, void* c, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                Mode mode, const void* bias = nullptr, LtWorkspace use = LtWorkspace::kWhole,
                LtScoring scoring = LtScoring::kMean);
-// The same on several operand sets, each finalist scored as choose_fastest's (final_score).
+// The same on several operand sets, each finalist scored as choose_fastest's (final_score); `note` (where
+// given) receives final_winner's.
 int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
                const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
                const std::vector<LtOperands>& sets, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                Mode mode, const void* bias = nullptr, LtWorkspace use = LtWorkspace::kWhole,
-               LtScoring scoring = LtScoring::kMean);
+               LtScoring scoring = LtScoring::kMean, std::string* note = nullptr);
 
 // A finalist's score in the final: the mean per-call time of every timed batch on every operand set (`on_sets`:
 // one Timing per set, with its batches' rounds_us), not the median. Some candidates run in two modes from
@@ -175,9 +177,15 @@ double final_score(const std::vector<Timing>& on_sets);
 // fastest_of times them); throws Error(kInvalidInput) otherwise.
 double slow_mode_factor(const std::vector<std::vector<Timing>>& per_finalist, size_t f);
 // The final's winner (an entry of `finalists`; per_finalist[i] holds finalist i's timings on the operand sets):
-// the lowest final_score (times slow_mode_factor under kSlowMode), except that the heuristic's first (candidate
-// 0), when a finalist, stays unless the winner's score is lower than its own by more than kLtMargin.
+// the lowest final_score (times slow_mode_factor under kSlowMode). Where the heuristic's first (candidate 0) is
+// a finalist, another wins only if its score is lower than the first's by more than kLtMargin and it is faster
+// than the first on every operand set (each set's mean batch); of those the lowest score, else the first. Some
+// candidates' times move 7-10% with where the operands lie (bench/results/h200/lt-placement-check.csv), and a
+// caller's operands may lie where such a challenger is the slower: at 512x1536x8960 tn, candidate 8 won the
+// library's final by the mean over three sets and then ran 10% behind candidate 0 on bench's operands
+// (llm-zero-shot-v9, v10). `note` (where given) receives the lowest-scoring challenger's time over the first's
+// on each set and what was kept, or nothing where the first is not a finalist or is the only one.
 int final_winner(const std::vector<int>& finalists, const std::vector<std::vector<Timing>>& per_finalist,
-                 LtScoring scoring = LtScoring::kMean);
+                 LtScoring scoring = LtScoring::kMean, std::string* note = nullptr);
 
 }  // namespace rlgemm::bench

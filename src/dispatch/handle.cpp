@@ -242,20 +242,21 @@ struct Handle::Impl {
     dispatcher = std::make_unique<dispatch::Dispatcher>(rows, target, options.prefer_cublaslt, proposer, predicted);
     load_optimized_cubins();
     const auto& dir = compile_options.cache_dir;
-    // The files' "-4": choices timed with each candidate's own workspace size, the size a route's launches pass
+    // The files' "-5": choices timed with each candidate's own workspace size, the size a route's launches pass
     // (bench::LtWorkspace::kOwn), on three operand sets allocated apart (bench::OperandSets), a finalist with a
-    // slow mode scored by it (bench::LtScoring::kSlowMode). Older files hold choices timed with 32 MiB of
-    // workspace (none), on one operand set ("-2") or scored by the mean ("-3"): those records are not taken.
-    // The bias files' "-5": candidates listed from the heuristic's first for the epilogue (bias_candidates), where
-    // "-4" listed the route's own algorithm first.
+    // slow mode scored by it (bench::LtScoring::kSlowMode), the heuristic's first unseated only by a finalist
+    // faster on every set (bench::final_winner). Older files hold choices timed with 32 MiB of workspace (none),
+    // on one operand set ("-2"), scored by the mean ("-3") or won by the mean over the sets ("-4"): those records
+    // are not taken. The bias files' "-6": the same rule, candidates listed from the heuristic's first for the
+    // epilogue (bias_candidates; "-5" before the rule), where "-4" listed the route's own algorithm first.
     const auto lt_choices_in = [&](const std::string& name) {
       return std::make_unique<dispatch::CublasLtChoices>(dir ? *dir / name : std::filesystem::path(), device.name,
                                                          cublasLtGetVersion());
     };
-    lt_graph_choices = lt_choices_in("cublaslt-graph-choices-4.csv");
-    lt_choices = lt_choices_in("cublaslt-choices-4.csv");
-    lt_bias_choices = lt_choices_in("cublaslt-bias-choices-5.csv");
-    lt_graph_bias_choices = lt_choices_in("cublaslt-graph-bias-choices-5.csv");
+    lt_graph_choices = lt_choices_in("cublaslt-graph-choices-5.csv");
+    lt_choices = lt_choices_in("cublaslt-choices-5.csv");
+    lt_bias_choices = lt_choices_in("cublaslt-bias-choices-6.csv");
+    lt_graph_bias_choices = lt_choices_in("cublaslt-graph-bias-choices-6.csv");
     if (options.autotune)
       autotune_choices = std::make_unique<dispatch::AutotuneChoices>(
           dir ? *dir / "autotune-choices.csv" : std::filesystem::path(), device.name,
@@ -276,12 +277,14 @@ struct Handle::Impl {
   // (dispatch::caller_operands); none for prepare() and for a first use through describe().
   using Caller = std::optional<bench::LtOperands>;
   static std::string on_whose(const Caller& caller) { return caller ? ", on the caller's operands too" : ""; }
-  // How a choice timed now reads in describe(); `runoff_with`: the screen's choice it won a runoff against.
+  // How a choice timed now reads in describe(); `runoff_with`: the screen's choice it won a runoff against;
+  // `note`: the final's closest challenger of the heuristic's first, set by set (bench::final_winner).
   static std::string timed_text(bench::Mode mode, int index, int count, const Caller& caller,
-                                std::optional<int> runoff_with = std::nullopt) {
+                                std::optional<int> runoff_with = std::nullopt, const std::string& note = "") {
     return " (timed on first use" + in_mode(mode) + on_whose(caller) + ": candidate " + std::to_string(index) + " of " +
            std::to_string(count) +
-           (runoff_with ? ", the winner of a runoff with candidate " + std::to_string(*runoff_with) : "") + ")";
+           (runoff_with ? ", the winner of a runoff with candidate " + std::to_string(*runoff_with) : "") +
+           (note.empty() ? "" : "; " + note) + ")";
   }
 
   std::optional<int> cublaslt_candidate(const Problem& problem, cudaStream_t stream, std::string& how,
@@ -299,7 +302,7 @@ struct Handle::Impl {
     }
     const bench::LtChoice choice = dispatch::time_candidates(*lt_context, problem, stream, mode, caller);
     choices.record(problem, choice.index, choice.count);
-    how = timed_text(mode, choice.index, choice.count, caller);
+    how = timed_text(mode, choice.index, choice.count, caller, std::nullopt, choice.note);
     if (timed_of) *timed_of = choice.count;
     return choice.index;
   }
@@ -848,8 +851,8 @@ struct Handle::Impl {
   // algorithms for the epilogue and the route's own with it (CublasLtGemm::bias_candidates), timed
   // within the route's workspace on the call's `operands` (where dispatch::caller_operands takes them) and
   // scratch sets, in the mode of the calls the route serves (a captured-only route: CUDA
-  // graphs; else eager_choice_mode), and kept per machine in that mode's file (cublaslt-bias-choices-5.csv,
-  // cublaslt-graph-bias-choices-5.csv: a shape's eager and captured routes can hold different algorithms, and the
+  // graphs; else eager_choice_mode), and kept per machine in that mode's file (cublaslt-bias-choices-6.csv,
+  // cublaslt-graph-bias-choices-6.csv: a shape's eager and captured routes can hold different algorithms, and the
   // candidates include the route's own). A first use inside a capture, where nothing can be timed, takes
   // the route's algorithm (host work only). Launched directly where that is proven the same launch (GPU work of
   // its own: only outside a capture).
@@ -876,6 +879,7 @@ struct Handle::Impl {
                         in_mode(mode) + on_whose(caller)
                   : "candidate " + std::to_string(choice.index) + " of " + std::to_string(choice.count) +
                         ", timed on first use" + in_mode(mode) + on_whose(caller);
+        if (!choice.note.empty()) how += "; " + choice.note;
       }
       if (!r.lt_bias_plan->note().empty()) how += "; " + r.lt_bias_plan->note();
       if (options.direct_cublaslt) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <ostream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -200,6 +201,38 @@ TEST(LtFinal, ScoresAreTakenOverEverySet) {
   // Candidate 2 is the fastest on the first set and the slowest over both.
   const std::vector<std::vector<Timing>> timed = {{batches({30}), batches({36})}, {batches({31}), batches({31})}};
   EXPECT_EQ(final_winner({2, 7}, timed), 7);
+}
+
+TEST(LtFinal, AChallengerMustBeatTheFirstOnEverySet) {
+  // 1x37888x3584 tn on an H200 (lt-placement-check-2.csv), as times over candidate 0's on four operand sets:
+  // candidate 8 at 0.980/0.981/1.014/0.952 (the mean 1.8% below the first's) loses on the third set; candidate 7
+  // at 0.965/0.970/0.969/0.958 wins on all four.
+  const auto sets = [](std::vector<double> us) {
+    std::vector<Timing> t;
+    for (double x : us) t.push_back(batches({x, x, x}));
+    return t;
+  };
+  const auto first = sets({100, 100, 100, 100});
+  const auto eight = sets({98.0, 98.1, 101.4, 95.2});
+  const auto seven = sets({96.5, 97.0, 96.9, 95.8});
+  std::string note;
+  EXPECT_EQ(final_winner({8, 0}, {eight, first}, LtScoring::kMean, &note), 0);
+  EXPECT_EQ(note, "final: candidate 8 at 0.980/0.981/1.014/0.952 of candidate 0's time by operand set; candidate 0 kept");
+  // The lowest score among the challengers that pass: 7, though 8's score is lower still.
+  const auto eight_faster = sets({93.0, 93.0, 100.5, 93.0});
+  EXPECT_EQ(final_winner({8, 7, 0}, {eight_faster, seven, first}, LtScoring::kMean, &note), 7);
+  EXPECT_EQ(note, "final: candidate 8 at 0.930/0.930/1.005/0.930 of candidate 0's time by operand set; candidate 7 kept");
+  EXPECT_EQ(final_winner({7, 0}, {seven, first}, LtScoring::kSlowMode, &note), 7);
+  EXPECT_EQ(note, "final: candidate 7 at 0.965/0.970/0.969/0.958 of candidate 0's time by operand set; candidate 7 kept");
+  // A tie on a set is not a win there.
+  EXPECT_EQ(final_winner({3, 0}, {sets({95, 95, 100, 95}), first}), 0);
+  // Without the first among the finalists, or with it alone, there is nothing to say.
+  EXPECT_EQ(final_winner({8, 7}, {eight, seven}, LtScoring::kMean, &note), 7);
+  EXPECT_EQ(note, "");
+  EXPECT_EQ(final_winner({0}, {first}, LtScoring::kMean, &note), 0);
+  EXPECT_EQ(note, "");
+  // Finalists timed on different sets cannot be compared set by set.
+  EXPECT_THROW(final_winner({7, 0}, {seven, sets({100, 100})}), Error);
 }
 
 TEST(LtFinal, RefusesTimingsThatDoNotMatchTheFinalists) {
