@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "bench/implementation.h"
+#include "bench/torch_worker.h"
 
 #include "rlgemm/error.h"
 
@@ -18,7 +19,7 @@ namespace rlgemm::bench {
 
 const char* const kCsvHeader =
     "M,N,K,layout,impl,mode,time_us,tflops,speedup_vs_best_vendor,speedup_vs_lt_auto,correct,time_min_us,"
-    "time_max_us,samples,batch,detail,dtype";
+    "time_max_us,samples,batch,detail,dtype,paired_vs_best_vendor,paired_low,paired_high,rounds_us";
 
 namespace {
 
@@ -44,7 +45,8 @@ std::vector<std::string> split(const std::string& line) {
 // identity columns; the rest came one by one, so they are looked up by name.
 struct Columns {
   int m = -1, n = -1, k = -1, layout = -1, impl = -1, mode = -1, time_us = -1, speedup_vendor = -1, speedup = -1,
-      correct = -1, min_us = -1, max_us = -1, samples = -1, batch = -1, detail = -1, dtype = -1;
+      correct = -1, min_us = -1, max_us = -1, samples = -1, batch = -1, detail = -1, dtype = -1, paired = -1,
+      paired_low = -1, paired_high = -1, rounds = -1;
   size_t count = 0;
 };
 
@@ -56,7 +58,8 @@ Columns columns_of(const std::string& header, const std::string& path) {
       {"M", &c.m}, {"N", &c.n}, {"K", &c.k}, {"layout", &c.layout}, {"impl", &c.impl}, {"mode", &c.mode},
       {"time_us", &c.time_us}, {"speedup_vs_best_vendor", &c.speedup_vendor}, {"speedup_vs_lt_auto", &c.speedup},
       {"correct", &c.correct}, {"time_min_us", &c.min_us}, {"time_max_us", &c.max_us}, {"samples", &c.samples},
-      {"batch", &c.batch}, {"detail", &c.detail}, {"dtype", &c.dtype}};
+      {"batch", &c.batch}, {"detail", &c.detail}, {"dtype", &c.dtype}, {"paired_vs_best_vendor", &c.paired},
+      {"paired_low", &c.paired_low}, {"paired_high", &c.paired_high}, {"rounds_us", &c.rounds}};
   for (size_t i = 0; i < names.size(); ++i)
     for (auto& [name, slot] : known)
       if (names[i] == name) *slot = int(i);
@@ -91,6 +94,20 @@ Row parse_row(const std::vector<std::string>& f, const Columns& c) {
   r.detail = at(c.detail);
   if (!at(c.dtype).empty()) r.dtype = parse_dtype(at(c.dtype));
   r.timing.time_us = r.time_us;
+  if (!at(c.rounds).empty()) {
+    std::stringstream rounds(at(c.rounds));
+    std::string v;
+    while (std::getline(rounds, v, ';')) r.timing.rounds_us.push_back(std::stod(v));
+  }
+  if (!at(c.paired).empty()) {
+    r.paired_vendor.rounds = int(r.timing.rounds_us.size());
+    r.paired_vendor.gain = parse_number(at(c.paired)) - 1;
+    r.paired_vendor.low = parse_number(at(c.paired_low)) - 1;
+    r.paired_vendor.high = parse_number(at(c.paired_high)) - 1;
+    if (!std::isfinite(r.paired_vendor.gain) || !std::isfinite(r.paired_vendor.low) ||
+        !std::isfinite(r.paired_vendor.high) || r.paired_vendor.rounds < 2)
+      throw std::invalid_argument("a paired speedup without its interval or its rounds");
+  }
   return r;
 }
 
@@ -104,7 +121,13 @@ void write_csv_row(std::ostream& out, const Row& r) {
       << to_string(r.mode) << ',' << number(r.time_us, "%.3f") << ',' << number(r.tflops(), "%.2f") << ','
       << number(r.speedup_vendor, "%.4f") << ',' << number(r.speedup, "%.4f") << ',' << (r.correct ? 1 : 0) << ','
       << number(r.timing.min_us, "%.3f") << ',' << number(r.timing.max_us, "%.3f") << ',' << r.timing.samples << ','
-      << r.timing.batch << ',' << detail << ',' << to_string(r.dtype) << '\n';
+      << r.timing.batch << ',' << detail << ',' << to_string(r.dtype) << ',';
+  const GainInterval& g = r.paired_vendor;
+  if (g.rounds >= 2) out << number(1 + g.gain) << ',' << number(1 + g.low) << ',' << number(1 + g.high);
+  else out << ",,";
+  out << ',';
+  for (size_t i = 0; i < r.timing.rounds_us.size(); ++i) out << (i ? ";" : "") << number(r.timing.rounds_us[i], "%.4g");
+  out << '\n';
 }
 
 namespace {
@@ -180,18 +203,28 @@ ResumableCsv read_csv_for_resume(const std::string& path) {
 }
 
 void assign_best_vendor(std::vector<Row>& rows) {
-  std::map<std::tuple<int64_t, int64_t, int64_t, int, int, int>, double> best;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int, int>, size_t> best;  // problem and mode -> row
   auto key = [](const Row& r) {
     return std::make_tuple(r.shape.m, r.shape.n, r.shape.k, int(r.layout), int(r.dtype), int(r.mode));
   };
-  for (const Row& r : rows)
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
     if (r.correct && std::isfinite(r.time_us) && is_vendor_implementation(r.impl)) {
-      auto [it, inserted] = best.emplace(key(r), r.time_us);
-      if (!inserted) it->second = std::min(it->second, r.time_us);
+      auto [it, inserted] = best.emplace(key(r), i);
+      if (!inserted && r.time_us < rows[it->second].time_us) it->second = i;
     }
+  }
+  // Copied first: a row may be paired with itself.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int, int>, std::pair<double, std::vector<double>>> vendor_of;
+  for (const auto& [k, i] : best) vendor_of[k] = {rows[i].time_us, rows[i].timing.rounds_us};
   for (Row& r : rows) {
-    auto it = best.find(key(r));
-    r.speedup_vendor = it == best.end() || !r.correct ? NAN : it->second / r.time_us;
+    auto it = vendor_of.find(key(r));
+    r.speedup_vendor = it == vendor_of.end() || !r.correct ? NAN : it->second.first / r.time_us;
+    r.paired_vendor = GainInterval{};
+    if (it == vendor_of.end() || !r.correct || r.impl == kTorchImplementation) continue;
+    const std::vector<double>& vendor = it->second.second;
+    if (vendor.size() < 2 || vendor.size() != r.timing.rounds_us.size()) continue;
+    r.paired_vendor = gain_interval(vendor, r.timing.rounds_us);
   }
 }
 
@@ -256,6 +289,8 @@ std::vector<SummaryGroup> summarize(const std::vector<Row>& rows) {
     SummaryGroup group;
     std::vector<double> all[2], bucket[2][3];
     std::vector<Row> ranked[2];
+    std::vector<double> paired;
+    std::vector<Row> paired_ranked;
   };
   std::vector<Acc> accs;
   std::map<std::tuple<int, int, int, std::string>, size_t> index;
@@ -274,6 +309,12 @@ std::vector<SummaryGroup> summarize(const std::vector<Row>& rows) {
     if (!r.correct) {
       ++a.group.incorrect;
       continue;
+    }
+    if (r.paired_vendor.rounds >= 2) {
+      a.paired.push_back(1 + r.paired_vendor.gain);
+      a.paired_ranked.push_back(r);
+      if (1 + r.paired_vendor.gain < kPairedFloor) ++a.group.paired.below;
+      if (1 + r.paired_vendor.high < kPairedFloor) ++a.group.paired.credibly_below;
     }
     const double speedups[2] = {r.speedup_vendor, r.speedup};
     for (int ref = 0; ref < 2; ++ref) {
@@ -296,6 +337,11 @@ std::vector<SummaryGroup> summarize(const std::vector<Row>& rows) {
       if (ranked.size() > 5) ranked.resize(5);
       s.worst = ranked;
     }
+    a.group.paired.all = speedup_stats(a.paired);
+    std::sort(a.paired_ranked.begin(), a.paired_ranked.end(),
+              [](const Row& x, const Row& y) { return x.paired_vendor.gain < y.paired_vendor.gain; });
+    if (a.paired_ranked.size() > 5) a.paired_ranked.resize(5);
+    a.group.paired.worst = std::move(a.paired_ranked);
     out.push_back(a.group);
   }
   return out;
@@ -378,10 +424,36 @@ void print_modes_side_by_side(std::ostream& out, const std::vector<SummaryGroup>
   }
 }
 
+// The paired speedups against the best vendor call, where the run has them: geometric mean, how many rows fall
+// below kPairedFloor by the point estimate and by their whole interval, and the worst with their intervals.
+void print_paired(std::ostream& out, const std::vector<SummaryGroup>& groups) {
+  if (std::none_of(groups.begin(), groups.end(), [](const SummaryGroup& g) { return g.paired.all.count > 0; })) return;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "\nPaired with the best vendor call round by round (exp of the mean log ratio of each round's batches), "
+                "geometric mean; rows below %.2f by the estimate / by the whole 95%% interval; the worst:\n",
+                kPairedFloor);
+  out << buf;
+  for (const auto& g : groups) {
+    if (g.paired.all.count == 0) continue;
+    std::snprintf(buf, sizeof buf, "%-8s %-3s %-4s %-14s | %6.3f (%4d) | %3d / %3d |", std::string(to_string(g.mode)).c_str(),
+                  std::string(to_string(g.layout)).c_str(), std::string(to_string(g.dtype)).c_str(), g.impl.c_str(),
+                  g.paired.all.geo_mean, g.paired.all.count, g.paired.below, g.paired.credibly_below);
+    out << buf;
+    for (const auto& r : g.paired.worst) {
+      std::snprintf(buf, sizeof buf, " %s=%.3f [%.3f,%.3f]", r.shape.to_string().c_str(), 1 + r.paired_vendor.gain,
+                    1 + r.paired_vendor.low, 1 + r.paired_vendor.high);
+      out << buf;
+    }
+    out << '\n';
+  }
+}
+
 void print_summary(std::ostream& out, const std::vector<SummaryGroup>& groups) {
   print_table(out, groups, true);
   print_table(out, groups, false);
   print_modes_side_by_side(out, groups);
+  print_paired(out, groups);
   char buf[128];
   out << "\nWorst shapes (speedup vs the best vendor call):\n";
   for (const auto& g : groups) {
@@ -417,6 +489,21 @@ nlohmann::json summary_json(const std::vector<SummaryGroup>& groups) {
                        {"incorrect", g.incorrect},
                        {"speedup_vs_best_vendor", speedups(g.vendor, true)},
                        {"speedup_vs_lt_auto", speedups(g.lt_auto, false)}});
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const PairedSummary& p = groups[i].paired;
+    if (p.all.count == 0) continue;
+    nlohmann::json worst = nlohmann::json::array();
+    for (const auto& r : p.worst)
+      worst.push_back({{"shape", r.shape.to_string()},
+                       {"speedup", 1 + r.paired_vendor.gain},
+                       {"low", 1 + r.paired_vendor.low},
+                       {"high", 1 + r.paired_vendor.high}});
+    summary[i]["paired_vs_best_vendor"] = {{"all", stats(p.all)},
+                                           {"floor", kPairedFloor},
+                                           {"below", p.below},
+                                           {"credibly_below", p.credibly_below},
+                                           {"worst", worst}};
+  }
   return summary;
 }
 

@@ -22,6 +22,10 @@ struct Row {
   double time_us = 0;     // NaN when not timed (failed the gate)
   double speedup = 0;     // lt_auto time / this time, NaN when either is missing
   double speedup_vendor = NAN;  // best vendor time (assign_best_vendor) / this time, NaN when either is missing
+  // This row against the best vendor row of its problem and mode, round by round (gain_interval of their
+  // timing.rounds_us): the gain is the speedup, paired; rounds 0 where the two were not timed in the same
+  // rounds (torch, timed in its own process; a row without its rounds).
+  GainInterval paired_vendor;
   bool correct = false;
   Timing timing;
   std::string detail;     // algorithm chosen, or why the gate failed (no commas)
@@ -31,7 +35,9 @@ struct Row {
 };
 
 // M,N,K,layout,impl,mode,time_us,tflops,speedup_vs_best_vendor,speedup_vs_lt_auto,correct,time_min_us,
-// time_max_us,samples,batch,detail,dtype.
+// time_max_us,samples,batch,detail,dtype,paired_vs_best_vendor,paired_low,paired_high,rounds_us: the paired
+// speedup and its 95% interval (Row::paired_vendor as 1 + gain), and the per-call time of every round,
+// separated by ';'.
 extern const char* const kCsvHeader;
 void write_csv_row(std::ostream& out, const Row& row);
 // Reads rows written by write_csv_row (header required); throws Error naming the line on malformed input.
@@ -53,8 +59,15 @@ ResumableCsv read_csv_for_resume(const std::string& path);
 
 // The vendor calls of one run compared with every subject: for each (shape, layout, dtype, mode), the fastest
 // correct row whose implementation is a vendor call (is_vendor_implementation: cublas_nn, cublas_tn,
-// lt_heuristic, lt_auto, lt_auto_graph) gives every row of that problem and mode its speedup_vendor. Rows of other runs must
-// not be mixed in.
+// lt_heuristic, lt_auto, lt_auto_graph) gives every row of that problem and mode its speedup_vendor, the ratio of
+// the two medians, and its paired_vendor, round by round, where both rows hold the same number (at least two) of
+// rounds and the row is not torch's. Rows of other runs must not be mixed in.
+//
+// Why both: the median of each row's seven batches is taken apart from the other's. On compute-bound shapes the
+// batches of an H200 fall at two speeds (bf16 2048x3072x3072 in graphs: every implementation's between 52.2 and
+// 59.0 us), and on which side a row's median lands is chance: in bench/results/h200/bf16-llm.csv the library ran
+// the best vendor call's own algorithm there, its fastest batch as fast as the vendor call's, and measured 0.911
+// by the medians. The paired figure compares the two batches of each round, and its interval says how sure it is.
 void assign_best_vendor(std::vector<Row>& rows);
 
 enum class Bucket { kSmall, kMedium, kLarge };  // MNK < 2^30, 2^30 <= MNK < 2^36, MNK >= 2^36
@@ -75,6 +88,15 @@ struct SpeedupSummary {
   std::vector<Row> worst;  // up to 5 lowest speedups
 };
 
+// The paired speedups of one group against the best vendor call (Row::paired_vendor), where rows have them.
+struct PairedSummary {
+  Stats all;                 // of 1 + gain
+  int below = 0;             // rows whose paired speedup is below kPairedFloor
+  int credibly_below = 0;    // ... whose whole 95% interval is below it
+  std::vector<Row> worst;    // up to 5 lowest
+};
+inline constexpr double kPairedFloor = 0.97;
+
 struct SummaryGroup {
   Mode mode;
   Layout layout;
@@ -82,6 +104,7 @@ struct SummaryGroup {
   std::string impl;
   SpeedupSummary vendor;   // against the best vendor call of the same run (the headline)
   SpeedupSummary lt_auto;  // against lt_auto
+  PairedSummary paired;    // against the best vendor call, round by round
   int incorrect = 0;
 };
 

@@ -2,12 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "bench/implementation.h"
+#include "core/gain_interval.h"
 #include "rlgemm/error.h"
 
 namespace rlgemm::bench {
@@ -125,6 +127,71 @@ TEST(Results, BestVendorIsTheFastestCorrectVendorCallPerProblemAndMode) {
   EXPECT_NEAR(rows[6].speedup_vendor, 2.0, 1e-12);
   EXPECT_NEAR(rows[9].speedup_vendor, 0.5, 1e-12);
   EXPECT_TRUE(std::isnan(rows[2].speedup_vendor));  // a wrong row has no time worth comparing
+}
+
+// The paired speedup: each round's batch of the best vendor row over the row's own, on their logs (the tuner's
+// reward, gain_interval). Two rows at two speeds whose medians land on either side measure 0.91 by the medians
+// and 0.99 paired, with an interval that says how little seven such rounds tell.
+Row with_rounds(Row r, std::vector<double> rounds) {
+  r.timing.rounds_us = std::move(rounds);
+  r.time_us = r.timing.time_us = median(r.timing.rounds_us);
+  return r;
+}
+
+TEST(Results, PairedSpeedupComparesEachRoundWithTheBestVendorCall) {
+  const Shape s{2048, 3072, 3072};
+  // Rounds 3 and 4 caught the library slow and the vendor call fast, round 7 the other way about; in rounds 5
+  // and 6 both were slow.
+  std::vector<Row> rows{
+      with_rounds(make_row(s, "lt_heuristic", 0, 1), {52.3, 52.2, 52.4, 52.4, 57.5, 57.4, 57.6}),
+      with_rounds(make_row(s, "lt_auto", 0, 1), {57.2, 57.3, 57.2, 57.4, 57.5, 57.4, 57.6}),
+      with_rounds(make_row(s, "rlgemm", 0, 1), {52.3, 52.2, 57.5, 57.4, 57.6, 57.5, 52.4}),
+      with_rounds(make_row(s, "torch", 0, 1), {52.3, 52.2, 52.4, 52.4, 52.5, 52.4, 52.6}),  // its own process
+      with_rounds(make_row(s, "cublas_tn", 0, 1), {60, 60, 60}),  // another count of rounds: not paired
+  };
+  assign_best_vendor(rows);
+  EXPECT_NEAR(rows[2].speedup_vendor, 52.4 / 57.4, 1e-12);  // the medians: 0.913
+  const GainInterval& g = rows[2].paired_vendor;
+  EXPECT_EQ(g.rounds, 7);
+  EXPECT_NEAR(g.gain, -0.013, 0.002);
+  EXPECT_LT(g.low, -0.04);  // the interval is wide: three rounds of seven disagree
+  EXPECT_GT(g.high, 0.01);
+  EXPECT_NEAR(rows[0].paired_vendor.gain, 0, 1e-12);  // the best vendor call against itself
+  EXPECT_LT(rows[1].paired_vendor.gain, -0.04);
+  EXPECT_EQ(rows[3].paired_vendor.rounds, 0);
+  EXPECT_EQ(rows[4].paired_vendor.rounds, 0);
+
+  // It goes through the CSV with its rounds, and the summary counts the rows below the floor.
+  const auto path = std::filesystem::temp_directory_path() / "rlgemm_results_paired.csv";
+  {
+    std::ofstream out(path);
+    out << kCsvHeader << '\n';
+    for (const Row& r : rows) write_csv_row(out, r);
+  }
+  const auto back = read_csv(path.string());
+  ASSERT_EQ(back.size(), rows.size());
+  EXPECT_EQ(back[2].timing.rounds_us, rows[2].timing.rounds_us);
+  EXPECT_NEAR(back[2].paired_vendor.gain, g.gain, 1e-4);
+  EXPECT_NEAR(back[2].paired_vendor.low, g.low, 1e-4);
+  EXPECT_NEAR(back[2].paired_vendor.high, g.high, 1e-4);
+  EXPECT_EQ(back[3].paired_vendor.rounds, 0);
+  const auto groups = summarize(back);
+  const auto group = [&](const std::string& impl) {
+    return *std::find_if(groups.begin(), groups.end(), [&](const SummaryGroup& x) { return x.impl == impl; });
+  };
+  EXPECT_EQ(group("rlgemm").paired.all.count, 1);
+  EXPECT_EQ(group("rlgemm").paired.below, 0);
+  EXPECT_EQ(group("lt_auto").paired.below, 1);           // 0.956 by the estimate
+  EXPECT_EQ(group("lt_auto").paired.credibly_below, 0);  // its interval reaches above 0.97
+  EXPECT_EQ(group("torch").paired.all.count, 0);
+  std::ostringstream text;
+  print_summary(text, groups);
+  EXPECT_NE(text.str().find("Paired with the best vendor call"), std::string::npos) << text.str();
+  EXPECT_EQ(summary_json(groups)[2]["paired_vs_best_vendor"]["all"]["count"], 1);
+
+  // A paired figure without its interval is refused.
+  std::ofstream(path) << kCsvHeader << "\n64,64,64,tn,x,offline,1,1,1,1,1,1,1,7,1,,fp16,1.02,,,1;1\n";
+  EXPECT_THROW(read_csv(path.string()), Error);
 }
 
 // lt_auto_graph (lt_auto chosen in CUDA graphs, asked for by name) is a vendor call: where it is the fastest,
