@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -241,6 +242,16 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
   Gate gate;
   ColdSets cold;
   size_t done = 0;
+  // Where the run's wall time goes, for the JSON (seconds_by_phase): inputs and their fp64 references, each
+  // implementation's prepare() and gate (its choices are made there), the timed rounds, the checks after them,
+  // the torch worker. Each phase ends on a synchronization, so the host's clock holds its GPU work.
+  std::map<std::string, double> phase_seconds;
+  auto phase_start = Clock::now();
+  const auto phase_end = [&](const std::string& name) {
+    const auto now = Clock::now();
+    phase_seconds[name] += std::chrono::duration<double>(now - phase_start).count();
+    phase_start = now;
+  };
 
   try {
     for (const Shape& shape : shapes) {
@@ -250,6 +261,7 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
           ++done;
           continue;
         }
+        phase_start = Clock::now();
         const Problem p{shape, layout, dtype};
         progress.update(done, shape.to_string() + " " + std::string(to_string(layout)) +
                                   (config.dtypes.size() > 1 ? " " + std::string(to_string(dtype)) : ""));
@@ -258,6 +270,8 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
         gate.load(p, seed, stream);
         if (want_cold) cold.prepare_cold(p, dev, stream, seed ^ 0xc01dc01dull);
         const Operands x0 = gate.operands();
+        RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+        phase_end("inputs and references");
 
         // Every implementation through the gate first; then the ones that passed are timed side by side.
         std::vector<Row> bases;
@@ -285,6 +299,8 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
           base.detail = check.ok ? impl->detail() : check.why;
           base.time_us = NAN;
           bases.push_back(base);
+          // rlgemm's designs (named by their text, which holds '/') are counted together.
+          phase_end("prepare and gate: " + (impl->name().find('/') == std::string::npos ? impl->name() : std::string("designs")));
           if (check.ok) passed.push_back(impl.get());
         }
         // Implementations keep per-problem state from prepare(): all passed ones stay prepared for p.
@@ -303,7 +319,9 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
         const Call refresh = [&](cudaStream_t s) { gate.rewrite_inputs(s); };
         TimingOptions timing = config.timing;
         timing.seed = seed ^ 0x9e3779b97f4a7c15ull;
+        phase_start = Clock::now();
         const auto timed = time_modes_side_by_side(config.modes, subjects, refresh, stream, timing);
+        phase_end("timed rounds");
         for (size_t m = 0; m < config.modes.size(); ++m) {
           const Mode mode = config.modes[m];
           const std::vector<Timing>& timings = timed[m];
@@ -337,10 +355,12 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
               row.detail = again.why;
             }
         }
+        phase_end("checks after the rounds");
         if (config.torch) {
           if (stop) throw std::runtime_error("interrupted");
           // Its own process, its own inputs drawn from this seed, the same gate and timing rules.
           const TorchMeasurement t = config.torch->measure(p, config.modes, config.timing, seed);
+          phase_end("torch");
           for (Mode mode : config.modes) {
             Row row;
             row.shape = shape;
@@ -395,6 +415,7 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
   meta["problems_planned"] = total;
   meta["rows"] = outcome.rows.size();
   meta["elapsed_s"] = std::chrono::duration<double>(Clock::now() - started).count();
+  meta["seconds_by_phase"] = phase_seconds;
   meta["summary"] = summary_json(summarize(outcome.rows));
   write_json(json_path, meta);
   return outcome;

@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include "bench/results.h"
 #include "core/cuda_util.h"
 #include "support/cli.h"
 #include "support/gpu.h"
@@ -147,6 +148,17 @@ TEST(BenchCliGpu, ControlMeasuresTheTwinBesideLtAuto) {
   EXPECT_NE(r.output.find("best vendor"), std::string::npos) << r.output;
   const auto meta = read_text(std::filesystem::path(out).replace_extension(".json"));
   EXPECT_NE(meta.find("fp64, all of C"), std::string::npos) << meta;
+  // Where the run's time went, and each row paired with the best vendor call round by round.
+  for (const char* phase : {"\"seconds_by_phase\"", "\"prepare and gate: lt_auto\"", "\"timed rounds\"",
+                            "\"inputs and references\"", "\"checks after the rounds\""})
+    EXPECT_NE(meta.find(phase), std::string::npos) << phase << "\n" << meta;
+  for (const rlgemm::bench::Row& row : rlgemm::bench::read_csv(out.string())) {
+    EXPECT_EQ(row.timing.rounds_us.size(), size_t(row.timing.samples)) << row.impl;
+    EXPECT_EQ(row.paired_vendor.rounds, row.timing.samples) << row.impl;
+    EXPECT_LE(row.paired_vendor.low, row.paired_vendor.gain) << row.impl;
+    EXPECT_GE(row.paired_vendor.high, row.paired_vendor.gain) << row.impl;
+  }
+  EXPECT_NE(r.output.find("Paired with the best vendor call"), std::string::npos) << r.output;
   const Result f = run_rlgemm("summarize " + out.string() + " --fairness " +
                               (std::filesystem::temp_directory_path() / "rlgemm_cli_fairness.csv").string());
   ASSERT_EQ(f.code, 0) << f.output;
