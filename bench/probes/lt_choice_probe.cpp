@@ -280,16 +280,7 @@ void check_mix(const Problem& problem, const std::string& s, int repeat, bool fi
     const bench::Subject& subject = offered[j];
     try {
       if (first_in_capture) {  // the first launch inside a stream capture, then that graph launched
-        cudaGraph_t graph = nullptr;
-        cudaGraphExec_t exec = nullptr;
-        RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        subject.call(stream);
-        RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-        RLGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        RLGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-        RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
-        cudaGraphExecDestroy(exec);
-        cudaGraphDestroy(graph);
+        bench::launch_captured_once(subject.call, stream);
       } else {
         subject.call(stream);
         RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -319,7 +319,6 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
         const Call refresh = [&](cudaStream_t s) { gate.rewrite_inputs(s); };
         TimingOptions timing = config.timing;
         timing.seed = seed ^ 0x9e3779b97f4a7c15ull;
-        phase_start = Clock::now();
         const auto timed = time_modes_side_by_side(config.modes, subjects, refresh, stream, timing);
         phase_end("timed rounds");
         for (size_t m = 0; m < config.modes.size(); ++m) {

@@ -214,15 +214,13 @@ void assign_best_vendor(std::vector<Row>& rows) {
       if (!inserted && r.time_us < rows[it->second].time_us) it->second = i;
     }
   }
-  // Copied first: a row may be paired with itself.
-  std::map<std::tuple<int64_t, int64_t, int64_t, int, int, int>, std::pair<double, std::vector<double>>> vendor_of;
-  for (const auto& [k, i] : best) vendor_of[k] = {rows[i].time_us, rows[i].timing.rounds_us};
+  // Only speedup_vendor and paired_vendor are written below: the best rows' times and rounds stay as read.
   for (Row& r : rows) {
-    auto it = vendor_of.find(key(r));
-    r.speedup_vendor = it == vendor_of.end() || !r.correct ? NAN : it->second.first / r.time_us;
+    auto it = best.find(key(r));
+    r.speedup_vendor = it == best.end() || !r.correct ? NAN : rows[it->second].time_us / r.time_us;
     r.paired_vendor = GainInterval{};
-    if (it == vendor_of.end() || !r.correct || r.impl == kTorchImplementation) continue;
-    const std::vector<double>& vendor = it->second.second;
+    if (it == best.end() || !r.correct || r.impl == kTorchImplementation) continue;
+    const std::vector<double>& vendor = rows[it->second].timing.rounds_us;
     if (vendor.size() < 2 || vendor.size() != r.timing.rounds_us.size()) continue;
     r.paired_vendor = gain_interval(vendor, r.timing.rounds_us);
   }

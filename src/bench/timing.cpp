@@ -351,4 +351,28 @@ TimingOptions screen_options() {
   return quick;
 }
 
+void launch_captured_once(const Call& call, cudaStream_t stream) {
+  cudaGraph_t graph = nullptr;
+  RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    call(stream);
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  struct Free {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec = nullptr;
+    ~Free() {
+      if (exec) cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+    }
+  } owned{graph};
+  RLGEMM_CUDA_CHECK(cudaGraphInstantiate(&owned.exec, graph, 0));
+  RLGEMM_CUDA_CHECK(cudaGraphLaunch(owned.exec, stream));
+  RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 }  // namespace rlgemm::bench

@@ -101,6 +101,10 @@ std::vector<std::vector<Timing>> time_modes_side_by_side(const std::vector<Mode>
 // rounds agree, at most 10).
 TimingOptions screen_options();
 
+// Runs `call` once as a CUDA graph: captured on `stream` (thread-local mode), instantiated, launched there and
+// waited for; the graph is freed however that ends. For a first launch that happens inside a capture.
+void launch_captured_once(const Call& call, cudaStream_t stream);
+
 // Keeps the GPU busy on `stream` for about `microseconds` (one thread spinning on the global timer): queued
 // before a timed region, it lets the host finish submitting the region's work while the GPU is still busy,
 // so that the region's first event does not time the host's launch.

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench/fill.h"
+#include "bench/timing.h"
 #include "core/cuda_util.h"
 #include "dispatch/cublaslt_gemm.h"
 #include "rlgemm/rlgemm.h"
@@ -253,16 +254,8 @@ TEST_F(LtDirectGpu, TheHandlesFloorTakesItWithTheSameBits) {
       RLGEMM_CUDA_CHECK(cudaMemset(x.c1.ptr, 0xff, size_t(s.m * s.n) * 2));
       cudaStream_t stream = nullptr;
       RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      through_lt.hgemm(stream, s.m, s.n, s.k, x.a.ptr, x.b.ptr, Layout::kTN, x.c1.ptr);
-      RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-      RLGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      RLGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-      RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
+      bench::launch_captured_once(
+          [&](cudaStream_t st) { through_lt.hgemm(st, s.m, s.n, s.k, x.a.ptr, x.b.ptr, Layout::kTN, x.c1.ptr); }, stream);
       cudaStreamDestroy(stream);
       EXPECT_EQ(through_lt.describe(s.m, s.n, s.k, Layout::kTN).find("launched directly"), std::string::npos);
     }
