@@ -266,7 +266,19 @@ int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
     const auto times = time_side_by_side(mode, subjects, nullptr, stream, final_round);
     for (size_t f = 0; f < finalists.size(); ++f) per_finalist[f].push_back(times[f]);
   }
-  return final_winner(finalists, per_finalist, scoring, note);
+  return final_winner(finalists, per_finalist, scoring, note, callers_set(sets));
+}
+
+std::optional<size_t> callers_set(const std::vector<LtOperands>& sets) {
+  std::optional<size_t> found;
+  for (size_t s = 0; s < sets.size(); ++s) {
+    if (!sets[s].callers) continue;
+    if (found)
+      throw Error(ErrorKind::kInvalidInput, "operand sets " + std::to_string(*found) + " and " + std::to_string(s) +
+                                                " are both marked as the caller's");
+    found = s;
+  }
+  return found;
 }
 
 double final_score(const std::vector<Timing>& on_sets) {
@@ -323,7 +335,7 @@ double slow_mode_factor(const std::vector<std::vector<Timing>>& per_finalist, si
 }
 
 int final_winner(const std::vector<int>& finalists, const std::vector<std::vector<Timing>>& per_finalist,
-                 LtScoring scoring, std::string* note) {
+                 LtScoring scoring, std::string* note, std::optional<size_t> callers_set) {
   if (finalists.empty() || finalists.size() != per_finalist.size())
     throw Error(ErrorKind::kInvalidInput, "final_winner: " + std::to_string(finalists.size()) + " finalists, " +
                                               std::to_string(per_finalist.size()) + " timings");
@@ -344,6 +356,9 @@ int final_winner(const std::vector<int>& finalists, const std::vector<std::vecto
   for (const auto& t : per_finalist)
     if (t.size() != sets)
       throw Error(ErrorKind::kInvalidInput, "final_winner: the finalists were not timed on the same sets");
+  if (callers_set && *callers_set >= sets)
+    throw Error(ErrorKind::kInvalidInput, "final_winner: the caller's set " + std::to_string(*callers_set) +
+                                              " of " + std::to_string(sets));
   // Finalist f's time over the first's on each set (each set's mean batch).
   const auto by_set = [&](size_t f) {
     std::vector<double> ratio;
@@ -356,7 +371,8 @@ int final_winner(const std::vector<int>& finalists, const std::vector<std::vecto
     if (challenger == f0 || score[f] < score[challenger]) challenger = f;
     if (score[f] > (1 - kLtMargin) * score[f0]) continue;
     const std::vector<double> r = by_set(f);
-    if (std::any_of(r.begin(), r.end(), [](double x) { return x >= 1; })) continue;
+    if (callers_set && r[*callers_set] >= 1) continue;
+    if (std::any_of(r.begin(), r.end(), [](double x) { return x > 1 + kLtSetTolerance; })) continue;
     if (best == f0 || score[f] < score[best]) best = f;
   }
   if (note && challenger != f0) {

@@ -137,7 +137,10 @@ void CublasLtGemm::launch(cudaStream_t stream, const void* a, const void* b, voi
 
 ChoiceSets::ChoiceSets(const Problem& problem, cudaStream_t stream, const std::optional<bench::LtOperands>& caller)
     : scratch_(problem, stream, scratch_set_count(caller), bench::kLtOperandSetsBudget) {
-  if (caller) sets_.push_back(*caller);
+  if (caller) {
+    sets_.push_back(*caller);
+    sets_.back().callers = true;
+  }
   for (const bench::LtOperands& x : bench::lt_operands(scratch_)) sets_.push_back(x);
 }
 

@@ -105,7 +105,8 @@ bench::LtChoice time_candidates(const CublasLtContext& context, const Problem& p
                                 bench::Mode mode = bench::Mode::kOffline,
                                 const std::optional<bench::LtOperands>& caller = std::nullopt);
 
-// The kLtOperandSets operand sets a choice is timed on: `caller`'s first where given, then scratch sets
+// The kLtOperandSets operand sets a choice is timed on: `caller`'s first where given (marked as the caller's:
+// bench::final_winner lets them decide where the sets disagree), then scratch sets
 // allocated apart (bench::OperandSets, as many as make kLtOperandSets with the caller's), held for the object's
 // life. Some candidates' times move by 5-20% with where their operands lie
 // (bench/results/h200/lt-placement-check*.csv): a choice timed on the caller's own operands holds where its

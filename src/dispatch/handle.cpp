@@ -242,21 +242,22 @@ struct Handle::Impl {
     dispatcher = std::make_unique<dispatch::Dispatcher>(rows, target, options.prefer_cublaslt, proposer, predicted);
     load_optimized_cubins();
     const auto& dir = compile_options.cache_dir;
-    // The files' "-5": choices timed with each candidate's own workspace size, the size a route's launches pass
+    // The files' "-6": choices timed with each candidate's own workspace size, the size a route's launches pass
     // (bench::LtWorkspace::kOwn), on three operand sets allocated apart (bench::OperandSets), a finalist with a
     // slow mode scored by it (bench::LtScoring::kSlowMode), the heuristic's first unseated only by a finalist
-    // faster on every set (bench::final_winner). Older files hold choices timed with 32 MiB of workspace (none),
-    // on one operand set ("-2"), scored by the mean ("-3") or won by the mean over the sets ("-4"): those records
-    // are not taken. The bias files' "-6": the same rule, candidates listed from the heuristic's first for the
-    // epilogue (bias_candidates; "-5" before the rule), where "-4" listed the route's own algorithm first.
+    // faster on the caller's set and nowhere far behind (bench::final_winner). Older files hold choices timed
+    // with 32 MiB of workspace (none), on one operand set ("-2"), scored by the mean ("-3"), won by the mean over
+    // the sets ("-4") or by a finalist faster on every set ("-5"): those records are not taken. The bias files'
+    // "-7": the same rule, candidates listed from the heuristic's first for the epilogue (bias_candidates; "-6"
+    // and "-5" under the earlier rules), where "-4" listed the route's own algorithm first.
     const auto lt_choices_in = [&](const std::string& name) {
       return std::make_unique<dispatch::CublasLtChoices>(dir ? *dir / name : std::filesystem::path(), device.name,
                                                          cublasLtGetVersion());
     };
-    lt_graph_choices = lt_choices_in("cublaslt-graph-choices-5.csv");
-    lt_choices = lt_choices_in("cublaslt-choices-5.csv");
-    lt_bias_choices = lt_choices_in("cublaslt-bias-choices-6.csv");
-    lt_graph_bias_choices = lt_choices_in("cublaslt-graph-bias-choices-6.csv");
+    lt_graph_choices = lt_choices_in("cublaslt-graph-choices-6.csv");
+    lt_choices = lt_choices_in("cublaslt-choices-6.csv");
+    lt_bias_choices = lt_choices_in("cublaslt-bias-choices-7.csv");
+    lt_graph_bias_choices = lt_choices_in("cublaslt-graph-bias-choices-7.csv");
     if (options.autotune)
       autotune_choices = std::make_unique<dispatch::AutotuneChoices>(
           dir ? *dir / "autotune-choices.csv" : std::filesystem::path(), device.name,
@@ -851,8 +852,8 @@ struct Handle::Impl {
   // algorithms for the epilogue and the route's own with it (CublasLtGemm::bias_candidates), timed
   // within the route's workspace on the call's `operands` (where dispatch::caller_operands takes them) and
   // scratch sets, in the mode of the calls the route serves (a captured-only route: CUDA
-  // graphs; else eager_choice_mode), and kept per machine in that mode's file (cublaslt-bias-choices-6.csv,
-  // cublaslt-graph-bias-choices-6.csv: a shape's eager and captured routes can hold different algorithms, and the
+  // graphs; else eager_choice_mode), and kept per machine in that mode's file (cublaslt-bias-choices-7.csv,
+  // cublaslt-graph-bias-choices-7.csv: a shape's eager and captured routes can hold different algorithms, and the
   // candidates include the route's own). A first use inside a capture, where nothing can be timed, takes
   // the route's algorithm (host work only). Launched directly where that is proven the same launch (GPU work of
   // its own: only outside a capture).

@@ -299,7 +299,7 @@ TEST_F(HandleGpu, CublasLtBiasPlansAreChosenOncePerMachine) {
       EXPECT_NE(route.find("; its kernel launched directly)", note), std::string::npos) << route;
     }
   }
-  std::ifstream file(dir_ / "cache" / "cublaslt-bias-choices-6.csv");
+  std::ifstream file(dir_ / "cache" / "cublaslt-bias-choices-7.csv");
   std::string line;
   int rows = 0;
   while (std::getline(file, line)) rows += line.rfind("gpu,", 0) != 0 && !line.empty();
@@ -435,8 +435,8 @@ TEST_F(HandleGpu, CublasLtServesTheShapesWhereItWasFaster) {
 // A GPU without rows gets the floor: cuBLASLt with lt_auto's choice, timed on a shape's first use and kept in
 // the cache, so that a second handle (another process) finds it; an unwritable cache costs a warning, once.
 // Launched directly (the default), one choice timed in CUDA graphs serves eager and captured calls alike
-// (cublaslt-graph-choices-5.csv); through cublasLtMatmul, eager calls take a choice timed eagerly
-// (cublaslt-choices-5.csv) and captured calls the graph choice. A shape first used by a call is timed on that
+// (cublaslt-graph-choices-6.csv); through cublasLtMatmul, eager calls take a choice timed eagerly
+// (cublaslt-choices-6.csv) and captured calls the graph choice. A shape first used by a call is timed on that
 // call's operands too (and the call's C is still its product); one first used by prepare() on scratch only.
 TEST_F(HandleGpu, UntunedShapesGetTheCublasLtFloorChosenOncePerMachine) {
   for (const bool direct : {true, false}) {
@@ -448,7 +448,7 @@ TEST_F(HandleGpu, UntunedShapesGetTheCublasLtFloorChosenOncePerMachine) {
     const std::string timed =
         std::string(direct ? "cublaslt floor (timed on first use in CUDA graphs" : "cublaslt floor (timed on first use") +
         ", on the caller's operands too: candidate ";
-    const std::string eager_file = direct ? "cublaslt-graph-choices-5.csv" : "cublaslt-choices-5.csv";
+    const std::string eager_file = direct ? "cublaslt-graph-choices-6.csv" : "cublaslt-choices-6.csv";
     const std::vector<Shape> shapes = {{1, 4096, 4096}, {130, 136, 264}, {2000, 576, 7168}};
     {
       Handle handle(options);
@@ -474,7 +474,7 @@ TEST_F(HandleGpu, UntunedShapesGetTheCublasLtFloorChosenOncePerMachine) {
     const std::string kept = testing::read_text(dir_ / sub / "cache" / eager_file);
     EXPECT_EQ(kept.rfind("gpu,cublaslt_version,M,N,K,layout,candidate,candidates\n" + device_.name + ",", 0), 0u) << kept;
     EXPECT_NE(kept.find(",2000,576,7168,tn,"), std::string::npos) << kept;
-    EXPECT_EQ(std::filesystem::exists(dir_ / sub / "cache" / "cublaslt-choices-5.csv"), !direct);
+    EXPECT_EQ(std::filesystem::exists(dir_ / sub / "cache" / "cublaslt-choices-6.csv"), !direct);
     {
       Handle again(options);
       const std::string route = again.describe(2000, 576, 7168, Layout::kTN);
@@ -502,8 +502,8 @@ TEST_F(HandleGpu, UntunedShapesGetTheCublasLtFloorChosenOncePerMachine) {
     // One warning for each cache written (the choices timed in CUDA graphs; the eager choices too where calls go
     // through cublasLtMatmul), once.
     const std::string warnings = ::testing::internal::GetCapturedStderr();
-    std::vector<std::string> files = {"cublaslt-graph-choices-5.csv: cannot write it"};
-    if (!direct) files.push_back("cublaslt-choices-5.csv: cannot write it");
+    std::vector<std::string> files = {"cublaslt-graph-choices-6.csv: cannot write it"};
+    if (!direct) files.push_back("cublaslt-choices-6.csv: cannot write it");
     for (const std::string& file : files) {
       EXPECT_NE(warnings.find(file), std::string::npos) << warnings;
       EXPECT_EQ(warnings.find(file), warnings.rfind(file)) << "once: " << warnings;
