@@ -1,8 +1,6 @@
 // rlgemm bench: measures fp16 or bf16 GEMM implementations side by side, through one correctness gate and one output format.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -12,6 +10,7 @@
 #include "cli/command.h"
 #include "core/cuda_util.h"
 #include "core/model_shapes.h"
+#include "core/stop_signal.h"
 #include "rlgemm/error.h"
 #include "rlgemm/shapes.h"
 #ifdef RLGEMM_HAVE_DISPATCH
@@ -28,12 +27,6 @@
 
 namespace rlgemm::cli {
 namespace {
-
-std::atomic<bool> g_stop{false};
-extern "C" void on_interrupt(int) {
-  g_stop = true;
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
-}
 
 struct BenchArgs {
   std::string shapes_spec;
@@ -271,10 +264,11 @@ int run(BenchArgs& a) {
   }
 #endif
 
-  g_stop = false;
-  std::signal(SIGINT, on_interrupt);
-  BenchOutcome outcome = run_bench(config, g_stop);
-  std::signal(SIGINT, SIG_DFL);
+  BenchOutcome outcome;
+  {
+    const StopSignal stop;  // Ctrl-C or SIGTERM: the run ends after the current problem, its results kept
+    outcome = run_bench(config, stop.requested());
+  }
 
   print_summary(std::cout, summarize(outcome.rows));
   std::cout << "\n" << outcome.rows.size() << " rows in " << config.out_csv << "\n";
