@@ -20,13 +20,15 @@ int64_t monotonic_ns() {
   return int64_t(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
 }
 
+// The first signal's time is claimed before the flag is set, so that a second signal handled at once on another
+// thread reads it, never a zero.
 extern "C" void on_stop_signal(int signal) {
   const int64_t now = monotonic_ns();
-  if (!g_requested.exchange(true)) {
-    g_first_ns = now;
-    return;
-  }
-  if (second_signal_ends(g_first_ns, now)) {
+  int64_t first = 0;
+  const bool is_first = g_first_ns.compare_exchange_strong(first, now);
+  g_requested = true;
+  if (is_first) return;
+  if (second_signal_ends(first, now)) {
     std::signal(signal, SIG_DFL);
     std::raise(signal);
   }

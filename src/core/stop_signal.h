@@ -2,7 +2,8 @@
 // reads between problems, so that it ends after the current one and keeps what it measured. A second signal one
 // second or more after the first ends the process at once (Ctrl-C pressed again). Signals that come together
 // are one request: timeout(1) signals the process it runs and then its whole process group, so that process
-// receives the signal twice within microseconds; ending at the second lost a run's summary and its JSON.
+// receives the signal twice within microseconds (a server-mode run stopped by timeout ended once without its
+// summary or its JSON, as a process ended by the second signal does).
 #pragma once
 
 #include <atomic>
