@@ -29,6 +29,9 @@
 #include "search/tuner.h"
 #include "search/worker.h"
 #include "store/store.h"
+#ifdef RLGEMM_HAVE_DISPATCH
+#include "dispatch/tuned_table.h"
+#endif
 #ifdef RLGEMM_HAVE_MPI
 #include "search/mpi_tuner.h"
 #endif
@@ -142,6 +145,7 @@ struct TuneArgs {
   std::string strategy = "rl";
   std::string policy;
   std::string seed_designs;  // a designs file measured first on every shape
+  std::string seed_table;    // a tuned table whose row for a shape (this GPU's) is measured first on it
   bool independent = false;  // every shape's candidates depend only on it, the seed and the starting policy
   bool mpi = false;
   std::vector<std::string> models;  // config.json files
@@ -311,6 +315,37 @@ void set_first_guesses(const TuneArgs& args, const GpuIdentity& gpu, search::Tun
                predictor->trained_on_gpu(gpu.name) ? "" : ", trained on another GPU of this architecture");
 }
 
+// --seed-table: each problem starts from its own row of the table, the row of the GPU being tuned (the same
+// shape, layout and element type), so that `tune --seed-table T --budget 1 --guesses 0` measures exactly what
+// the table claims, paired with the reference (scripts/verify-tuned-table). A table without a row for this GPU
+// is refused: every shape would start from nothing, and the budget would go to the strategy instead.
+void set_table_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::TuneOptions& options) {
+  if (args.seed_table.empty()) return;
+#ifdef RLGEMM_HAVE_DISPATCH
+  std::vector<dispatch::TunedRow> rows = dispatch::rows_for_gpu(dispatch::load_tuned_table(args.seed_table), gpu.name);
+  if (rows.empty())
+    fail("--seed-table " + args.seed_table + " has no row for this GPU ('" + gpu.name +
+         "'): a table's rows are keyed by the device name in its gpu column");
+  // A table holds one row per (GPU, problem) (parse_tuned_table refuses duplicates).
+  auto table = std::make_shared<const std::vector<dispatch::TunedRow>>(std::move(rows));
+  auto design_of = [table](const Problem& problem) {
+    const auto it = std::find_if(table->begin(), table->end(),
+                                 [&](const dispatch::TunedRow& row) { return row.problem == problem; });
+    return it == table->end() ? std::vector<Design>{} : std::vector<Design>{it->design};
+  };
+  const size_t covered = static_cast<size_t>(std::count_if(
+      options.problems.begin(), options.problems.end(), [&](const Problem& p) { return !design_of(p).empty(); }));
+  std::fprintf(stderr, "rlgemm tune: %zu of %zu problems start from their row of %s\n", covered,
+               options.problems.size(), args.seed_table.c_str());
+  options.table_seeds_for = design_of;
+#else
+  (void)gpu;
+  (void)options;
+  fail("--seed-table: this rlgemm was built without the dispatch stage, which reads tuned tables "
+       "(configure with RLGEMM_STAGES including dispatch)");
+#endif
+}
+
 // The options every way of tuning shares; after each problem the policy file is saved (rl with --policy).
 search::TuneOptions tune_options(const TuneArgs& args, const std::vector<Problem>& problems, Strategies& strategies,
                                  const GpuIdentity& gpu, const search::SpaceSpec& spec) {
@@ -322,6 +357,7 @@ search::TuneOptions tune_options(const TuneArgs& args, const std::vector<Problem
   options.mode = parse_timing_mode(a.mode);
   options.batch = a.round;
   options.progress = stderr;
+  set_table_seeds(args, gpu, options);
   set_first_guesses(args, gpu, options);
   if (args.policy.empty() || !strategies.policy) return options;
   if (!strategies.learned) {
@@ -578,6 +614,10 @@ CommandRegistration tune_registration("tune", [](CLI::App& app) -> std::function
   cmd->add_option("--policy", args->policy, "rl: policy file to warm-start from and save to after every shape");
   cmd->add_option("--seed-designs", args->seed_designs,
                   "a designs file (one per line, e.g. bench/designs/grid16.txt) measured first on every shape")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--seed-table", args->seed_table,
+                  "a tuned table (data/tuned/*.csv): each shape's row for this GPU is measured first on it; with "
+                  "--budget 1 --guesses 0, the table's claims measured again with the paired reward")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--independent-shapes", args->independent,
                 "Each shape's candidates depend only on it, --seed and the starting policy, not on the shapes "

@@ -172,16 +172,21 @@ std::vector<std::string> embedded_table_names() {
 }
 
 std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, const std::string& mode) {
+  return load_tuning_database(path, std::vector<TimingMode>{parse_timing_mode(mode)});
+}
+
+std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, const std::vector<TimingMode>& modes) {
   // Store creates missing files; a handle must never invent an empty database from a typo.
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) fail("tuning database '" + path.string() + "' does not exist");
-  const TimingMode wanted = parse_timing_mode(mode);
   Store store(path);
   std::vector<TunedRow> rows;
+  std::vector<size_t> preference;  // of each row: its mode's place in `modes`
   for (const BestDesign& best : store.best_designs()) {
     // A design serves a shape only where it measured faster than lt_auto beyond the interval of its paired
     // gain; elsewhere the handle's floor (cuBLASLt with lt_auto's choice) serves it.
-    if (best.mode != wanted || !best.paired.better()) continue;
+    const auto wanted = std::find(modes.begin(), modes.end(), best.mode);
+    if (wanted == modes.end() || !best.paired.better()) continue;
     TunedRow row;
     row.gpu = best.gpu_name;
     row.problem = best.problem;
@@ -195,8 +200,19 @@ std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, co
     row.time_us = best.median_us;
     row.speedup_vs_lt_auto = best.speedup;
     row.source = path.string() + " (" + best.problem.shape.to_string() + " " +
-                 std::string(to_string(best.problem.layout)) + " " + std::string(to_string(best.problem.dtype)) + ")";
-    rows.push_back(std::move(row));
+                 std::string(to_string(best.problem.layout)) + " " + std::string(to_string(best.problem.dtype)) +
+                 " " + std::string(to_string(best.mode)) + ")";
+    const size_t rank = static_cast<size_t>(wanted - modes.begin());
+    const auto same = std::find_if(rows.begin(), rows.end(), [&](const TunedRow& r) {
+      return r.gpu == row.gpu && r.problem == row.problem;
+    });
+    if (same == rows.end()) {
+      rows.push_back(std::move(row));
+      preference.push_back(rank);
+    } else if (rank < preference[static_cast<size_t>(same - rows.begin())]) {
+      preference[static_cast<size_t>(same - rows.begin())] = rank;
+      *same = std::move(row);
+    }
   }
   return rows;
 }

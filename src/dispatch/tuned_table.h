@@ -26,6 +26,7 @@
 
 #include "rlgemm/design.h"
 #include "rlgemm/problem.h"
+#include "store/measurement.h"
 
 namespace rlgemm::dispatch {
 
@@ -62,8 +63,15 @@ std::vector<TunedRow> embedded_tuned_rows();
 std::vector<std::string> embedded_table_names();
 
 // The best correct design per (GPU, shape, layout, dtype) recorded in a tuning database in `mode`
-// ("offline" | "server"). Throws Error(kInvalidInput) when the file does not exist or is not a database.
+// ("offline" | "server" | "graph"), where it measured faster than the reference beyond the 95% interval of its
+// paired gain. Throws Error(kInvalidInput) when the file does not exist or is not a database.
 std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, const std::string& mode);
+
+// The same over several modes, in order of preference: per (GPU, shape, layout, dtype), the best design of the
+// first of `modes` in which one measured faster beyond its interval (its time and paired speedup are that
+// mode's). A table of these rows claims only what was measured side by side with the reference (`rlgemm
+// tuned-table`); the handle then checks each way of calling again at a shape's first use.
+std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, const std::vector<TimingMode>& modes);
 
 // The rows of one GPU.
 std::vector<TunedRow> rows_for_gpu(const std::vector<TunedRow>& rows, const std::string& gpu);

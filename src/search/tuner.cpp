@@ -85,8 +85,8 @@ ProblemTuning::ProblemTuning(Store& store, int64_t gpu_id, const GpuIdentity& gp
       batch_(batch), deadline_(deadline) {
   outcome_.problem = problem;
   cap_ = options.budget.evaluations > 0 ? size_t(options.budget.evaluations) : space.size();
-  // Seeds first, as one batch: the common ones, then the problem's own guesses, those this problem can run
-  // and the store does not hold yet.
+  // Seeds first, as one batch: the table's design for the problem, the common ones, then the problem's own
+  // guesses, those this problem can run and the store does not hold yet.
   // Seed designs and guesses name tiles and schedules; they run in the problem's element type.
   auto consider = [&](const Design& seed, const char* label) {
     if (pending_.size() >= cap_) return;
@@ -101,6 +101,8 @@ ProblemTuning::ProblemTuning(Store& store, int64_t gpu_id, const GpuIdentity& gp
     pending_text_.push_back(std::move(text));
     pending_label_.push_back(label);
   };
+  if (options.table_seeds_for)
+    for (const Design& d : options.table_seeds_for(problem)) consider(d, "table");
   for (const Design& d : options.seed_designs) consider(d, "seed");
   if (options.seeds_for)
     for (const Design& d : options.seeds_for(problem)) consider(d, "predicted");

@@ -6,8 +6,9 @@
 // at different moments: between two such moments the same cuBLASLt kernel drifted by 11% on an H200, which a
 // reference timed once per problem would have credited to the candidates measured after it.
 //
-// Seed designs (TuneOptions::seed_designs) are measured first and recorded with strategy "seed", then the
-// problem's own first guesses (TuneOptions::seeds_for), recorded with strategy "predicted".
+// A tuned table's design for the problem (TuneOptions::table_seeds_for) is measured first and recorded with
+// strategy "table", then the seed designs (TuneOptions::seed_designs) with strategy "seed", then the problem's
+// own first guesses (TuneOptions::seeds_for), recorded with strategy "predicted".
 //
 // Resume: what the store already holds for (GPU, problem, mode) counts against the budget and is never
 // measured again; a candidate found in the store (another tuner's, or this one's before a kill) is scored
@@ -68,6 +69,10 @@ struct TuneOptions {
   // Designs measured first on one problem, after seed_designs: e.g. the speed predictor's best guesses for it.
   // Recorded with strategy "predicted"; they count against the budget like seeds.
   std::function<std::vector<Design>(const Problem&)> seeds_for;
+  // Designs measured before everything else on one problem: a tuned table's row for it, so that a table's
+  // claims are measured again with the paired reward (`rlgemm tune --seed-table`). Recorded with strategy
+  // "table"; they count against the budget like seeds.
+  std::function<std::vector<Design>(const Problem&)> table_seeds_for;
 };
 
 struct Evaluation {

@@ -252,6 +252,55 @@ TEST(TunedTable, TuningDatabaseGivesTheBestDesignPerShapeAndMode) {
   std::filesystem::remove_all(dir);
 }
 
+// Several modes, in order of preference: a shape takes the first mode's design where it held there, else the next
+// mode's; a shape that held in no listed mode gives no row.
+TEST(TunedTable, TuningDatabaseOverSeveralModesPrefersTheFirstThatHeld) {
+  const auto dir = std::filesystem::temp_directory_path() / ("rlgemm-dispatch-modes-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "tune.db";
+  const Problem both{{256, 512, 1024}, Layout::kTN}, offline_only{{64, 4096, 4096}, Layout::kTN},
+      neither{{4096, 4096, 4096}, Layout::kTN};
+  {
+    Store store(file);
+    const int64_t gpu = store.gpu_id(GpuIdentity{kH100, 132, 9, 0, 1980000, 2619000, 13000, 232448});
+    auto record = [&](const Problem& problem, const std::string& design, double us, double ref, TimingMode mode) {
+      MeasurementRecord r;
+      r.gpu_id = gpu;
+      r.problem = problem;
+      r.design = design;
+      r.mode = mode;
+      r.measurement.status = MeasureStatus::kOk;
+      r.measurement.timing = TimingStats{us, us, us, 5};
+      r.reward = std::log(ref / us);
+      r.measurement.paired = PairedGain{ref, r.reward, ref / us * 0.99 - 1, ref / us * 1.01 - 1, 15};
+      store.record(r);
+    };
+    record(both, kSm90Big, 10.0, 11.0, TimingMode::kOffline);
+    record(both, kSm90Small, 8.0, 10.0, TimingMode::kGraph);
+    record(offline_only, kSm80, 5.0, 6.0, TimingMode::kOffline);
+    record(offline_only, kSm80, 6.0, 5.5, TimingMode::kGraph);  // slower in graphs
+    record(neither, kSm90Big, 100.0, 95.0, TimingMode::kOffline);
+    record(neither, kSm90Big, 100.0, 96.0, TimingMode::kGraph);
+  }
+  auto rows = load_tuning_database(file, {TimingMode::kGraph, TimingMode::kOffline});
+  std::sort(rows.begin(), rows.end(),
+            [](const TunedRow& a, const TunedRow& b) { return a.problem.shape < b.problem.shape; });
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].problem, offline_only);
+  EXPECT_EQ(to_string(rows[0].design), kSm80);
+  EXPECT_DOUBLE_EQ(*rows[0].speedup_vs_lt_auto, 1.2);
+  EXPECT_EQ(rows[1].problem, both);
+  EXPECT_EQ(to_string(rows[1].design), kSm90Small);  // graph's, the first mode named
+  EXPECT_DOUBLE_EQ(rows[1].time_us, 8.0);
+  EXPECT_NE(rows[1].source.find(" graph)"), std::string::npos) << rows[1].source;
+  // The other order prefers offline's design where both held.
+  rows = load_tuning_database(file, {TimingMode::kOffline, TimingMode::kGraph});
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows)
+    if (r.problem == both) EXPECT_EQ(to_string(r.design), kSm90Big);
+  std::filesystem::remove_all(dir);
+}
+
 std::vector<TunedRow> table() {
   return parse(header() +                                                    //
                row(kH100, "1024,1024,1024", "tn", kSm90Small) +              // static: shape-generic when borrowed

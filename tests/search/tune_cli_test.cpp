@@ -18,6 +18,7 @@ namespace rlgemm::search {
 namespace {
 
 using rlgemm::testing::read_text;
+using rlgemm::testing::rlgemm_binary;
 using rlgemm::testing::run_rlgemm;
 using testing::TempDir;
 
@@ -64,6 +65,116 @@ TEST(TuneCli, ShapesStartFromThePredictorsGuesses) {
     EXPECT_EQ(rows[0].strategy, "predicted");
     EXPECT_EQ(rows[1].strategy, "predicted");
   }
+}
+
+// A tuned table measured again: --seed-table makes each shape measure its own row's design first (strategy
+// "table"), and with --budget 1 --guesses 0 nothing else; `tuned-table` then keeps the rows whose design measured
+// faster than the reference beyond its paired interval, and sends the others back to the floor.
+TEST(TuneCli, SeedTableRowsAreMeasuredAgainAndOnlyThoseThatHoldAreKept) {
+  TempDir dir;
+  const std::string gpu = "synthetic H100 (cost model)";
+  const std::string big = "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma";
+  const std::string tiny = "sm80/16x64x64/w16x16/s2/swz/raster_m.g1/splitk1/epi_reg";
+  {
+    std::ofstream t(dir / "table.csv");
+    t << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate,dtype\n"
+      << gpu << ",4096,4096,4096,tn," << big << ",100.0,1.05,,fp16\n"
+      << gpu << ",8192,8192,4096,tn," << tiny << ",900.0,1.02,,fp16\n"
+      << gpu << ",2048,2048,2048,tn," << big << ",20.0,1.10,,fp16\n"
+      << "NVIDIA H100 80GB HBM3,4096,4096,4096,tn," << tiny << ",50.0,2.0,,fp16\n";  // another GPU's row
+    std::ofstream(dir / "shapes.csv") << "M,N,K\n4096,4096,4096\n8192,8192,4096\n1024,1024,1024\n";
+  }
+  const std::string db = (dir / "v.db").string();
+  auto r = run_rlgemm("tune --shapes " + (dir / "shapes.csv").string() + " --seed-table " +
+                      (dir / "table.csv").string() + " --guesses 0 --budget 1 --strategy random --backend synthetic "
+                      "--in-process --db " + db);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 of 3 problems start from their row of"), std::string::npos) << r.output;
+  std::set<Shape> held;
+  {
+    Store store(db);
+    const int64_t id = store.gpu_id(store.gpus().at(0).second);
+    for (const Shape& s : {Shape{4096, 4096, 4096}, Shape{8192, 8192, 4096}}) {
+      const auto rows = store.measurements(id, {s, Layout::kTN}, TimingMode::kGraph);
+      ASSERT_EQ(rows.size(), 1u) << s.to_string();  // the table's design, and nothing else
+      EXPECT_EQ(rows[0].strategy, "table");
+      EXPECT_EQ(rows[0].design, s.m == 4096 ? big : tiny);
+      ASSERT_TRUE(rows[0].measurement.paired);
+      if (rows[0].measurement.paired->better()) held.insert(s);
+    }
+    // A shape without a row starts from the strategy.
+    const auto rows = store.measurements(id, {{1024, 1024, 1024}, Layout::kTN}, TimingMode::kGraph);
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_NE(rows[0].strategy, "table");
+  }
+  // The cost model puts the big tile ahead of cuBLASLt at 4096^3 and the 16-row tile behind at 8192x8192x4096:
+  // one row to keep and one to drop, which is what this test is about.
+  ASSERT_EQ(held.count({4096, 4096, 4096}), 1u);
+  ASSERT_EQ(held.count({8192, 8192, 4096}), 0u);
+
+  const std::string out = (dir / "verified.csv").string();
+  r = run_rlgemm("tuned-table --db " + db + " --modes graph --out " + out + " --against " + (dir / "table.csv").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string text = read_text(out);
+  EXPECT_NE(text.find(gpu + ",4096,4096,4096,tn," + big + ","), std::string::npos) << text;
+  EXPECT_EQ(text.find("8192,8192,4096"), std::string::npos) << text;
+  EXPECT_EQ(text.find("2048,2048,2048"), std::string::npos) << text;  // never measured: not claimed
+  EXPECT_NE(r.output.find(gpu + ": of the 3 rows of"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 kept their design, 0 took another, 2 go back to the floor"), std::string::npos)
+      << r.output;
+
+  // Bad input: a table with no row for the GPU being tuned, a mode named twice, a missing database.
+  std::ofstream(dir / "other.csv") << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto\n"
+                                   << "NVIDIA H100 80GB HBM3,4096,4096,4096,tn," << big << ",100.0,1.05\n";
+  r = run_rlgemm("tune --shapes 4096,4096,4096 --seed-table " + (dir / "other.csv").string() +
+                 " --budget 1 --backend synthetic --in-process --db " + (dir / "o.db").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("has no row for this GPU ('" + gpu + "')"), std::string::npos) << r.output;
+  r = run_rlgemm("tuned-table --db " + db + " --modes graph,graph --out " + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("twice"), std::string::npos) << r.output;
+  r = run_rlgemm("tuned-table --db " + (dir / "missing.db").string() + " --out " + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+}
+
+// scripts/verify-tuned-table, played on the cost model: the table's kernel rows of the GPU (not its cuBLASLt rows,
+// not another GPU's) are measured in both modes, and the table is written only once every mode is complete.
+TEST(TuneCli, VerifyTunedTableScriptMeasuresEveryKernelRowBeforeWritingTheTable) {
+  TempDir dir;
+  const std::string gpu = "synthetic H100 (cost model)";
+  const std::string big = "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma";
+  {
+    std::ofstream t(dir / "table.csv");
+    t << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate,dtype\n"
+      << gpu << ",4096,4096,4096,tn," << big << ",100.0,1.05,,fp16\n"
+      << gpu << ",2048,2048,2048,tn," << big << ",20.0,,,fp16\n"        // no reference recorded: a kernel row
+      << gpu << ",1024,1024,1024,tn," << big << ",9.0,0.91,2,fp16\n"    // cuBLASLt serves it: not measured
+      << "NVIDIA H100 80GB HBM3,512,512,512,tn," << big << ",5.0,1.3,,fp16\n";
+  }
+  const std::string script = std::string(RLGEMM_SOURCE_DIR) + "/scripts/verify-tuned-table";
+  const std::string env = "RLGEMM=" + rlgemm_binary() + " BACKEND=synthetic GPU_NAME='" + gpu + "' ";
+  const std::string out = (dir / "v").string();
+  // No time left: nothing is measured and no table is written (exit 4, to be run again).
+  auto r = rlgemm::testing::run_command(env + "SECONDS_LIMIT=1 " + script + " " + (dir / "table.csv").string() + " " + out);
+  EXPECT_EQ(r.code, 4) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "v" / "table.csv"));
+  r = rlgemm::testing::run_command(env + script + " " + (dir / "table.csv").string() + " " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(read_text(dir / "v" / "shapes-tn-fp16.csv"), "M,N,K\n4096,4096,4096\n2048,2048,2048\n");
+  Store store(dir / "v" / "verify.db");
+  const int64_t id = store.gpu_id(store.gpus().at(0).second);
+  for (TimingMode mode : {TimingMode::kGraph, TimingMode::kOffline}) {
+    EXPECT_EQ(store.count_measurements(id, {{4096, 4096, 4096}, Layout::kTN}, mode), 1);
+    EXPECT_EQ(store.count_measurements(id, {{2048, 2048, 2048}, Layout::kTN}, mode), 1);
+    EXPECT_EQ(store.count_measurements(id, {{1024, 1024, 1024}, Layout::kTN}, mode), 0);
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir / "v" / "table.csv"));
+  EXPECT_NE(r.output.find("of the 3 rows of"), std::string::npos) << r.output;
+  // Run again: everything is in the database, nothing is measured twice.
+  const int64_t before = store.count_measurements();
+  r = rlgemm::testing::run_command(env + script + " " + (dir / "table.csv").string() + " " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(store.count_measurements(), before);
 }
 
 TEST(TuneCli, BadInputNamesTheRule) {

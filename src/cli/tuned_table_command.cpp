@@ -1,0 +1,101 @@
+// `rlgemm tuned-table`: writes a tuned table (data/tuned/<gpu>.csv) from tuning databases, with only the designs
+// that measured faster than the reference beyond the 95% interval of their paired gain. With --against, it says
+// what became of each row of an earlier table: kept (the same design held), replaced (another design held), or
+// back to the floor (nothing held). scripts/verify-tuned-table measures a table's rows with
+// `tune --seed-table` and rebuilds the table with this command.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "dispatch/tuned_table.h"
+#include "rlgemm/error.h"
+
+namespace rlgemm::cli {
+namespace {
+
+struct TunedTableArgs {
+  std::vector<std::string> dbs;
+  std::string modes = "graph,offline";
+  std::string out;
+  std::string against;
+};
+
+std::vector<TimingMode> parse_modes(const std::string& text) {
+  std::vector<TimingMode> modes;
+  for (size_t start = 0; start <= text.size();) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const TimingMode mode = parse_timing_mode(text.substr(start, comma - start));
+    if (std::find(modes.begin(), modes.end(), mode) != modes.end()) fail("--modes names '" + text.substr(start, comma - start) + "' twice");
+    modes.push_back(mode);
+    start = comma + 1;
+  }
+  return modes;
+}
+
+// What the new rows say of each row of an earlier table.
+void compare_with(const std::vector<dispatch::TunedRow>& rows, const std::string& against) {
+  const std::vector<dispatch::TunedRow> before = dispatch::load_tuned_table(against);
+  std::map<std::string, int> kept, replaced, dropped;
+  for (const dispatch::TunedRow& old : before) {
+    const auto now = std::find_if(rows.begin(), rows.end(), [&](const dispatch::TunedRow& r) {
+      return r.gpu == old.gpu && r.problem == old.problem;
+    });
+    if (now == rows.end()) ++dropped[old.gpu];
+    else if (now->design == old.design) ++kept[old.gpu];
+    else ++replaced[old.gpu];
+  }
+  std::map<std::string, int> gpus;
+  for (const auto& row : before) ++gpus[row.gpu];
+  for (const auto& [gpu, count] : gpus)
+    std::fprintf(stderr,
+                 "rlgemm tuned-table: %s: of the %d rows of %s, %d kept their design, %d took another, %d go back to "
+                 "the floor\n",
+                 gpu.c_str(), count, against.c_str(), kept[gpu], replaced[gpu], dropped[gpu]);
+}
+
+int run_tuned_table(const TunedTableArgs& args) {
+  const std::vector<TimingMode> modes = parse_modes(args.modes);
+  std::vector<dispatch::TunedRow> rows;
+  for (const std::string& db : args.dbs) {
+    for (dispatch::TunedRow& row : dispatch::load_tuning_database(db, modes)) {
+      const auto same = std::find_if(rows.begin(), rows.end(), [&](const dispatch::TunedRow& r) {
+        return r.gpu == row.gpu && r.problem == row.problem;
+      });
+      if (same != rows.end())
+        fail(row.problem.shape.to_string() + " (" + row.gpu + ") is tuned in two databases (" + same->source + ", " +
+             row.source + "): give each problem's measurements in one database");
+      rows.push_back(std::move(row));
+    }
+  }
+  dispatch::save_tuned_table(args.out, rows);
+  std::map<std::string, int> per_gpu;
+  for (const auto& row : rows) ++per_gpu[row.gpu];
+  std::fprintf(stderr, "rlgemm tuned-table: wrote %zu rows to %s (modes %s, in order of preference)\n", rows.size(),
+               args.out.c_str(), args.modes.c_str());
+  for (const auto& [gpu, count] : per_gpu) std::fprintf(stderr, "  %s: %d rows\n", gpu.c_str(), count);
+  if (!args.against.empty()) compare_with(rows, args.against);
+  return 0;
+}
+
+CommandRegistration tuned_table_registration("tuned-table", [](CLI::App& app) -> std::function<int()> {
+  auto* cmd = app.add_subcommand("tuned-table",
+                                 "Write a tuned table of the designs that measured faster than lt_auto beyond their "
+                                 "paired interval in tuning databases");
+  auto args = std::make_shared<TunedTableArgs>();
+  cmd->add_option("--db", args->dbs, "tuning database (repeatable)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--modes", args->modes,
+                  "timing modes whose measurements count, in order of preference where a shape held in several")
+      ->default_val("graph,offline");
+  cmd->add_option("--out", args->out, "the table to write (replaced atomically)")->required();
+  cmd->add_option("--against", args->against,
+                  "an earlier table: say how many of its rows kept their design, took another, or go back to the floor")
+      ->check(CLI::ExistingFile);
+  return [args] { return run_tuned_table(*args); };
+});
+
+}  // namespace
+}  // namespace rlgemm::cli
