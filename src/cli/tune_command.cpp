@@ -262,12 +262,14 @@ Strategies make_strategies(const TuneArgs& args, const GpuIdentity& gpu, const s
   if (args.strategy == "rl") {
     const search::DesignSpace first(spec, first_layout, smem_limit_or_hopper(gpu.smem_per_block_optin));
     if (!args.policy.empty() && std::filesystem::exists(args.policy)) {
-      s.policy = std::make_unique<search::Policy>(search::Policy::load(args.policy));
-      if (s.policy->space_signature() != first.signature())
-        fail("policy " + args.policy + " was trained on another design space than this GPU's (" + gpu.name +
-             "); use a new --policy file");
-      std::fprintf(stderr, "rlgemm tune: warm start from %s (%lld updates)\n", args.policy.c_str(),
-                   static_cast<long long>(s.policy->updates()));
+      search::Policy loaded = search::Policy::load(args.policy);
+      const bool other_space = loaded.space_signature() != first.signature();
+      s.policy = std::make_unique<search::Policy>(loaded.adapted_to(first));
+      std::fprintf(stderr, "rlgemm tune: warm start from %s (%lld updates)%s\n", args.policy.c_str(),
+                   static_cast<long long>(s.policy->updates()),
+                   other_space ? ", trained on another design space: its options matched by name to this GPU's, "
+                                 "the new ones starting at their field's average"
+                               : "");
     } else {
       s.policy = std::make_unique<search::Policy>(first, search::RlOptions{}, seed);
     }

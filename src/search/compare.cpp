@@ -48,9 +48,8 @@ CompareResult compare_strategies(Store& store, Measurer& measurer, const Compare
         } else {
           // The same learner, starting from a policy trained before (on other shapes).
           if (options.warm_policy.empty()) fail("strategy rl-warm needs a policy file to start from (--warm-policy)");
-          policy = std::make_unique<Policy>(Policy::load(options.warm_policy, options.rl));
-          if (policy->space_signature() != policy_space->signature())
-            fail("policy " + options.warm_policy + " was trained on another design space than this GPU's");
+          // Trained on another space (an older one, say): its options matched by name to this one's.
+          policy = std::make_unique<Policy>(Policy::load(options.warm_policy, options.rl).adapted_to(*policy_space));
         }
         strategy = make_rl_strategy(*policy, seed);
       } else {

@@ -381,6 +381,91 @@ Policy Policy::load(const std::filesystem::path& file, RlOptions options) {
   return p;
 }
 
+std::vector<std::vector<std::string>> Policy::option_labels() const {
+  std::vector<std::vector<std::string>> labels;
+  std::istringstream fields(signature_);
+  std::string field;
+  while (std::getline(fields, field, ';')) {
+    labels.emplace_back();
+    std::istringstream options(field.substr(field.find(':') + 1));
+    std::string label;
+    while (options >> label) labels.back().push_back(label);
+  }
+  return labels;
+}
+
+Policy Policy::adapted_to(const DesignSpace& space) const {
+  if (space.signature() == signature_) return *this;
+  const std::vector<std::vector<std::string>> old_labels = option_labels();
+  if (int(old_labels.size()) != kFieldCount) fail("policy space signature does not list every field");
+  Policy p;
+  p.options_ = options_;
+  p.signature_ = space.signature();
+  p.sm_count_ = sm_count_;
+  p.updates_ = updates_;
+  p.total_options_ = space.total_options();
+  for (int f = 0; f < kFieldCount; ++f) p.offsets_.push_back(space.option_offset(f));
+  // Where each new option was in this policy (-1: new to it).
+  std::vector<int> from(size_t(p.total_options_), -1);
+  for (int f = 0; f < kFieldCount; ++f) {
+    int shared = 0;
+    for (int o = 0; o < space.option_count(f); ++o) {
+      const auto& old = old_labels[size_t(f)];
+      const auto it = std::find(old.begin(), old.end(), space.option_label(f, o));
+      if (it == old.end()) continue;
+      from[size_t(p.offsets_[f] + o)] = offsets_[f] + int(it - old.begin());
+      ++shared;
+    }
+    if (shared == 0)
+      throw Error(ErrorKind::kInvalidInput, std::string("the policy shares no option of field '") + field_name(Field(f)) +
+                                                "' with this design space: train a new policy for it");
+  }
+  const Eigen::Index h = w1_.w.rows();
+  // Inputs: shape features, decisions so far (one column per option), which field comes next.
+  MatrixXd w1 = MatrixXd::Zero(h, p.input_size());
+  w1.leftCols(kShapeFeatureCount) = w1_.w.leftCols(kShapeFeatureCount);
+  w1.rightCols(kFieldCount) = w1_.w.rightCols(kFieldCount);
+  MatrixXd w3(p.total_options_, w3_.w.cols());
+  MatrixXd b3(p.total_options_, 1);
+  for (int f = 0; f < kFieldCount; ++f) {
+    // The field's mean output row, over the options both spaces hold: what a new option starts from.
+    Eigen::RowVectorXd mean_w = Eigen::RowVectorXd::Zero(w3_.w.cols());
+    double mean_b = 0;
+    int shared = 0;
+    for (int o = 0; o < space.option_count(f); ++o)
+      if (const int old = from[size_t(p.offsets_[f] + o)]; old >= 0) {
+        mean_w += w3_.w.row(old);
+        mean_b += b3_.w(old, 0);
+        ++shared;
+      }
+    mean_w /= shared;
+    mean_b /= shared;
+    for (int o = 0; o < space.option_count(f); ++o) {
+      const int now = p.offsets_[f] + o, old = from[size_t(now)];
+      if (old >= 0) {
+        w1.col(kShapeFeatureCount + now) = w1_.w.col(kShapeFeatureCount + old);
+        w3.row(now) = w3_.w.row(old);
+        b3(now, 0) = b3_.w(old, 0);
+      } else {
+        w3.row(now) = mean_w;
+        b3(now, 0) = mean_b;
+      }
+    }
+  }
+  auto fresh = [](const MatrixXd& w) { return Tensor{w, MatrixXd::Zero(w.rows(), w.cols()), MatrixXd::Zero(w.rows(), w.cols())}; };
+  p.w1_ = fresh(w1);
+  p.b1_ = fresh(b1_.w);
+  p.w2_ = fresh(w2_.w);
+  p.b2_ = fresh(b2_.w);
+  p.w3_ = fresh(w3);
+  p.b3_ = fresh(b3);
+  p.v1_ = fresh(v1_.w);
+  p.c1_ = fresh(c1_.w);
+  p.v2_ = fresh(v2_.w);
+  p.c2_ = fresh(c2_.w);
+  return p;
+}
+
 // ---- the strategy ----
 
 namespace {

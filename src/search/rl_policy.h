@@ -57,6 +57,17 @@ class Policy {
   // Writes atomically (a temporary file renamed over the target).
   void save(const std::filesystem::path& file) const;
 
+  // This policy for another design space, matched option by option through their labels: an option both spaces
+  // hold keeps its weights (its input column among the decisions so far, its output row); an option new to
+  // `space` starts with no input weight and the mean output row of its field's shared options, so that its logit
+  // is the average of theirs for every input and the learner finds it as likely as a typical old one; an option
+  // `space` lacks is dropped. The hidden layers, the baseline and the training counts carry over; the
+  // optimizer's moments start afresh. Throws Error(kInvalidInput) naming the field where the two spaces share no
+  // option (nothing learned about it would carry over).
+  Policy adapted_to(const DesignSpace& space) const;
+  // The labels of this policy's options, field by field, read from its signature.
+  std::vector<std::vector<std::string>> option_labels() const;
+
   const std::string& space_signature() const { return signature_; }
   int sm_count() const { return sm_count_; }
   void set_sm_count(int sm_count) { sm_count_ = sm_count; }

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "rlgemm/error.h"
 #include "search/rl_policy.h"
@@ -115,6 +116,50 @@ TEST(Policy, FileFromBeforePdlProposesAsBefore) {
     ASSERT_EQ(ta.point, tb.point);
     for (size_t i = 0; i < ta.steps.size(); ++i) EXPECT_NEAR(ta.steps[i].log_prob, tb.steps[i].log_prob, 1e-6);
   }
+}
+
+// A policy carries over to a space with other options: adapted to a wider space (new tile widths, one stage
+// count dropped) and back, it is the policy it was, option for option; in the wider space it samples the new
+// options too, and keeps what it learned of the shared ones.
+TEST(Policy, AdaptsToASpaceWithOtherOptionsByTheirNames) {
+  TempDir dir;
+  Store store(dir / "t.db");
+  const Policy policy = trained_policy(store, 48);
+  SpaceSpec wider = small_spec();
+  wider.tile_n = {16, 32, 64, 96, 128, 160, 256};
+  wider.stages = {2, 3, 4, 5};  // 6 dropped, 5 new
+  const DesignSpace narrow_space(small_spec(), Layout::kTN), wide_space(wider, Layout::kTN);
+  const Policy wide = policy.adapted_to(wide_space);
+  EXPECT_EQ(wide.space_signature(), wide_space.signature());
+  EXPECT_EQ(wide.updates(), policy.updates());
+  EXPECT_EQ(policy.adapted_to(narrow_space).space_signature(), policy.space_signature());  // the same space: a copy
+  // Back to the first space: every option it holds was carried both ways, except stages 6, which the wider
+  // space dropped and which comes back at its field's mean.
+  SpaceSpec without6 = small_spec();
+  without6.stages = {2, 3, 4};
+  const DesignSpace without6_space(without6, Layout::kTN);
+  const Policy direct = policy.adapted_to(without6_space), round_trip = wide.adapted_to(without6_space);
+  EXPECT_EQ(direct.space_signature(), round_trip.space_signature());
+  for (const Shape s : {Shape{64, 64, 64}, Shape{3000, 1000, 520}, Shape{16384, 128, 8192}}) {
+    const Problem p{s, Layout::kTN};
+    std::mt19937_64 a(7), b(7);
+    const auto ta = direct.sample(without6_space, shape_features(p, 132), a, false);
+    const auto tb = round_trip.sample(without6_space, shape_features(p, 132), b, false);
+    ASSERT_EQ(ta.point, tb.point);
+    for (size_t i = 0; i < ta.steps.size(); ++i) EXPECT_NEAR(ta.steps[i].log_prob, tb.steps[i].log_prob, 1e-9);
+  }
+  // In the wider space the new widths are drawn as well as the old ones.
+  std::set<int> widths;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 400; ++i)
+    widths.insert(wide_space.design(wide.sample(wide_space, shape_features({{512, 512, 512}, Layout::kTN}, 132), rng,
+                                                false).point).bn);
+  EXPECT_TRUE(widths.count(16) || widths.count(32) || widths.count(96) || widths.count(160)) << widths.size();
+  EXPECT_TRUE(widths.count(64) || widths.count(128) || widths.count(256));
+  // A field that shares no option with the policy's space: nothing learned carries over.
+  SpaceSpec disjoint = small_spec();
+  disjoint.tile_k = {128};
+  EXPECT_THROW(policy.adapted_to(DesignSpace(disjoint, Layout::kTN)), Error);
 }
 
 TEST(Policy, ProposesAGoodValidDesignForAnUnseenShape) {

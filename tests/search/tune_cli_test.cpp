@@ -177,6 +177,19 @@ TEST(TuneCli, VerifyTunedTableScriptMeasuresEveryKernelRowBeforeWritingTheTable)
   EXPECT_EQ(store.count_measurements(), before);
 }
 
+// A policy trained on an older design space (the built-in one predates the 16- and 32-row tiles and more) warm-
+// starts a tune on today's space, its options matched by name; the policy saved after the tune is of today's.
+TEST(TuneCli, APolicyOfAnOlderSpaceWarmStartsTheTune) {
+  TempDir dir;
+  std::filesystem::copy_file(std::string(RLGEMM_SOURCE_DIR) + "/data/policies/h100.txt", dir / "p.txt");
+  const auto r = run_rlgemm("tune --shapes 512,4096,4096 --backend synthetic --budget 3 --guesses 0 --strategy rl "
+                            "--policy " + (dir / "p.txt").string() + " --in-process --db " + (dir / "t.db").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("trained on another design space"), std::string::npos) << r.output;
+  const std::string saved = read_text(dir / "p.txt");
+  EXPECT_NE(saved.find("tile_m:16 32 64 128 256"), std::string::npos) << saved.substr(0, 400);
+}
+
 TEST(TuneCli, BadInputNamesTheRule) {
   TempDir dir;
   std::ofstream(dir / "no-hidden.json") << R"({"model_type": "llama", "intermediate_size": 11008,
