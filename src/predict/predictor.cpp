@@ -67,7 +67,7 @@ Ensemble Ensemble::from_json(const nlohmann::json& j, const std::vector<std::str
 
 Predictor::Predictor(const Predictor& o)
     : gpus_(o.gpus_), mode_(o.mode_), extrapolation_(o.extrapolation_), shapes_(o.shapes_), ln_shapes_(o.ln_shapes_),
-      trained_on_(o.trained_on_), lt_(o.lt_), design_(o.design_) {}
+      tile_widths_(o.tile_widths_), trained_on_(o.trained_on_), lt_(o.lt_), design_(o.design_) {}
 
 Predictor& Predictor::operator=(const Predictor& o) {
   if (this == &o) return *this;
@@ -76,6 +76,7 @@ Predictor& Predictor::operator=(const Predictor& o) {
   extrapolation_ = o.extrapolation_;
   shapes_ = o.shapes_;
   ln_shapes_ = o.ln_shapes_;
+  tile_widths_ = o.tile_widths_;
   trained_on_ = o.trained_on_;
   lt_ = o.lt_;
   design_ = o.design_;
@@ -112,8 +113,12 @@ double median_spacing(const std::vector<LnShape>& shapes) {
 }  // namespace
 
 Predictor make_predictor(std::vector<GpuTraits> gpus, std::string mode, Extrapolation extrapolation,
-                         std::vector<Shape> shapes, nlohmann::json trained_on, Ensemble cublaslt, Ensemble design) {
+                         std::vector<Shape> shapes, std::vector<int> tile_widths, nlohmann::json trained_on,
+                         Ensemble cublaslt, Ensemble design) {
   Predictor p;
+  std::sort(tile_widths.begin(), tile_widths.end());
+  tile_widths.erase(std::unique(tile_widths.begin(), tile_widths.end()), tile_widths.end());
+  p.tile_widths_ = std::move(tile_widths);
   p.gpus_ = std::move(gpus);
   p.mode_ = std::move(mode);
   std::sort(shapes.begin(), shapes.end());
@@ -144,6 +149,7 @@ nlohmann::json Predictor::to_json() const {
             {"sd_per_ln_beyond", extrapolation_.sd_per_ln_beyond},
             {"spacing", extrapolation_.spacing}}},
           {"shapes", std::move(shapes)},
+          {"tile_widths", tile_widths_},
           {"trained_on", trained_on_},
           {"cublaslt", lt_.to_json(shape_feature_names())},
           {"design", design_.to_json(design_feature_names())}};
@@ -177,6 +183,8 @@ Predictor Predictor::parse(const std::string& text, const std::string& source) {
       p.gpus_.push_back({g.at("name").get<std::string>(), g.at("sm_count").get<int>(), g.at("cc_major").get<int>(),
                          g.at("cc_minor").get<int>(), g.at("smem_per_block_optin").get<int>()});
     if (j.contains("trained_on")) p.trained_on_ = j["trained_on"];
+    // Files written before the key was recorded were trained on the search's widths of that time, these.
+    p.tile_widths_ = j.contains("tile_widths") ? j["tile_widths"].get<std::vector<int>>() : std::vector<int>{64, 128, 192, 256};
   } catch (const nlohmann::json::exception& e) {
     fail(source + ": malformed predictor header (" + std::string(e.what()) + ")");
   } catch (const Error& e) {
@@ -289,6 +297,7 @@ std::vector<Candidate> Predictor::best_guesses(const GpuTraits& gpu, const Probl
     // ranking both would only repeat each guess.
     if (d.pdl) continue;
     if (d.family == Family::kSm90 && !(gpu.cc_major == 9 && gpu.cc_minor == 0)) continue;  // wgmma: sm_90a only
+    if (!std::binary_search(tile_widths_.begin(), tile_widths_.end(), d.bn)) continue;  // a width it never saw
     if (why_invalid(d, problem.layout, smem) || why_unfit(d, problem)) continue;
     design_features(problem, d, gpu, x);
     ranked.push_back({i, -first.predict_first(x.data(), options.prefilter_trees)});

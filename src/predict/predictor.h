@@ -129,7 +129,9 @@ class Predictor {
 
   // The k designs of the search's design space for this GPU (search::SpaceSpec::for_gpu) that the predictor
   // expects to beat cuBLASLt by the most, best first, each with its predicted time and gain. Designs that
-  // cannot run the problem (why_invalid, why_unfit) are never proposed.
+  // cannot run the problem (why_invalid, why_unfit) are never proposed, nor designs of a tile width (BN) no
+  // design it was trained on had: its trees would extrapolate from other widths, which the measurements of
+  // widths it knows do not support (new widths are the tuner's to try).
   std::vector<Candidate> best_guesses(const GpuTraits& gpu, const Problem& problem, int k,
                                       const BestGuessOptions& options = {}) const;
 
@@ -144,6 +146,8 @@ class Predictor {
   // Distance (ln M, ln N, ln K) from the shape to the nearest trained shape.
   double distance_to_trained(const Shape& shape) const;
   const nlohmann::json& provenance() const { return trained_on_; }
+  // The tile widths (BN) of the designs it was trained on, ascending.
+  const std::vector<int>& tile_widths() const { return tile_widths_; }
   const Ensemble& cublaslt_model() const { return lt_; }
   const Ensemble& design_model() const { return design_; }
 
@@ -151,7 +155,7 @@ class Predictor {
 
  private:
   friend Predictor make_predictor(std::vector<GpuTraits>, std::string, Extrapolation, std::vector<Shape>,
-                                  nlohmann::json, Ensemble, Ensemble);
+                                  std::vector<int>, nlohmann::json, Ensemble, Ensemble);
   const search::DesignSpace& space(const GpuTraits& gpu, Layout layout) const;
 
   std::vector<GpuTraits> gpus_;
@@ -159,15 +163,18 @@ class Predictor {
   Extrapolation extrapolation_;
   std::vector<Shape> shapes_;  // trained on, each once
   std::vector<std::array<double, 3>> ln_shapes_;  // their ln M, ln N, ln K
+  std::vector<int> tile_widths_;  // BN of the designs trained on
   nlohmann::json trained_on_ = nlohmann::json::object();
   Ensemble lt_, design_;
   mutable std::mutex spaces_mutex_;
   mutable std::map<std::tuple<int, int, Layout>, std::shared_ptr<const search::DesignSpace>> spaces_;
 };
 
-// A predictor from its parts; `extrapolation.spacing` is worked out from `shapes` here.
+// A predictor from its parts; `extrapolation.spacing` is worked out from `shapes` here, `tile_widths` (the BN of
+// the designs trained on) sorted and made unique.
 Predictor make_predictor(std::vector<GpuTraits> gpus, std::string mode, Extrapolation extrapolation,
-                         std::vector<Shape> shapes, nlohmann::json trained_on, Ensemble cublaslt, Ensemble design);
+                         std::vector<Shape> shapes, std::vector<int> tile_widths, nlohmann::json trained_on,
+                         Ensemble cublaslt, Ensemble design);
 
 // The predictors built into the library (data/predictors/*.json at build time), by file name.
 std::vector<std::string> builtin_predictor_names();

@@ -279,8 +279,10 @@ Predictor train_predictor(const std::vector<Sample>& all, const TrainOptions& o,
   if (report_out) *report_out = report;
   std::vector<Shape> shapes;
   for (const auto& [key, index] : group_of) shapes.push_back(std::get<1>(key));
-  return make_predictor(std::move(gpu_list), o.mode, o.extrapolation, std::move(shapes), std::move(trained_on),
-                        std::move(lt_model), std::move(design_model));
+  std::vector<int> widths;
+  for (const Design& d : designs) widths.push_back(d.bn);
+  return make_predictor(std::move(gpu_list), o.mode, o.extrapolation, std::move(shapes), std::move(widths),
+                        std::move(trained_on), std::move(lt_model), std::move(design_model));
 }
 
 }  // namespace rlgemm::predict

@@ -122,6 +122,26 @@ TEST(Predictor, BestGuessesBeatRandomDesigns) {
   EXPECT_GT(log_guess / double(t.test_shapes.size()), log_median_sampled / double(t.test_shapes.size()) + 0.14);
 }
 
+// The predictor proposes only tile widths it was trained on: its trees would extrapolate to others from
+// neighbouring widths. The widths travel in its file; a file from before they were recorded reads the widths
+// the search offered then.
+TEST(Predictor, ProposesOnlyTheTileWidthsItWasTrainedOn) {
+  const Trained& t = trained();
+  std::vector<Sample> narrow;
+  for (const Sample& x : t.train)
+    if (is_cublaslt_sample(x) || parse_design(x.impl).bn == 64 || parse_design(x.impl).bn == 128) narrow.push_back(x);
+  ASSERT_LT(narrow.size(), t.train.size());  // the samples had other widths too
+  const Predictor p = train_predictor(narrow, small_training());
+  EXPECT_EQ(p.tile_widths(), (std::vector<int>{64, 128}));
+  for (const Shape& s : t.test_shapes)
+    for (const Candidate& c : p.best_guesses(synthetic_gpu(), {s, Layout::kTN}, 8))
+      EXPECT_TRUE(c.design.bn == 64 || c.design.bn == 128) << to_string(c.design);
+  nlohmann::json j = p.to_json();
+  EXPECT_EQ(Predictor::parse(j.dump(), "p.json").tile_widths(), p.tile_widths());
+  j.erase("tile_widths");
+  EXPECT_EQ(Predictor::parse(j.dump(), "old.json").tile_widths(), (std::vector<int>{64, 128, 192, 256}));
+}
+
 TEST(Predictor, DesignTimeIsCublasLtTimeOverGain) {
   const Trained& t = trained();
   const Problem p{t.test_shapes[0], Layout::kTN};

@@ -337,9 +337,10 @@ std::vector<Shape> awkward_shapes() {
   return shapes;
 }
 
-// Every design on every awkward shape it fits (why_unfit), in both layouts, in `dtype`.
+// Every design on every awkward shape it fits (why_unfit), in both layouts, in `dtype`. With
+// `valid_layouts_only`, a layout the design is not valid for (why_invalid) is left out of its checks.
 void check_designs_on_awkward_shapes(GpuGemm& t, const std::vector<std::string>& designs,
-                                     DType dtype = DType::kF16);
+                                     DType dtype = DType::kF16, bool valid_layouts_only = false);
 
 TEST_F(GpuGemm, Sm80DesignsMatchTheReferenceOnAwkwardShapes) { check_designs_on_awkward_shapes(*this, kDesigns); }
 
@@ -365,6 +366,29 @@ TEST_F(GpuGemm, Sm90DesignsMatchTheReferenceOnAwkwardShapes) {
   check_designs_on_awkward_shapes(*this, kSm90Designs);
 }
 
+// The tile widths the search offers beside 64..256 in steps of 64 (search/design_space.h): narrow tiles (16, 32)
+// for tiny problems and fitted widths (96, 160, 224) that waves of tiles fill better, in both families, with
+// clusters, split-K in the kernel (serial and parallel), stream-K and swap; each in the layouts it is valid for
+// (an nn design of a width that is not a multiple of 64 needs swap).
+TEST_F(GpuGemm, NewTileWidthsMatchTheReferenceOnAwkwardShapes) {
+  if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
+  const std::vector<std::string> designs = {
+      "sm90.ws.pingpong/64x16x64/s8/c1x1/raster_m.g1/splitk1/epi_reg",
+      "sm90.ws.pingpong/64x32x128/s6/c1x1/raster_n.g1/splitk4.parallel/epi_reg",
+      "sm90.ws.coop/128x96x64/s5/c1x1/raster_m.g8/splitk1/epi_reg",
+      "sm90.ws.pingpong/64x160x64/s5/c2x1/raster_m.g8/splitk1/epi_reg",
+      "sm90.ws.coop/128x224x64/s4/c1x2/raster_n.g4/splitk2.serial/epi_reg",
+      "sm90.ws.coop/128x96x64/s5/c1x1/raster_m.g8/streamk/epi_reg",
+      "sm90.ws.pingpong/64x96x64/s6/c1x1/raster_m.g8/splitk1/epi_reg/swap",
+      "sm90.ws.pingpong/64x16x64/s8/c1x1/raster_n.g1/splitk2.serial/epi_reg/swap",
+      "sm80/64x16x64/w16x16/s4/swz/raster_m.g8/splitk1/epi_reg",
+      "sm80/128x32x32/w32x16/s4/swz/raster_n.g4/splitk4.parallel/epi_reg",
+  };
+  for (const auto& text : designs)
+    ASSERT_FALSE(why_invalid(parse_design(text), Layout::kTN)) << text << ": " << *why_invalid(parse_design(text), Layout::kTN);
+  check_designs_on_awkward_shapes(*this, designs, DType::kF16, true);
+}
+
 // Stream-K's partition cases on a 132-SM H100 or H200, for both designs (64x64 tiles on 132 clusters;
 // 256x128 cluster tiles on 66): data-parallel waves before a cut remainder (2000x1096: 576 tiles, 48 cut in
 // 2; 72 cluster tiles, 6 cut in 4), every tile cut with no data-parallel wave (320x512: 40 tiles in 3
@@ -387,9 +411,14 @@ TEST_F(GpuGemm, Sm90StreamKMatchesTheReferenceInEveryPartitionCase) {
     }
 }
 
-void check_designs_on_awkward_shapes(GpuGemm& t, const std::vector<std::string>& designs, DType dtype) {
-  t.precompile(designs, {Problem{{128, 128, 128}, Layout::kTN, dtype}});
-  t.precompile(designs, {Problem{{128, 128, 128}, Layout::kNN, dtype}});
+void check_designs_on_awkward_shapes(GpuGemm& t, const std::vector<std::string>& designs, DType dtype,
+                                     bool valid_layouts_only) {
+  for (Layout layout : {Layout::kTN, Layout::kNN}) {
+    std::vector<std::string> valid;
+    for (const auto& text : designs)
+      if (!valid_layouts_only || !why_invalid(parse_design(text), layout)) valid.push_back(text);
+    t.precompile(valid, {Problem{{128, 128, 128}, layout, dtype}});
+  }
   const auto shapes = awkward_shapes();
   int failures = 0, checks = 0;
   for (Layout layout : {Layout::kTN, Layout::kNN}) {
@@ -397,7 +426,7 @@ void check_designs_on_awkward_shapes(GpuGemm& t, const std::vector<std::string>&
       const HostProblem hp = make_problem(shapes[s], layout, 1000 * s + int(layout), dtype);
       for (const auto& text : designs) {
         const Design d = with_dtype(parse_design(text), dtype);
-        if (why_unfit(d, hp.problem)) continue;
+        if (why_unfit(d, hp.problem) || (valid_layouts_only && why_invalid(d, layout))) continue;
         const GemmKernel kernel(d, hp.problem, t.device_, t.options_);
         const std::string why = t.check(kernel, hp, d.split == SplitK::kSerial ? d.splits : 1);
         ++checks;
