@@ -28,8 +28,9 @@ std::vector<TimingMode> parse_modes(const std::string& text) {
   std::vector<TimingMode> modes;
   for (size_t start = 0; start <= text.size();) {
     const size_t comma = std::min(text.find(',', start), text.size());
-    const TimingMode mode = parse_timing_mode(text.substr(start, comma - start));
-    if (std::find(modes.begin(), modes.end(), mode) != modes.end()) fail("--modes names '" + text.substr(start, comma - start) + "' twice");
+    const std::string name = text.substr(start, comma - start);
+    const TimingMode mode = parse_timing_mode(name);
+    if (std::find(modes.begin(), modes.end(), mode) != modes.end()) fail("--modes names '" + name + "' twice");
     modes.push_back(mode);
     start = comma + 1;
   }

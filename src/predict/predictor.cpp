@@ -184,7 +184,10 @@ Predictor Predictor::parse(const std::string& text, const std::string& source) {
                          g.at("cc_minor").get<int>(), g.at("smem_per_block_optin").get<int>()});
     if (j.contains("trained_on")) p.trained_on_ = j["trained_on"];
     // Files written before the key was recorded were trained on the search's widths of that time, these.
-    p.tile_widths_ = j.contains("tile_widths") ? j["tile_widths"].get<std::vector<int>>() : std::vector<int>{64, 128, 192, 256};
+    p.tile_widths_ = j.contains("tile_widths") ? j["tile_widths"].get<std::vector<int>>()
+                                               : std::vector<int>{64, 128, 192, 256};
+    std::sort(p.tile_widths_.begin(), p.tile_widths_.end());  // best_guesses searches them
+    p.tile_widths_.erase(std::unique(p.tile_widths_.begin(), p.tile_widths_.end()), p.tile_widths_.end());
   } catch (const nlohmann::json::exception& e) {
     fail(source + ": malformed predictor header (" + std::string(e.what()) + ")");
   } catch (const Error& e) {

@@ -201,6 +201,21 @@ TEST(TunedTable, SavedTablesReadBackRowForRow) {
   }
 }
 
+// Records `design` timed at `us` beside lt_auto at `ref` us in the same rounds, with a 95% interval of +-`spread`.
+void record_paired(Store& store, int64_t gpu, const Problem& problem, const std::string& design, double us, double ref,
+                   double spread, TimingMode mode) {
+  MeasurementRecord r;
+  r.gpu_id = gpu;
+  r.problem = problem;
+  r.design = design;
+  r.mode = mode;
+  r.measurement.status = MeasureStatus::kOk;
+  r.measurement.timing = TimingStats{us, us, us, 5};
+  r.reward = std::log(ref / us);
+  r.measurement.paired = PairedGain{ref, r.reward, ref / us * (1 - spread) - 1, ref / us * (1 + spread) - 1, 15};
+  store.record(r);
+}
+
 TEST(TunedTable, TuningDatabaseGivesTheBestDesignPerShapeAndMode) {
   const auto dir = std::filesystem::temp_directory_path() / ("rlgemm-dispatch-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -209,20 +224,8 @@ TEST(TunedTable, TuningDatabaseGivesTheBestDesignPerShapeAndMode) {
     Store store(file);
     const int64_t gpu = store.gpu_id(GpuIdentity{kH100, 132, 9, 0, 1980000, 2619000, 13000, 232448});
     const Problem p{{256, 512, 1024}, Layout::kTN};
-    // Each design timed beside lt_auto (`ref` us) in the same rounds, with a 95% interval of +-`spread`.
     auto record = [&](const Problem& problem, const std::string& design, double us, double ref, double spread,
-                      TimingMode mode) {
-      MeasurementRecord r;
-      r.gpu_id = gpu;
-      r.problem = problem;
-      r.design = design;
-      r.mode = mode;
-      r.measurement.status = MeasureStatus::kOk;
-      r.measurement.timing = TimingStats{us, us, us, 5};
-      r.reward = std::log(ref / us);
-      r.measurement.paired = PairedGain{ref, r.reward, ref / us * (1 - spread) - 1, ref / us * (1 + spread) - 1, 15};
-      store.record(r);
-    };
+                      TimingMode mode) { record_paired(store, gpu, problem, design, us, ref, spread, mode); };
     record(p, kSm80, 20.0, 12.0, 0.01, TimingMode::kOffline);
     record(p, kSm90Big, 10.0, 12.0, 0.01, TimingMode::kOffline);
     record(p, kSm90Small, 5.0, 5.1, 0.03, TimingMode::kServer);  // 1.02x, but its interval holds 1
@@ -264,16 +267,7 @@ TEST(TunedTable, TuningDatabaseOverSeveralModesPrefersTheFirstThatHeld) {
     Store store(file);
     const int64_t gpu = store.gpu_id(GpuIdentity{kH100, 132, 9, 0, 1980000, 2619000, 13000, 232448});
     auto record = [&](const Problem& problem, const std::string& design, double us, double ref, TimingMode mode) {
-      MeasurementRecord r;
-      r.gpu_id = gpu;
-      r.problem = problem;
-      r.design = design;
-      r.mode = mode;
-      r.measurement.status = MeasureStatus::kOk;
-      r.measurement.timing = TimingStats{us, us, us, 5};
-      r.reward = std::log(ref / us);
-      r.measurement.paired = PairedGain{ref, r.reward, ref / us * 0.99 - 1, ref / us * 1.01 - 1, 15};
-      store.record(r);
+      record_paired(store, gpu, problem, design, us, ref, 0.01, mode);
     };
     record(both, kSm90Big, 10.0, 11.0, TimingMode::kOffline);
     record(both, kSm90Small, 8.0, 10.0, TimingMode::kGraph);
