@@ -270,20 +270,30 @@ Prediction Predictor::predict_design(const GpuTraits& gpu, const Problem& proble
   return {std::exp(mean), std::exp(mean) * sd, mean, sd};
 }
 
-const search::DesignSpace& Predictor::space(const GpuTraits& gpu, Layout layout) const {
+const search::DesignSpace* Predictor::space(const GpuTraits& gpu, Layout layout, bool static_shape) const {
   std::lock_guard lock(spaces_mutex_);
-  auto& slot = spaces_[{gpu.cc_major, gpu.smem_per_block_optin, layout}];
-  if (!slot)
-    slot = std::make_shared<const search::DesignSpace>(search::SpaceSpec::for_gpu(gpu.cc_major), layout,
-                                                       smem_limit_or_hopper(gpu.smem_per_block_optin));
-  return *slot;
+  auto& slot = spaces_[{gpu.cc_major, gpu.smem_per_block_optin, layout, static_shape}];
+  if (!slot) {
+    // The search's space, less what the predictor never proposes: widths it was not trained on, and designs
+    // baked for one shape unless asked for. The search's whole space is several times larger, and a handle
+    // keeps this one for the life of the process.
+    search::SpaceSpec spec = search::SpaceSpec::for_gpu(gpu.cc_major);
+    std::erase_if(spec.tile_n,
+                  [&](int bn) { return !std::binary_search(tile_widths_.begin(), tile_widths_.end(), bn); });
+    if (!static_shape) spec.static_shape = {false};
+    if (spec.tile_n.empty()) return nullptr;
+    slot = std::make_shared<const search::DesignSpace>(spec, layout, smem_limit_or_hopper(gpu.smem_per_block_optin));
+  }
+  return slot.get();
 }
 
 std::vector<Candidate> Predictor::best_guesses(const GpuTraits& gpu, const Problem& problem, int k,
                                                const BestGuessOptions& options) const {
   validate(problem.shape);
   if (k <= 0) return {};
-  const search::DesignSpace& designs = space(gpu, problem.layout);
+  const search::DesignSpace* space_of_guesses = space(gpu, problem.layout, options.static_shape);
+  if (!space_of_guesses) return {};  // it was trained on no width the search offers
+  const search::DesignSpace& designs = *space_of_guesses;
   const int smem = smem_limit_or_hopper(gpu.smem_per_block_optin);
   // First pass: the first trees of one member rank every design that can run the problem.
   struct Ranked {
@@ -295,12 +305,10 @@ std::vector<Candidate> Predictor::best_guesses(const GpuTraits& gpu, const Probl
   const BoostedTrees& first = design_.members.front();
   for (size_t i = 0; i < designs.size(); ++i) {
     const Design d = designs.design(i);
-    if (d.static_shape && !options.static_shape) continue;
     // No feature tells a /pdl design from its plain twin (the launch mode pays only behind another kernel):
     // ranking both would only repeat each guess.
     if (d.pdl) continue;
     if (d.family == Family::kSm90 && !(gpu.cc_major == 9 && gpu.cc_minor == 0)) continue;  // wgmma: sm_90a only
-    if (!std::binary_search(tile_widths_.begin(), tile_widths_.end(), d.bn)) continue;  // a width it never saw
     if (why_invalid(d, problem.layout, smem) || why_unfit(d, problem)) continue;
     design_features(problem, d, gpu, x);
     ranked.push_back({i, -first.predict_first(x.data(), options.prefilter_trees)});

@@ -156,7 +156,9 @@ class Predictor {
  private:
   friend Predictor make_predictor(std::vector<GpuTraits>, std::string, Extrapolation, std::vector<Shape>,
                                   std::vector<int>, nlohmann::json, Ensemble, Ensemble);
-  const search::DesignSpace& space(const GpuTraits& gpu, Layout layout) const;
+  // The designs best_guesses ranks for this GPU and layout (with or without static designs), built once: nullptr
+  // when the search offers none of the widths it was trained on.
+  const search::DesignSpace* space(const GpuTraits& gpu, Layout layout, bool static_shape) const;
 
   std::vector<GpuTraits> gpus_;
   std::string mode_ = "offline";
@@ -167,7 +169,7 @@ class Predictor {
   nlohmann::json trained_on_ = nlohmann::json::object();
   Ensemble lt_, design_;
   mutable std::mutex spaces_mutex_;
-  mutable std::map<std::tuple<int, int, Layout>, std::shared_ptr<const search::DesignSpace>> spaces_;
+  mutable std::map<std::tuple<int, int, Layout, bool>, std::shared_ptr<const search::DesignSpace>> spaces_;
 };
 
 // A predictor from its parts; `extrapolation.spacing` is worked out from `shapes` here, `tile_widths` (the BN of

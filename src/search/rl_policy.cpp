@@ -417,8 +417,8 @@ Policy Policy::adapted_to(const DesignSpace& space) const {
       ++shared;
     }
     if (shared == 0)
-      throw Error(ErrorKind::kInvalidInput, std::string("the policy shares no option of field '") + field_name(Field(f)) +
-                                                "' with this design space: train a new policy for it");
+      fail(std::string("the policy shares no option of field '") + field_name(Field(f)) +
+           "' with this design space: train a new policy for it");
   }
   const Eigen::Index h = w1_.w.rows();
   // Inputs: shape features, decisions so far (one column per option), which field comes next.
@@ -452,7 +452,9 @@ Policy Policy::adapted_to(const DesignSpace& space) const {
       }
     }
   }
-  auto fresh = [](const MatrixXd& w) { return Tensor{w, MatrixXd::Zero(w.rows(), w.cols()), MatrixXd::Zero(w.rows(), w.cols())}; };
+  auto fresh = [](const MatrixXd& w) {
+    return Tensor{w, MatrixXd::Zero(w.rows(), w.cols()), MatrixXd::Zero(w.rows(), w.cols())};
+  };
   p.w1_ = fresh(w1);
   p.b1_ = fresh(b1_.w);
   p.w2_ = fresh(w2_.w);

@@ -384,8 +384,10 @@ TEST_F(GpuGemm, NewTileWidthsMatchTheReferenceOnAwkwardShapes) {
       "sm80/64x16x64/w16x16/s4/swz/raster_m.g8/splitk1/epi_reg",
       "sm80/128x32x32/w32x16/s4/swz/raster_n.g4/splitk4.parallel/epi_reg",
   };
-  for (const auto& text : designs)
-    ASSERT_FALSE(why_invalid(parse_design(text), Layout::kTN)) << text << ": " << *why_invalid(parse_design(text), Layout::kTN);
+  for (const auto& text : designs) {
+    const auto why = why_invalid(parse_design(text), Layout::kTN);
+    ASSERT_FALSE(why) << text << ": " << *why;
+  }
   check_designs_on_awkward_shapes(*this, designs, DType::kF16, true);
 }
 

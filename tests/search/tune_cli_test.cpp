@@ -113,7 +113,8 @@ TEST(TuneCli, SeedTableRowsAreMeasuredAgainAndOnlyThoseThatHoldAreKept) {
   ASSERT_EQ(held.count({8192, 8192, 4096}), 0u);
 
   const std::string out = (dir / "verified.csv").string();
-  r = run_rlgemm("tuned-table --db " + db + " --modes graph --out " + out + " --against " + (dir / "table.csv").string());
+  r = run_rlgemm("tuned-table --db " + db + " --modes graph --out " + out + " --against " +
+                 (dir / "table.csv").string());
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string text = read_text(out);
   EXPECT_NE(text.find(gpu + ",4096,4096,4096,tn," + big + ","), std::string::npos) << text;
@@ -155,10 +156,11 @@ TEST(TuneCli, VerifyTunedTableScriptMeasuresEveryKernelRowBeforeWritingTheTable)
   const std::string env = "RLGEMM=" + rlgemm_binary() + " BACKEND=synthetic GPU_NAME='" + gpu + "' ";
   const std::string out = (dir / "v").string();
   // No time left: nothing is measured and no table is written (exit 4, to be run again).
-  auto r = rlgemm::testing::run_command(env + "SECONDS_LIMIT=1 " + script + " " + (dir / "table.csv").string() + " " + out);
+  const std::string table = (dir / "table.csv").string();
+  auto r = rlgemm::testing::run_command(env + "SECONDS_LIMIT=1 " + script + " " + table + " " + out);
   EXPECT_EQ(r.code, 4) << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir / "v" / "table.csv"));
-  r = rlgemm::testing::run_command(env + script + " " + (dir / "table.csv").string() + " " + out);
+  r = rlgemm::testing::run_command(env + script + " " + table + " " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(read_text(dir / "v" / "shapes-tn-fp16.csv"), "M,N,K\n4096,4096,4096\n2048,2048,2048\n");
   Store store(dir / "v" / "verify.db");
@@ -172,7 +174,7 @@ TEST(TuneCli, VerifyTunedTableScriptMeasuresEveryKernelRowBeforeWritingTheTable)
   EXPECT_NE(r.output.find("of the 3 rows of"), std::string::npos) << r.output;
   // Run again: everything is in the database, nothing is measured twice.
   const int64_t before = store.count_measurements();
-  r = rlgemm::testing::run_command(env + script + " " + (dir / "table.csv").string() + " " + out);
+  r = rlgemm::testing::run_command(env + script + " " + table + " " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(store.count_measurements(), before);
 }
