@@ -330,10 +330,9 @@ void set_table_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::TuneO
          "'): a table's rows are keyed by the device name in its gpu column");
   // A table holds one row per (GPU, problem) (parse_tuned_table refuses duplicates).
   auto table = std::make_shared<const std::vector<dispatch::TunedRow>>(std::move(rows));
-  auto design_of = [table](const Problem& problem) {
-    const auto it = std::find_if(table->begin(), table->end(),
-                                 [&](const dispatch::TunedRow& row) { return row.problem == problem; });
-    return it == table->end() ? std::vector<Design>{} : std::vector<Design>{it->design};
+  auto design_of = [table, gpu = gpu.name](const Problem& problem) {
+    const size_t at = dispatch::row_index(*table, gpu, problem);
+    return at == table->size() ? std::vector<Design>{} : std::vector<Design>{(*table)[at].design};
   };
   const size_t covered = static_cast<size_t>(std::count_if(
       options.problems.begin(), options.problems.end(), [&](const Problem& p) { return !design_of(p).empty(); }));

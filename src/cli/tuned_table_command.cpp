@@ -42,11 +42,9 @@ void compare_with(const std::vector<dispatch::TunedRow>& rows, const std::string
   const std::vector<dispatch::TunedRow> before = dispatch::load_tuned_table(against);
   std::map<std::string, int> kept, replaced, dropped;
   for (const dispatch::TunedRow& old : before) {
-    const auto now = std::find_if(rows.begin(), rows.end(), [&](const dispatch::TunedRow& r) {
-      return r.gpu == old.gpu && r.problem == old.problem;
-    });
-    if (now == rows.end()) ++dropped[old.gpu];
-    else if (now->design == old.design) ++kept[old.gpu];
+    const size_t now = dispatch::row_index(rows, old.gpu, old.problem);
+    if (now == rows.size()) ++dropped[old.gpu];
+    else if (rows[now].design == old.design) ++kept[old.gpu];
     else ++replaced[old.gpu];
   }
   std::map<std::string, int> gpus;
@@ -63,12 +61,9 @@ int run_tuned_table(const TunedTableArgs& args) {
   std::vector<dispatch::TunedRow> rows;
   for (const std::string& db : args.dbs) {
     for (dispatch::TunedRow& row : dispatch::load_tuning_database(db, modes)) {
-      const auto same = std::find_if(rows.begin(), rows.end(), [&](const dispatch::TunedRow& r) {
-        return r.gpu == row.gpu && r.problem == row.problem;
-      });
-      if (same != rows.end())
-        fail(row.problem.shape.to_string() + " (" + row.gpu + ") is tuned in two databases (" + same->source + ", " +
-             row.source + "): give each problem's measurements in one database");
+      if (const size_t same = dispatch::row_index(rows, row.gpu, row.problem); same != rows.size())
+        fail(row.problem.shape.to_string() + " (" + row.gpu + ") is tuned in two databases (" + rows[same].source +
+             ", " + row.source + "): give each problem's measurements in one database");
       rows.push_back(std::move(row));
     }
   }

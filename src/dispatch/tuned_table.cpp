@@ -203,18 +203,22 @@ std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, co
                  std::string(to_string(best.problem.layout)) + " " + std::string(to_string(best.problem.dtype)) +
                  " " + std::string(to_string(best.mode)) + ")";
     const size_t rank = static_cast<size_t>(wanted - modes.begin());
-    const auto same = std::find_if(rows.begin(), rows.end(), [&](const TunedRow& r) {
-      return r.gpu == row.gpu && r.problem == row.problem;
-    });
-    if (same == rows.end()) {
+    const size_t same = row_index(rows, row.gpu, row.problem);
+    if (same == rows.size()) {
       rows.push_back(std::move(row));
       preference.push_back(rank);
-    } else if (rank < preference[static_cast<size_t>(same - rows.begin())]) {
-      preference[static_cast<size_t>(same - rows.begin())] = rank;
-      *same = std::move(row);
+    } else if (rank < preference[same]) {
+      preference[same] = rank;
+      rows[same] = std::move(row);
     }
   }
   return rows;
+}
+
+size_t row_index(const std::vector<TunedRow>& rows, const std::string& gpu, const Problem& problem) {
+  const auto it = std::find_if(rows.begin(), rows.end(),
+                               [&](const TunedRow& r) { return r.gpu == gpu && r.problem == problem; });
+  return static_cast<size_t>(it - rows.begin());
 }
 
 std::vector<TunedRow> rows_for_gpu(const std::vector<TunedRow>& rows, const std::string& gpu) {

@@ -76,4 +76,7 @@ std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, co
 // The rows of one GPU.
 std::vector<TunedRow> rows_for_gpu(const std::vector<TunedRow>& rows, const std::string& gpu);
 
+// The index of the row of (gpu, problem) in `rows`, or rows.size() when there is none.
+size_t row_index(const std::vector<TunedRow>& rows, const std::string& gpu, const Problem& problem);
+
 }  // namespace rlgemm::dispatch

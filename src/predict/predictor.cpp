@@ -110,19 +110,24 @@ double median_spacing(const std::vector<LnShape>& shapes) {
   return nearest[nearest.size() / 2];
 }
 
+// Sorted, each value once.
+template <class T>
+void sort_unique(std::vector<T>& values) {
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+}
+
 }  // namespace
 
 Predictor make_predictor(std::vector<GpuTraits> gpus, std::string mode, Extrapolation extrapolation,
                          std::vector<Shape> shapes, std::vector<int> tile_widths, nlohmann::json trained_on,
                          Ensemble cublaslt, Ensemble design) {
   Predictor p;
-  std::sort(tile_widths.begin(), tile_widths.end());
-  tile_widths.erase(std::unique(tile_widths.begin(), tile_widths.end()), tile_widths.end());
+  sort_unique(tile_widths);
   p.tile_widths_ = std::move(tile_widths);
   p.gpus_ = std::move(gpus);
   p.mode_ = std::move(mode);
-  std::sort(shapes.begin(), shapes.end());
-  shapes.erase(std::unique(shapes.begin(), shapes.end()), shapes.end());
+  sort_unique(shapes);
   for (const Shape& s : shapes) p.ln_shapes_.push_back(ln_of(s));
   extrapolation.spacing = median_spacing(p.ln_shapes_);
   p.extrapolation_ = extrapolation;
@@ -186,8 +191,7 @@ Predictor Predictor::parse(const std::string& text, const std::string& source) {
     // Files written before the key was recorded were trained on the search's widths of that time, these.
     p.tile_widths_ = j.contains("tile_widths") ? j["tile_widths"].get<std::vector<int>>()
                                                : std::vector<int>{64, 128, 192, 256};
-    std::sort(p.tile_widths_.begin(), p.tile_widths_.end());  // best_guesses searches them
-    p.tile_widths_.erase(std::unique(p.tile_widths_.begin(), p.tile_widths_.end()), p.tile_widths_.end());
+    sort_unique(p.tile_widths_);  // best_guesses searches them
   } catch (const nlohmann::json::exception& e) {
     fail(source + ": malformed predictor header (" + std::string(e.what()) + ")");
   } catch (const Error& e) {

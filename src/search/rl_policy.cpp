@@ -319,17 +319,9 @@ Policy Policy::load(const std::filesystem::path& file, RlOptions options) {
   // with that one option, and the network the inputs and outputs of the field, with zero weights (below).
   const bool before_pdl = p.signature_.find(std::string(";") + field_name(Field::kPdl) + ":") == std::string::npos;
   if (before_pdl) p.signature_ += std::string(";") + field_name(Field::kPdl) + ":off";
-  {
-    std::istringstream fields(p.signature_);
-    std::string field;
-    int offset = 0;
-    while (std::getline(fields, field, ';')) {
-      p.offsets_.push_back(offset);
-      std::istringstream labels(field.substr(field.find(':') + 1));
-      std::string label;
-      while (labels >> label) ++offset;
-    }
-    p.total_options_ = offset;
+  for (const auto& labels : p.option_labels()) {
+    p.offsets_.push_back(p.total_options_);
+    p.total_options_ += int(labels.size());
   }
   if (int(p.offsets_.size()) != kFieldCount) throw bad("the space signature does not list every field");
   const int d = p.input_size();
