@@ -39,6 +39,12 @@ const std::vector<std::string> kSweep = {
     "sm90.ws.pingpong/64x160x64/s5/c2x1/raster_m.g8/splitk1/epi_reg",
     "sm90.ws.coop/128x224x64/s4/c1x2/raster_n.g4/splitk2.serial/epi_reg",
     "sm90.ws.pingpong/64x96x64/s6/c1x1/raster_m.g8/splitk1/epi_reg/swap",
+    // Fitted widths with the TMA-store epilogue: whole 64-column chunks by TMA, the last 32 from registers.
+    "sm90.ws.pingpong/64x224x64/s5/c1x1/raster_m.g8/splitk1/epi_tma",
+    "sm90.ws.coop/128x224x64/s4/c1x1/raster_m.g8/splitk1/epi_tma",
+    "sm90.ws.coop/128x96x64/s6/c2x1/raster_m.g8/splitk3.parallel/epi_tma",
+    "sm90.ws.pingpong/64x96x64/s8/c1x2/raster_n.g4/streamk/epi_tma",
+    "sm90.ws.coop/256x160x64/s3/c1x1/raster_m.g8/splitk2.serial/epi_tma",
 };
 
 class Sm90Sweep : public ::testing::TestWithParam<std::tuple<std::string, Layout>> {};

@@ -368,8 +368,8 @@ TEST_F(GpuGemm, Sm90DesignsMatchTheReferenceOnAwkwardShapes) {
 
 // The tile widths the search offers beside 64..256 in steps of 64 (search/design_space.h): narrow tiles (16, 32)
 // for tiny problems and fitted widths (96, 160, 224) that waves of tiles fill better, in both families, with
-// clusters, split-K in the kernel (serial and parallel), stream-K and swap; each in the layouts it is valid for
-// (an nn design of a width that is not a multiple of 64 needs swap).
+// clusters, split-K in the kernel (serial and parallel), stream-K, swap and both epilogues; each in the layouts it
+// is valid for (an nn design of a width that is not a multiple of 64 needs swap).
 TEST_F(GpuGemm, NewTileWidthsMatchTheReferenceOnAwkwardShapes) {
   if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
   const std::vector<std::string> designs = {
@@ -383,6 +383,12 @@ TEST_F(GpuGemm, NewTileWidthsMatchTheReferenceOnAwkwardShapes) {
       "sm90.ws.pingpong/64x16x64/s8/c1x1/raster_n.g1/splitk2.serial/epi_reg/swap",
       "sm80/64x16x64/w16x16/s4/swz/raster_m.g8/splitk1/epi_reg",
       "sm80/128x32x32/w32x16/s4/swz/raster_n.g4/splitk4.parallel/epi_reg",
+      // The TMA-store epilogue on fitted widths: whole 64-column chunks by TMA, the last 32 from registers.
+      "sm90.ws.pingpong/64x224x64/s5/c1x1/raster_m.g8/splitk1/epi_tma",
+      "sm90.ws.coop/128x224x64/s4/c1x1/raster_m.g8/splitk1/epi_tma",
+      "sm90.ws.coop/128x96x64/s6/c2x1/raster_m.g8/splitk3.parallel/epi_tma",
+      "sm90.ws.pingpong/64x96x64/s8/c1x2/raster_n.g4/streamk/epi_tma",
+      "sm90.ws.coop/256x160x64/s3/c1x1/raster_m.g8/splitk2.serial/epi_tma",
   };
   for (const auto& text : designs) {
     const auto why = why_invalid(parse_design(text), Layout::kTN);

@@ -90,8 +90,11 @@ struct Gemm {
   static_assert(kMmaM * kAcc <= 168, "at most 168 accumulator registers per thread");
   static_assert(!Cfg::kAMnMajor || kBK >= 32, "MN-major A needs k-rows for the swizzle");
   static_assert(!Cfg::kBMnMajor || kBN % 64 == 0, "MN-major B tiles are whole 64-column swizzle atoms");
-  static_assert(!Cfg::kEpilogueTma || (kBN % 64 == 0 && !Cfg::kSwapAB),
-                "the TMA-store epilogue needs BN % 64 == 0 and no swap");
+  static_assert(!Cfg::kEpilogueTma || (kBN % 32 == 0 && kBN >= 64 && !Cfg::kSwapAB),
+                "the TMA-store epilogue needs BN a multiple of 32, at least 64, and no swap");
+  // Columns the TMA-store epilogue stores in whole 64-column chunks; the rest (32 of a fitted width: 96, 160,
+  // 224) go out from registers.
+  static constexpr int kTmaCols = kBN / 64 * 64;
   static constexpr int kEpiBuffers = epilogue_buffers(kShape);
   static_assert(kClusterSize <= 2, "clusters of 1x1, 2x1 or 1x2");
 
@@ -253,14 +256,16 @@ struct Gemm {
   }
 
 
-  // Writes this thread's fragment to C, bounds-checked; pairs of columns go out as one 4-byte store when C
-  // is not transposed.
+  // Writes this thread's fragment of the tile's columns [kFirstCol, kBN) to C, bounds-checked; pairs of
+  // columns go out as one 4-byte store when C is not transposed.
+  template <int kFirstCol = 0>
   static __device__ __forceinline__ void store_c(const float (&acc)[kMmaM][kAcc], element_bits* c, int row_base,
                                                  int col_base, int m, int n, int ldc, int lane) {
+    static_assert(kFirstCol % 8 == 0, "whole 8-column blocks");
 #pragma unroll
     for (int mi = 0; mi < kMmaM; ++mi) {
 #pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
+      for (int j = kFirstCol / 8; j < kBN / 8; ++j) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = row_base + mi * 64 + h * 8;
@@ -279,8 +284,9 @@ struct Gemm {
     }
   }
 
-  // stmatrix each 64-column chunk of the warpgroup's rows into a swizzled buffer, then one thread stores it
-  // with TMA. A buffer is reused once the store kEpiBuffers chunks back has read it.
+  // stmatrix each whole 64-column chunk of the warpgroup's rows into a swizzled buffer, then one thread stores
+  // it with TMA. A buffer is reused once the store kEpiBuffers chunks back has read it. Columns past the last
+  // whole chunk (kTmaCols) are the caller's to store.
   static __device__ __forceinline__ void store_c_tma(const float (&acc)[kMmaM][kAcc], const Params& p, u32 bufs,
                                                      int row0, int col0, int wg_thread, u32 bar_id) {
     const int warp = wg_thread / 32, lane = wg_thread % 32;
@@ -565,6 +571,8 @@ struct Gemm {
           const int row_base = row0 + warp * 16 + lane / 4;
           if constexpr (Cfg::kEpilogueTma) {
             store_c_tma(acc, p, epi_base + consumer * kEpiBuffers * kEpiBufBytes, row0, col0, wg_thread, epi_bar);
+            // A fitted width's last 32 columns: from registers, while the TMA stores drain.
+            if constexpr (kTmaCols < kBN) store_c<kTmaCols>(acc, c, row_base, col0, m, n, p.ldc, lane);
           } else {
             store_c(acc, c, row_base, col0, m, n, p.ldc, lane);
           }
