@@ -348,9 +348,9 @@ std::optional<std::string> sm90_rules(const Design& d, Layout layout, int smem_l
   if (!ok_cluster)
     return "cluster must be 1x1, 2x1 or 1x2 (got " + std::to_string(d.cluster_m) + "x" + std::to_string(d.cluster_n) + ")";
   if (d.epilogue == Epilogue::kSmem) return "epi_smem is an sm80 epilogue; sm90 offers epi_reg and epi_tma";
-  if (d.epilogue == Epilogue::kTma && (d.bn % 32 != 0 || d.bn < 64))
-    return "epi_tma stores 64-column chunks, and a fitted width's last 32 columns from registers: BN must be a "
-           "multiple of 32, at least 64 (got " + std::to_string(d.bn) + ")";
+  if (d.epilogue == Epilogue::kTma && d.bn < 64)
+    return "epi_tma stores whole 64-column chunks by TMA (a wider tile's last BN % 64 columns from registers): BN "
+           "must be at least 64 (got " + std::to_string(d.bn) + ")";
   if (d.epilogue == Epilogue::kTma && d.swap_ab)
     return "epi_tma does not transpose: a swapped design (C^T = B^T A^T) stores from registers, use epi_reg";
   {

@@ -39,12 +39,14 @@ const std::vector<std::string> kSweep = {
     "sm90.ws.pingpong/64x160x64/s5/c2x1/raster_m.g8/splitk1/epi_reg",
     "sm90.ws.coop/128x224x64/s4/c1x2/raster_n.g4/splitk2.serial/epi_reg",
     "sm90.ws.pingpong/64x96x64/s6/c1x1/raster_m.g8/splitk1/epi_reg/swap",
-    // Fitted widths with the TMA-store epilogue: whole 64-column chunks by TMA, the last 32 from registers.
+    // Fitted widths with the TMA-store epilogue: whole 64-column chunks by TMA, the rest from registers.
     "sm90.ws.pingpong/64x224x64/s5/c1x1/raster_m.g8/splitk1/epi_tma",
     "sm90.ws.coop/128x224x64/s4/c1x1/raster_m.g8/splitk1/epi_tma",
     "sm90.ws.coop/128x96x64/s6/c2x1/raster_m.g8/splitk3.parallel/epi_tma",
     "sm90.ws.pingpong/64x96x64/s8/c1x2/raster_n.g4/streamk/epi_tma",
     "sm90.ws.coop/256x160x64/s3/c1x1/raster_m.g8/splitk2.serial/epi_tma",
+    "sm90.ws.coop/128x176x64/s4/c2x1/raster_m.g8/splitk1/epi_tma",
+    "sm90.ws.pingpong/64x200x64/s5/c1x1/raster_n.g8/splitk1/epi_tma",
 };
 
 class Sm90Sweep : public ::testing::TestWithParam<std::tuple<std::string, Layout>> {};
@@ -138,14 +140,15 @@ TEST(Sm90Source, RejectsWhatTheTemplateCannotExpress) {
   const Design swap_tma = parse_design("sm90.ws.pingpong/64x128x64/s4/c1x1/raster_m.g8/splitk1/epi_tma/swap");
   ASSERT_TRUE(sm90_unsupported(swap_tma, Layout::kTN));
   EXPECT_NE(sm90_unsupported(swap_tma, Layout::kTN)->find("epi_tma"), std::string::npos);
-  // The TMA-store epilogue takes whole 64-column chunks and a last 32 from registers: not 72, nor 32 alone.
+  // The TMA-store epilogue takes whole 64-column chunks and the rest from registers: a tile narrower than one
+  // chunk is refused, any wider multiple of 8 taken.
+  const Design narrow_tma = parse_design("sm90.ws.pingpong/64x32x64/s4/c1x1/raster_m.g8/splitk1/epi_tma");
+  ASSERT_TRUE(sm90_unsupported(narrow_tma, Layout::kTN));
+  EXPECT_NE(sm90_unsupported(narrow_tma, Layout::kTN)->find("at least 64"), std::string::npos);
   for (const char* text : {"sm90.ws.pingpong/64x72x64/s4/c1x1/raster_m.g8/splitk1/epi_tma",
-                           "sm90.ws.pingpong/64x32x64/s4/c1x1/raster_m.g8/splitk1/epi_tma"}) {
-    ASSERT_TRUE(sm90_unsupported(parse_design(text), Layout::kTN)) << text;
-    EXPECT_NE(sm90_unsupported(parse_design(text), Layout::kTN)->find("multiple of 32, at least 64"), std::string::npos);
-  }
-  EXPECT_FALSE(sm90_unsupported(parse_design("sm90.ws.pingpong/64x96x64/s4/c1x1/raster_m.g8/splitk1/epi_tma"),
-                                Layout::kTN));
+                           "sm90.ws.pingpong/64x96x64/s4/c1x1/raster_m.g8/splitk1/epi_tma",
+                           "sm90.ws.coop/128x168x64/s4/c1x1/raster_m.g8/splitk1/epi_tma"})
+    EXPECT_FALSE(sm90_unsupported(parse_design(text), Layout::kTN)) << text;
 }
 
 TEST(Sm90Source, StaticShapeBakesTheKernelView) {

@@ -383,12 +383,14 @@ TEST_F(GpuGemm, NewTileWidthsMatchTheReferenceOnAwkwardShapes) {
       "sm90.ws.pingpong/64x16x64/s8/c1x1/raster_n.g1/splitk2.serial/epi_reg/swap",
       "sm80/64x16x64/w16x16/s4/swz/raster_m.g8/splitk1/epi_reg",
       "sm80/128x32x32/w32x16/s4/swz/raster_n.g4/splitk4.parallel/epi_reg",
-      // The TMA-store epilogue on fitted widths: whole 64-column chunks by TMA, the last 32 from registers.
+      // The TMA-store epilogue on fitted widths: whole 64-column chunks by TMA, the rest from registers.
       "sm90.ws.pingpong/64x224x64/s5/c1x1/raster_m.g8/splitk1/epi_tma",
       "sm90.ws.coop/128x224x64/s4/c1x1/raster_m.g8/splitk1/epi_tma",
       "sm90.ws.coop/128x96x64/s6/c2x1/raster_m.g8/splitk3.parallel/epi_tma",
       "sm90.ws.pingpong/64x96x64/s8/c1x2/raster_n.g4/streamk/epi_tma",
       "sm90.ws.coop/256x160x64/s3/c1x1/raster_m.g8/splitk2.serial/epi_tma",
+      "sm90.ws.coop/128x176x64/s4/c2x1/raster_m.g8/splitk1/epi_tma",
+      "sm90.ws.pingpong/64x200x64/s5/c1x1/raster_n.g8/splitk1/epi_tma",
   };
   for (const auto& text : designs) {
     const auto why = why_invalid(parse_design(text), Layout::kTN);

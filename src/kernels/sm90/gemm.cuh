@@ -90,10 +90,10 @@ struct Gemm {
   static_assert(kMmaM * kAcc <= 168, "at most 168 accumulator registers per thread");
   static_assert(!Cfg::kAMnMajor || kBK >= 32, "MN-major A needs k-rows for the swizzle");
   static_assert(!Cfg::kBMnMajor || kBN % 64 == 0, "MN-major B tiles are whole 64-column swizzle atoms");
-  static_assert(!Cfg::kEpilogueTma || (kBN % 32 == 0 && kBN >= 64 && !Cfg::kSwapAB),
-                "the TMA-store epilogue needs BN a multiple of 32, at least 64, and no swap");
-  // Columns the TMA-store epilogue stores in whole 64-column chunks; the rest (32 of a fitted width: 96, 160,
-  // 224) go out from registers.
+  static_assert(!Cfg::kEpilogueTma || (kBN >= 64 && !Cfg::kSwapAB),
+                "the TMA-store epilogue needs BN at least 64, and no swap");
+  // Columns the TMA-store epilogue stores in whole 64-column chunks; the rest (BN % 64: 32 of the fitted widths
+  // 96, 160, 224; 40 of 168) go out from registers.
   static constexpr int kTmaCols = kBN / 64 * 64;
   static constexpr int kEpiBuffers = epilogue_buffers(kShape);
   static_assert(kClusterSize <= 2, "clusters of 1x1, 2x1 or 1x2");
@@ -571,7 +571,7 @@ struct Gemm {
           const int row_base = row0 + warp * 16 + lane / 4;
           if constexpr (Cfg::kEpilogueTma) {
             store_c_tma(acc, p, epi_base + consumer * kEpiBuffers * kEpiBufBytes, row0, col0, wg_thread, epi_bar);
-            // A fitted width's last 32 columns: from registers, while the TMA stores drain.
+            // A fitted width's last BN % 64 columns: from registers, while the TMA stores drain.
             if constexpr (kTmaCols < kBN) store_c<kTmaCols>(acc, c, row_base, col0, m, n, p.ldc, lane);
           } else {
             store_c(acc, c, row_base, col0, m, n, p.ldc, lane);
