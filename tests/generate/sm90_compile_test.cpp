@@ -11,13 +11,14 @@
 #include "generate/generate.h"
 #include "kernels/sm90/params.h"
 #include "rlgemm/error.h"
+#include "support/tile_widths.h"
 
 namespace rlgemm {
 namespace {
 
 // One design per feature: schedules, tile sizes and widths, BK 32/64/128, clusters, epilogues, split-K modes,
 // stream-K, swap, static shapes, programmatic dependent launch.
-const std::vector<std::string> kSweep = {
+const std::vector<std::string> kSweepFeatures = {
     "sm90.ws.coop/128x256x64/s4/c1x1/raster_m.g8/splitk1/epi_reg",
     "sm90.ws.coop/128x256x64/s3/c2x1/raster_m.g8/splitk1/epi_tma",
     "sm90.ws.coop/256x128x64/s4/c1x2/raster_n.g4/splitk1/epi_reg",
@@ -33,21 +34,15 @@ const std::vector<std::string> kSweep = {
     "sm90.ws.coop/128x192x64/s4/c1x2/raster_m.g8/streamk/epi_reg",
     "sm90.ws.pingpong/64x128x32/s6/c2x1/raster_m.g1/streamk/epi_reg/swap/static",
     "sm90.ws.coop/128x128x64/s4/c1x2/raster_n.g4/splitk16.serial/epi_tma/pdl",
-    // Widths the search offers beside 64..256 in steps of 64: narrow tiles for tiny problems, fitted ones.
-    "sm90.ws.pingpong/64x32x128/s6/c1x1/raster_n.g1/splitk4.parallel/epi_reg",
-    "sm90.ws.coop/128x96x64/s5/c1x1/raster_m.g8/streamk/epi_reg",
-    "sm90.ws.pingpong/64x160x64/s5/c2x1/raster_m.g8/splitk1/epi_reg",
-    "sm90.ws.coop/128x224x64/s4/c1x2/raster_n.g4/splitk2.serial/epi_reg",
-    "sm90.ws.pingpong/64x96x64/s6/c1x1/raster_m.g8/splitk1/epi_reg/swap",
-    // Fitted widths with the TMA-store epilogue: whole 64-column chunks by TMA, the rest from registers.
-    "sm90.ws.pingpong/64x224x64/s5/c1x1/raster_m.g8/splitk1/epi_tma",
-    "sm90.ws.coop/128x224x64/s4/c1x1/raster_m.g8/splitk1/epi_tma",
-    "sm90.ws.coop/128x96x64/s6/c2x1/raster_m.g8/splitk3.parallel/epi_tma",
-    "sm90.ws.pingpong/64x96x64/s8/c1x2/raster_n.g4/streamk/epi_tma",
-    "sm90.ws.coop/256x160x64/s3/c1x1/raster_m.g8/splitk2.serial/epi_tma",
-    "sm90.ws.coop/128x176x64/s4/c2x1/raster_m.g8/splitk1/epi_tma",
-    "sm90.ws.pingpong/64x200x64/s5/c1x1/raster_n.g8/splitk1/epi_tma",
 };
+
+// The features above, then the widths beside the multiples of 64 (tests/support/tile_widths.h).
+std::vector<std::string> sweep() {
+  std::vector<std::string> designs = kSweepFeatures;
+  designs.insert(designs.end(), test::kNewTileWidthDesigns.begin(), test::kNewTileWidthDesigns.end());
+  return designs;
+}
+const std::vector<std::string> kSweep = sweep();
 
 class Sm90Sweep : public ::testing::TestWithParam<std::tuple<std::string, Layout>> {};
 

@@ -26,6 +26,7 @@
 #include "run/module_cache.h"
 #include "support/bf16.h"
 #include "support/gpu.h"
+#include "support/tile_widths.h"
 
 namespace rlgemm {
 namespace {
@@ -372,26 +373,13 @@ TEST_F(GpuGemm, Sm90DesignsMatchTheReferenceOnAwkwardShapes) {
 // is valid for (an nn design of a width that is not a multiple of 64 needs swap).
 TEST_F(GpuGemm, NewTileWidthsMatchTheReferenceOnAwkwardShapes) {
   if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
-  const std::vector<std::string> designs = {
-      "sm90.ws.pingpong/64x16x64/s8/c1x1/raster_m.g1/splitk1/epi_reg",
-      "sm90.ws.pingpong/64x32x128/s6/c1x1/raster_n.g1/splitk4.parallel/epi_reg",
-      "sm90.ws.coop/128x96x64/s5/c1x1/raster_m.g8/splitk1/epi_reg",
-      "sm90.ws.pingpong/64x160x64/s5/c2x1/raster_m.g8/splitk1/epi_reg",
-      "sm90.ws.coop/128x224x64/s4/c1x2/raster_n.g4/splitk2.serial/epi_reg",
-      "sm90.ws.coop/128x96x64/s5/c1x1/raster_m.g8/streamk/epi_reg",
-      "sm90.ws.pingpong/64x96x64/s6/c1x1/raster_m.g8/splitk1/epi_reg/swap",
-      "sm90.ws.pingpong/64x16x64/s8/c1x1/raster_n.g1/splitk2.serial/epi_reg/swap",
-      "sm80/64x16x64/w16x16/s4/swz/raster_m.g8/splitk1/epi_reg",
-      "sm80/128x32x32/w32x16/s4/swz/raster_n.g4/splitk4.parallel/epi_reg",
-      // The TMA-store epilogue on fitted widths: whole 64-column chunks by TMA, the rest from registers.
-      "sm90.ws.pingpong/64x224x64/s5/c1x1/raster_m.g8/splitk1/epi_tma",
-      "sm90.ws.coop/128x224x64/s4/c1x1/raster_m.g8/splitk1/epi_tma",
-      "sm90.ws.coop/128x96x64/s6/c2x1/raster_m.g8/splitk3.parallel/epi_tma",
-      "sm90.ws.pingpong/64x96x64/s8/c1x2/raster_n.g4/streamk/epi_tma",
-      "sm90.ws.coop/256x160x64/s3/c1x1/raster_m.g8/splitk2.serial/epi_tma",
-      "sm90.ws.coop/128x176x64/s4/c2x1/raster_m.g8/splitk1/epi_tma",
-      "sm90.ws.pingpong/64x200x64/s5/c1x1/raster_n.g8/splitk1/epi_tma",
-  };
+  std::vector<std::string> designs = test::kNewTileWidthDesigns;
+  for (const char* text : {"sm90.ws.pingpong/64x16x64/s8/c1x1/raster_m.g1/splitk1/epi_reg",
+                           "sm90.ws.coop/128x96x64/s5/c1x1/raster_m.g8/splitk1/epi_reg",
+                           "sm90.ws.pingpong/64x16x64/s8/c1x1/raster_n.g1/splitk2.serial/epi_reg/swap",
+                           "sm80/64x16x64/w16x16/s4/swz/raster_m.g8/splitk1/epi_reg",
+                           "sm80/128x32x32/w32x16/s4/swz/raster_n.g4/splitk4.parallel/epi_reg"})
+    designs.emplace_back(text);
   for (const auto& text : designs) {
     const auto why = why_invalid(parse_design(text), Layout::kTN);
     ASSERT_FALSE(why) << text << ": " << *why;
