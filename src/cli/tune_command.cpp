@@ -152,6 +152,7 @@ struct TuneArgs {
   std::string batch;                // token counts for --model
   std::string predictor;            // "": the built-in predictor for the GPU
   int guesses = 4;                  // the predictor's best guesses measured first on each shape
+  int wave_fit = 2;                 // of the first designs, how many again with a width fitted to the waves
   std::string summary;              // per-model summary CSV
 };
 
@@ -358,6 +359,7 @@ search::TuneOptions tune_options(const TuneArgs& args, const std::vector<Problem
   options.mode = parse_timing_mode(a.mode);
   options.batch = a.round;
   options.progress = stderr;
+  options.wave_fit = args.wave_fit;
   set_table_seeds(args, gpu, options);
   set_first_guesses(args, gpu, options);
   if (args.policy.empty() || !strategies.policy) return options;
@@ -412,6 +414,7 @@ void check_tune_args(const TuneArgs& args) {
     fail("unknown strategy '" + args.strategy + "': use rl, evo or random");
   if (!args.policy.empty() && args.strategy != "rl") fail("--policy goes with --strategy rl");
   if (args.guesses < 0) fail("--guesses must be >= 0");
+  if (args.wave_fit < 0) fail("--wave-fit must be >= 0");
   search::Budget::parse(args.common.budget);
 }
 
@@ -631,6 +634,10 @@ CommandRegistration tune_registration("tune", [](CLI::App& app) -> std::function
       ->check(CLI::ExistingFile);
   cmd->add_option("--guesses", args->guesses, "the predictor's best guesses measured first on each shape (0: none)")
       ->default_val(4);
+  cmd->add_option("--wave-fit", args->wave_fit,
+                  "of the designs measured first on a shape, how many again with the tile width whose waves fill the "
+                  "GPU, where that costs at least 3% less (0: none)")
+      ->default_val(2);
   cmd->add_option("--summary", args->summary, "--model: write the per-model summary (wall time, gain) as CSV");
   return [args] { return run_tune(*args); };
 });

@@ -47,9 +47,11 @@ struct SpaceSpec {
   // 16 and 32: sm80 only (wgmma tiles are 64 rows per warpgroup); decode's few tokens fill them, where a 64-row
   // tile would read and reduce mostly zeros.
   std::vector<int> tile_m{16, 32, 64, 128, 256};
-  // 16 and 32: a tiny problem spread over more CTAs (cuBLAS runs 64x8 tiles there); 96, 160 and 224: widths whose
-  // waves of tiles fill the 132 SMs where multiples of 64 leave a wave part-empty. sm80 takes the powers of two.
-  std::vector<int> tile_n{16, 32, 64, 96, 128, 160, 192, 224, 256};
+  // 16 and 32: a tiny problem spread over more CTAs (cuBLAS runs 64x8 tiles there); 96, 144, 160, 176, 200, 224
+  // and 240: widths whose waves of tiles fill the 132 SMs where multiples of 64 leave a wave part-empty (7-25%
+  // faster on such layers, bench/results/h100/fitted-widths.csv; search/wave_fit.h proposes them). sm80 takes
+  // the powers of two.
+  std::vector<int> tile_n{16, 32, 64, 96, 128, 144, 160, 176, 192, 200, 224, 240, 256};
   std::vector<int> tile_k{32, 64, 128};
   std::vector<std::pair<int, int>> warp_tiles{{16, 16}, {16, 32}, {16, 64}, {32, 32}, {32, 64}, {64, 32}, {64, 64}};
   std::vector<int> stages{2, 3, 4, 5, 6, 8};

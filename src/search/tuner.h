@@ -8,7 +8,8 @@
 //
 // A tuned table's design for the problem (TuneOptions::table_seeds_for) is measured first and recorded with
 // strategy "table", then the seed designs (TuneOptions::seed_designs) with strategy "seed", then the problem's
-// own first guesses (TuneOptions::seeds_for), recorded with strategy "predicted".
+// own first guesses (TuneOptions::seeds_for), recorded with strategy "predicted", then the first of those
+// designs with their widths fitted to the problem's waves (TuneOptions::wave_fit), recorded with "wave-fit".
 //
 // Resume: what the store already holds for (GPU, problem, mode) counts against the budget and is never
 // measured again; a candidate found in the store (another tuner's, or this one's before a kill) is scored
@@ -73,6 +74,10 @@ struct TuneOptions {
   // claims are measured again with the paired reward (`rlgemm tune --seed-table`). Recorded with strategy
   // "table"; they count against the budget like seeds.
   std::function<std::vector<Design>(const Problem&)> table_seeds_for;
+  // Up to this many of those first designs measured again with the tile width whose waves fill the GPU
+  // (search/wave_fit.h), where its waves cost at least 3% less: a predictor or policy trained before the fitted
+  // widths existed would not propose them. Recorded with strategy "wave-fit"; they count against the budget.
+  int wave_fit = 0;
 };
 
 struct Evaluation {
@@ -153,7 +158,7 @@ class ProblemTuning {
   enum class Phase { kSeeds, kSearch, kDone } phase_ = Phase::kSeeds;
   std::vector<Design> pending_;                    // the batch being measured
   std::vector<std::string> pending_text_;
-  std::vector<std::string> pending_label_;         // seeds: "seed" or "predicted" (TuneOptions::seeds_for)
+  std::vector<std::string> pending_label_;         // seeds: "table", "seed", "predicted" or "wave-fit"
   std::vector<Point> proposals_;                   // the strategy's round the batch came from
   size_t round_start_ = 0;                         // evaluations before that round
   int stalled_ = 0;

@@ -127,6 +127,45 @@ TEST(Tuner, PerProblemGuessesFollowTheSeeds) {
   }
 }
 
+// The first designs again with the width whose waves fill the GPU (TuneOptions::wave_fit): 512x5120 in 128x192
+// tiles is 108 tiles, one wave of 132 with 24 SMs idle; 128x160 makes 128. Recorded as "wave-fit", after the
+// guesses, within the budget; a design that already fills its waves (128x128: 160 tiles in 2 waves, no width 3%
+// cheaper in this space) gets none, and wave_fit 0 asks for none.
+TEST(Tuner, GuessesAreMeasuredAgainWithTheirWidthFittedToTheWaves) {
+  TempDir dir;
+  const Design guess = parse_design("sm90.ws.coop/128x192x64/s4/c1x1/raster_m.g8/splitk1/epi_tma");
+  const Design filled = parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_tma");
+  SpaceSpec spec = small_spec();
+  spec.tile_n = {64, 128, 160, 192, 256};
+  spec.staged_epilogue = {true};
+  const Problem problem{{512, 5120, 4096}, Layout::kTN};
+  for (int wave_fit : {0, 2}) {
+    Store store(dir / ("w" + std::to_string(wave_fit) + ".db"));
+    SyntheticMeasurer measurer(BackendOptions{});
+    ASSERT_GT(measurer.gpu().sm_count, 0);
+    StrategyPtr strategy = make_random_strategy(3);
+    Tuner tuner(store, measurer, *strategy, spec);
+    TuneOptions tune;
+    tune.problems = {problem};
+    tune.budget.evaluations = 4;
+    tune.wave_fit = wave_fit;
+    tune.seeds_for = [&](const Problem&) { return std::vector<Design>{filled, guess}; };
+    const auto outcomes = tuner.run(tune);
+    ASSERT_EQ(outcomes.size(), 1u);
+    const auto rows = store.measurements(store.gpu_id(measurer.gpu()), problem, TimingMode::kGraph);
+    std::vector<std::string> fitted;
+    for (const auto& r : rows)
+      if (r.strategy == "wave-fit") fitted.push_back(r.design);
+    if (wave_fit == 0) {
+      EXPECT_TRUE(fitted.empty());
+    } else {
+      ASSERT_EQ(fitted.size(), 1u);
+      EXPECT_EQ(fitted[0], "sm90.ws.coop/128x160x64/s4/c1x1/raster_m.g8/splitk1/epi_tma");
+      EXPECT_EQ(outcomes[0].evaluations[2].design, fitted[0]);  // right after the two guesses
+    }
+  }
+}
+
 // A bf16 problem: the seeds, the guesses and the strategy's designs all run as bf16 designs (the search
 // explores tiles; the element type is the problem's), recorded under the bf16 problem only.
 TEST(Tuner, Bf16ProblemsAreTunedWithBf16Designs) {

@@ -1,0 +1,44 @@
+#include "search/wave_fit.h"
+
+#include <algorithm>
+#include <string>
+
+#include "rlgemm/error.h"
+
+namespace rlgemm::search {
+
+long long wave_cost(const Design& design, const Problem& problem, int sm_count) {
+  if (sm_count < 1) throw Error(ErrorKind::kInvalidInput, "wave_cost: sm_count must be at least 1");
+  if (design.family != Family::kSm90 || design.split == SplitK::kStreamK) return 0;
+  const long long m = design.swap_ab ? problem.shape.n : problem.shape.m;
+  const long long n = design.swap_ab ? problem.shape.m : problem.shape.n;
+  const long long tiles = ((m + design.bm - 1) / design.bm) * ((n + design.bn - 1) / design.bn);
+  const long long units = tiles * (design.split == SplitK::kNone ? 1 : design.splits);
+  const int cluster = design.cluster_m * design.cluster_n;
+  const long long ctas = std::max(cluster, sm_count / cluster * cluster);
+  return (units + ctas - 1) / ctas * design.bm * design.bn;
+}
+
+std::optional<Design> wave_fitted(const Design& design, const Problem& problem, int sm_count,
+                                  std::span<const int> widths, double min_gain, int smem_limit_bytes) {
+  const long long own = wave_cost(design, problem, sm_count);
+  if (own == 0) return std::nullopt;
+  std::optional<Design> best;
+  long long best_cost = own;
+  for (int width : widths) {
+    Design fitted = design;
+    fitted.bn = width;
+    if (width == design.bn || width < 64 || 3 * width < 2 * design.bn ||
+        why_invalid(fitted, problem.layout, smem_limit_bytes) || why_unfit(fitted, problem))
+      continue;
+    const long long cost = wave_cost(fitted, problem, sm_count);
+    if (cost < best_cost || (cost == best_cost && best && width > best->bn)) {
+      best = fitted;
+      best_cost = cost;
+    }
+  }
+  if (!best || static_cast<double>(best_cost) > (1.0 - min_gain) * static_cast<double>(own)) return std::nullopt;
+  return best;
+}
+
+}  // namespace rlgemm::search

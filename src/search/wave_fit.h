@@ -1,0 +1,33 @@
+// Tile widths fitted to a problem's waves. A persistent sm90 kernel runs one CTA per SM, each taking tiles in
+// turn: its tiles go in waves of (SMs, rounded down to whole clusters) tiles, and the last wave leaves the rest
+// of the GPU idle when the tile count is not a multiple of it. A wave of whole tiles takes time in proportion
+// to a tile's area, so the cost of a width is waves x BM x BN. On mid-size layers the width that fills its
+// waves ran 7-25% faster than the best multiple of 64 (bench/results/h100/fitted-widths.csv), and cuBLAS runs
+// such widths there (144, 168, 192: bench/results/h100/ncu). The tuner measures a fitted width beside the
+// speed predictor's guesses (`rlgemm tune --wave-fit`), since a policy or predictor trained before the widths
+// existed would not propose them.
+#pragma once
+
+#include <optional>
+#include <span>
+
+#include "rlgemm/design.h"
+#include "rlgemm/problem.h"
+
+namespace rlgemm::search {
+
+// Waves x BM x BN of `design` on `problem` (tiles of its own view: swapped designs tile N x M) with `sm_count`
+// SMs; split-K slices count as tiles. 0 for designs without waves of whole tiles (sm80, stream-K).
+long long wave_cost(const Design& design, const Problem& problem, int sm_count);
+
+// `design` with the width among `widths` whose waves cost least on `problem`, where that is at least
+// `min_gain` cheaper than the design's own width (ties: the wider tile, which reads each operand less often)
+// and the design stays valid for the problem's layout; nullopt otherwise, and for designs without waves of
+// whole tiles. Only widths of at least 64 and two thirds of the design's own are tried: a far narrower tile
+// reads its operands more often per multiply-add, which the wave count does not see. Throws
+// Error(kInvalidInput) when sm_count < 1.
+std::optional<Design> wave_fitted(const Design& design, const Problem& problem, int sm_count,
+                                  std::span<const int> widths, double min_gain = 0.03,
+                                  int smem_limit_bytes = kHopperSmemPerBlock);
+
+}  // namespace rlgemm::search
