@@ -380,6 +380,25 @@ search::TuneOptions tune_options(const TuneArgs& args, const std::vector<Problem
   return options;
 }
 
+// Where the measuring took its time, summed over the problems (the measuring side's clock: what the tuner
+// itself spends between batches is not in it).
+std::string phase_summary(const std::vector<search::ProblemOutcome>& outcomes) {
+  PhaseSeconds s;
+  double compile = 0;
+  int measured = 0;
+  for (const auto& o : outcomes) {
+    s += o.seconds;
+    compile += o.compile_seconds;
+    measured += o.measured_now;
+  }
+  char text[400];
+  std::snprintf(text, sizeof text,
+                "measuring time by phase over %d measurements: operands and fp64 references %.1f s, the reference's "
+                "choice %.1f s, correctness checks %.1f s, timed rounds %.1f s, compiles %.1f s",
+                measured, s.operands, s.reference, s.check, s.rounds, compile);
+  return text;
+}
+
 // One CSV row per problem on stdout: the best design's paired gain over lt_auto with its 95% interval (as
 // ratios), the rounds it rests on, and whether it is faster beyond the interval.
 void print_outcomes(const std::vector<search::ProblemOutcome>& outcomes, const CommonArgs& a) {
@@ -407,6 +426,7 @@ void print_outcomes(const std::vector<search::ProblemOutcome>& outcomes, const C
                  "rlgemm tune: geometric mean paired gain over lt_auto %.4f on %d problems (%s mode); faster beyond "
                  "the 95%% interval on %d\n",
                  std::exp(log_sum / counted), counted, a.mode.c_str(), faster);
+  std::fprintf(stderr, "rlgemm tune: %s\n", phase_summary(outcomes).c_str());
 }
 
 void check_tune_args(const TuneArgs& args) {

@@ -29,6 +29,10 @@ bench::Mode bench_mode(TimingMode mode) {
 // and the 95% interval of their mean narrows with their number (t(0.975, 14) = 2.145).
 constexpr int kPairedRounds = 15;
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 std::string compile_key(const Design& design, const Problem& problem) {
   return to_string(design) + "|" + std::string(to_string(problem.layout)) +
          (design.static_shape ? "|" + problem.shape.to_string() : "");
@@ -115,7 +119,9 @@ Measurement GpuMeasurer::measure(const Design& design, const Problem& problem, T
   }
   try {
     validate(problem.shape);
+    auto phase = std::chrono::steady_clock::now();
     load_problem(problem);
+    out.seconds.operands = seconds_since(phase);
     const GemmKernel& kernel = impl->kernel_for(problem);
     out.source_hash = kernel.compiled().cache_key;
     // Compile time is paid once per kernel and recorded with its first measurement; a batch compiled it
@@ -125,6 +131,7 @@ Measurement GpuMeasurer::measure(const Design& design, const Problem& problem, T
       auto ahead = compiled_ahead_.find(key);
       out.compile_seconds = ahead != compiled_ahead_.end() ? ahead->second : kernel.compiled().compile_seconds;
     }
+    phase = std::chrono::steady_clock::now();
     try {
       impl->prepare(problem, gate_.operands(), stream_);
     } catch (const Error& e) {
@@ -143,6 +150,7 @@ Measurement GpuMeasurer::measure(const Design& design, const Problem& problem, T
       }
     } release{*impl};
     const bench::CheckResult check = gate_.check(*impl, stream_);
+    out.seconds.check = seconds_since(phase);
     if (!check.ok) {
       out.status = MeasureStatus::kWrong;
       out.error = "correctness gate: " + check.why;
@@ -151,8 +159,12 @@ Measurement GpuMeasurer::measure(const Design& design, const Problem& problem, T
       return out;
     }
     // Side by side with the reference, in the same rounds: the reward is their paired log ratio.
+    phase = std::chrono::steady_clock::now();
     bench::Implementation& reference = reference_for(problem, mode);
+    out.seconds.reference = seconds_since(phase);
+    phase = std::chrono::steady_clock::now();
     const std::vector<bench::Timing> t = time({impl.get(), &reference}, problem, mode);
+    out.seconds.rounds = seconds_since(phase);
     const GainInterval g = gain_interval(t[1].rounds_us, t[0].rounds_us);
     out.timing = {t[0].time_us, t[0].min_us, t[0].max_us, t[0].samples};
     out.paired = PairedGain{t[1].time_us, std::log1p(g.gain), g.low, g.high, g.rounds};

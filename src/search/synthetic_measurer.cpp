@@ -60,9 +60,12 @@ TimingStats SyntheticMeasurer::reference(const Problem& problem, TimingMode mode
 
 Measurement SyntheticMeasurer::measure(const Design& design, const Problem& problem, TimingMode mode) {
   ++measure_calls_;
-  if (options_.delay_ms > 0)
-    std::this_thread::sleep_for(std::chrono::microseconds(int64_t(options_.delay_ms * 1000)));
   Measurement out;
+  if (options_.delay_ms > 0) {
+    // The simulated GPU's pace: all of it in the timed rounds.
+    std::this_thread::sleep_for(std::chrono::microseconds(int64_t(options_.delay_ms * 1000)));
+    out.seconds.rounds = options_.delay_ms / 1000;
+  }
   const std::string text = to_string(design);
   if (design.family == Family::kTest) {
     if (!options_.simulate_faults) {

@@ -205,6 +205,10 @@ std::vector<Design> ProblemTuning::next_batch() {
 
 void ProblemTuning::complete(const std::vector<Measurement>& results) {
   if (pending_.empty()) fail("tuning " + outcome_.problem.shape.to_string() + ": measurements for no batch");
+  for (const Measurement& m : results) {
+    outcome_.seconds += m.seconds;
+    outcome_.compile_seconds += m.compile_seconds;
+  }
   const bool seeds = phase_ == Phase::kSeeds;
   if (seeds && results.size() == pending_.size()) {
     for (size_t i = 0; i < results.size(); ++i) record({pending_[i]}, {pending_text_[i]}, {results[i]}, pending_label_[i]);

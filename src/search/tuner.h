@@ -96,6 +96,10 @@ struct ProblemOutcome {
   double best_us = 0;
   PairedGain best;                      // the best design's comparison with the reference
   int measured_now = 0;
+  // Where this run's measurements of the problem took their time, on the measuring side (PhaseSeconds), and
+  // their compiles.
+  PhaseSeconds seconds;
+  double compile_seconds = 0;
   double reference_us() const { return best.reference_us; }  // in the best design's own rounds
   double speedup() const { return best_design.empty() ? 0 : best.speedup(); }
   // The best design is faster than the reference beyond its interval.

@@ -28,6 +28,8 @@ json to_json(const Measurement& m) {
   if (m.paired)
     j["paired"] = {{"reference_us", m.paired->reference_us}, {"log_ratio", m.paired->log_ratio},
                    {"low", m.paired->low}, {"high", m.paired->high}, {"rounds", m.paired->rounds}};
+  j["seconds"] = {{"operands", m.seconds.operands}, {"reference", m.seconds.reference}, {"check", m.seconds.check},
+                  {"rounds", m.seconds.rounds}};
   return j;
 }
 
@@ -42,6 +44,10 @@ Measurement measurement_from_json(const json& j) {
     const json& p = j.at("paired");
     m.paired = PairedGain{p.at("reference_us").get<double>(), p.at("log_ratio").get<double>(),
                           p.at("low").get<double>(), p.at("high").get<double>(), p.at("rounds").get<int>()};
+  }
+  if (j.contains("seconds")) {
+    const json& s = j.at("seconds");
+    m.seconds = {s.value("operands", 0.0), s.value("reference", 0.0), s.value("check", 0.0), s.value("rounds", 0.0)};
   }
   return m;
 }

@@ -51,6 +51,18 @@ struct PairedGain {
   bool better() const { return rounds >= 2 && low > 0; }
 };
 
+// Where a measurement's time went on the measuring side, in seconds. The work done once per problem (its
+// operands and their fp64 reference; the reference's choice among cuBLASLt's candidates) counts with the
+// measurement that needed it first. Compile time is Measurement::compile_seconds.
+struct PhaseSeconds {
+  double operands = 0;   // the problem's operands and their fp64 reference, the correctness gate's inputs
+  double reference = 0;  // the reference chosen (lt_auto's candidates timed in the mode's way) and checked
+  double check = 0;      // the candidate prepared and put through the correctness gate
+  double rounds = 0;     // the interleaved timed rounds, the candidate beside the reference
+  double total() const { return operands + reference + check + rounds; }
+  PhaseSeconds& operator+=(const PhaseSeconds& other);
+};
+
 struct Measurement {
   MeasureStatus status = MeasureStatus::kFailed;
   std::string error;          // why, when status is not kOk
@@ -60,6 +72,7 @@ struct Measurement {
   // When status is kOk: the comparison with the reference in the same rounds. A row of an older database,
   // whose reference was timed apart, has none: it is unpaired, and nothing trusts its time.
   std::optional<PairedGain> paired;
+  PhaseSeconds seconds;       // where the measuring took its time (not stored in the database)
 };
 
 // The identity of the GPU a measurement was taken on; identical GPUs of one machine share one identity.

@@ -31,6 +31,14 @@ TimingMode parse_timing_mode(std::string_view text) {
 
 double PairedGain::speedup() const { return std::exp(log_ratio); }
 
+PhaseSeconds& PhaseSeconds::operator+=(const PhaseSeconds& other) {
+  operands += other.operands;
+  reference += other.reference;
+  check += other.check;
+  rounds += other.rounds;
+  return *this;
+}
+
 std::string_view to_string(MeasureStatus status) {
   switch (status) {
     case MeasureStatus::kOk: return "ok";

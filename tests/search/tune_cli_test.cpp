@@ -43,6 +43,8 @@ TEST(TuneCli, ModelLayersAreTunedWithAPerModelSummary) {
   // The synthetic backend says so at the start and at the end.
   EXPECT_EQ(count(r.output, "SYNTHETIC BACKEND"), 2u) << r.output;
   EXPECT_NE(r.output.find("summary of SYNTHETIC estimates"), std::string::npos);
+  // Where the measuring took its time, after each model's table.
+  EXPECT_NE(r.output.find("measuring time by phase over "), std::string::npos) << r.output;
   const std::string csv = read_text(summary);
   EXPECT_EQ(csv.rfind("model,backend,gpu,shapes,tuned,kernel_faster,evaluations,wall_s,", 0), 0u) << csv;
   EXPECT_NE(csv.find("\nmeta-llama/Llama-3.2-1B,synthetic,"), std::string::npos) << csv;

@@ -127,6 +127,31 @@ TEST(Tuner, PerProblemGuessesFollowTheSeeds) {
   }
 }
 
+// Each problem's outcome sums where its measurements took their time: the synthetic GPU's pace (--delay-ms) is
+// all timed rounds, and each design's compile counts once.
+TEST(Tuner, OutcomesSumTheirMeasurementsTimeByPhase) {
+  TempDir dir;
+  Store store(dir / "p.db");
+  BackendOptions backend;
+  backend.delay_ms = 4;
+  SyntheticMeasurer measurer(backend);
+  StrategyPtr strategy = make_random_strategy(5);
+  Tuner tuner(store, measurer, *strategy, small_spec());
+  TuneOptions tune;
+  tune.problems = {kProblems[0]};
+  tune.budget.evaluations = 6;
+  const auto outcomes = tuner.run(tune);
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].measured_now, 6);
+  EXPECT_NEAR(outcomes[0].seconds.rounds, 6 * 0.004, 1e-12);
+  EXPECT_DOUBLE_EQ(outcomes[0].seconds.operands + outcomes[0].seconds.reference + outcomes[0].seconds.check, 0);
+  EXPECT_GT(outcomes[0].compile_seconds, 0);
+  // Measured again from the store, nothing is spent.
+  const auto again = tuner.run(tune);
+  EXPECT_EQ(again[0].measured_now, 0);
+  EXPECT_DOUBLE_EQ(again[0].seconds.total() + again[0].compile_seconds, 0);
+}
+
 // The first designs again with the width whose waves fill the GPU (TuneOptions::wave_fit): 512x5120 in 128x192
 // tiles is 108 tiles, one wave of 132 with 24 SMs idle; 128x160 makes 128. Recorded as "wave-fit", after the
 // guesses, within the budget; a design that already fills its waves (128x128: 160 tiles in 2 waves, no width 3%
