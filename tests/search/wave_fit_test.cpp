@@ -3,6 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "rlgemm/error.h"
@@ -86,6 +93,51 @@ TEST(WaveFit, DesignsWithoutWavesOfWholeTilesKeepTheirWidth) {
   }
   const Design coop = parse_design("sm90.ws.coop/128x192x64/s4/c1x1/raster_m.g8/splitk1/epi_tma");
   EXPECT_NE(testing::error_of([&] { wave_cost(coop, tn(64, 64, 64), 0); }).find("sm_count"), std::string::npos);
+}
+
+// The rule against measurements: bench/results/h100/fine-widths.csv timed 13 sm90 designs beside each other in CUDA
+// graphs on 48 mid-size layers (one run, one process). From every design there whose width is a multiple of 64,
+// where the rule proposes another width and the run timed a design of that width (same schedule, tile rows,
+// cluster, split and epilogue; its own stage count), the proposal must have run faster.
+TEST(WaveFit, WhereTheRuleProposedAWidthItRanFasterOnTheH100) {
+  std::ifstream in(std::string(RLGEMM_SOURCE_DIR) + "/bench/results/h100/fine-widths.csv");
+  ASSERT_TRUE(in) << "bench/results/h100/fine-widths.csv";
+  using Key = std::tuple<Sm90Schedule, int, int, int, int, SplitK, Epilogue>;  // the design, less its stages
+  auto key_of = [](const Design& d) {
+    return Key{d.schedule, d.bm, d.bn, d.cluster_m, d.cluster_n, d.split, d.epilogue};
+  };
+  std::map<std::tuple<int, int, int>, std::map<Key, std::pair<Design, double>>> timed;  // graph rows, by shape
+  std::string line;
+  std::getline(in, line);
+  ASSERT_EQ(line.rfind("M,N,K,layout,impl,mode,time_us,", 0), 0u) << line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream fields(line);
+    for (std::string cell; f.size() < 7 && std::getline(fields, cell, ',');) f.push_back(cell);
+    if (f.size() < 7 || f[5] != "graph" || f[4].rfind("sm90.", 0) != 0) continue;
+    const Design d = parse_design(f[4]);
+    timed[{std::stoi(f[0]), std::stoi(f[1]), std::stoi(f[2])}][key_of(d)] = {d, std::stod(f[6])};
+  }
+  ASSERT_EQ(timed.size(), 48u);
+  int compared = 0;
+  double log_sum = 0;
+  for (const auto& [shape, designs] : timed) {
+    const Problem problem = tn(std::get<0>(shape), std::get<1>(shape), std::get<2>(shape));
+    for (const auto& [key, origin] : designs) {
+      if (origin.first.bn % 64 != 0) continue;
+      const auto fitted = wave_fitted(origin.first, problem, 132, kWidths);
+      if (!fitted) continue;
+      const auto measured = designs.find(key_of(*fitted));
+      if (measured == designs.end()) continue;
+      ++compared;
+      log_sum += std::log(origin.second / measured->second.second);
+      EXPECT_LT(measured->second.second, origin.second)
+          << problem.shape.to_string() << ": " << to_string(origin.first) << " -> " << to_string(*fitted);
+    }
+  }
+  EXPECT_GE(compared, 50);
+  std::printf("wave fit on bench/results/h100/fine-widths.csv: %d proposals timed, geometric mean speedup %.3f\n",
+              compared, std::exp(log_sum / compared));
 }
 
 }  // namespace
