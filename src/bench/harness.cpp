@@ -18,7 +18,7 @@
 #include <tuple>
 #include <utility>
 #include <nlohmann/json.hpp>
-#include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvtx3.hpp>
 
 #include "bench/correctness.h"
 #include "bench/device_data.h"
@@ -291,11 +291,7 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
             // The gate runs the implementation's chosen kernels: in a range of its own name, so that a profiler
             // can take exactly those (scripts/ncu-profile: `ncu --nvtx --nvtx-include gate_<name>/`), and not,
             // say, the candidates lt_auto times in prepare() before it.
-            const std::string range = "gate_" + impl->name();
-            nvtxRangePushA(range.c_str());
-            struct PopRange {
-              ~PopRange() { nvtxRangePop(); }
-            } pop;
+            const nvtx3::scoped_range range{"gate_" + impl->name()};
             check = gate.check(*impl, stream);
           } catch (const Error& e) {
             if (e.kind() == ErrorKind::kOutOfMemory || e.kind() == ErrorKind::kHang) throw;
