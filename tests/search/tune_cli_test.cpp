@@ -50,6 +50,14 @@ TEST(TuneCli, ModelLayersAreTunedWithAPerModelSummary) {
   EXPECT_NE(csv.find("\nmeta-llama/Llama-3.2-1B,synthetic,"), std::string::npos) << csv;
 }
 
+TEST(TuneCli, ANegativeWaveFitCountIsRefused) {
+  TempDir dir;
+  const auto r = run_rlgemm("tune --shapes 512,4096,4096 --backend synthetic --budget 2 --wave-fit -1 --in-process --db " +
+                            (dir / "t.db").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--wave-fit must be >= 0"), std::string::npos) << r.output;
+}
+
 TEST(TuneCli, ShapesStartFromThePredictorsGuesses) {
   // The built-in predictor (where this build has one) proposes the first designs of each shape.
   TempDir dir;
