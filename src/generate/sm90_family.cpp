@@ -56,7 +56,7 @@ struct ClusterTiles {
 };
 
 ClusterTiles cluster_tiles(const Design& d, const KernelView& v) {
-  return {ceil_div(ceil_div(v.m, d.bm), d.cluster_m), ceil_div(ceil_div(v.n, d.bn), d.cluster_n)};
+  return {sm90::cluster_tiles_along(v.m, d.bm, d.cluster_m), sm90::cluster_tiles_along(v.n, d.bn, d.cluster_n)};
 }
 
 // The workspace: ints first (split-K semaphores, or stream-K flags; one per partial slot; then the ticket

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/sm90/params.h"
 #include "rlgemm/error.h"
 
 namespace rlgemm::search {
@@ -12,11 +13,13 @@ long long wave_cost(const Design& design, const Problem& problem, int sm_count) 
   if (design.family != Family::kSm90 || design.split == SplitK::kStreamK) return 0;
   const long long m = design.swap_ab ? problem.shape.n : problem.shape.m;
   const long long n = design.swap_ab ? problem.shape.m : problem.shape.n;
-  const long long tiles = ((m + design.bm - 1) / design.bm) * ((n + design.bn - 1) / design.bn);
-  const long long units = tiles * (design.split == SplitK::kNone ? 1 : design.splits);
-  const int cluster = design.cluster_m * design.cluster_n;
-  const long long ctas = std::max(cluster, sm_count / cluster * cluster);
-  return (units + ctas - 1) / ctas * design.bm * design.bn;
+  // The kernel's units: cluster tiles x K slices, one cluster of CTAs each, as many clusters at once as the
+  // SMs hold (the launch plan of src/generate/sm90_family.cpp).
+  const long long units = sm90::cluster_tiles_along(m, design.bm, design.cluster_m) *
+                          sm90::cluster_tiles_along(n, design.bn, design.cluster_n) *
+                          (design.split == SplitK::kNone ? 1 : design.splits);
+  const long long clusters = std::max(1, sm_count / (design.cluster_m * design.cluster_n));
+  return (units + clusters - 1) / clusters * design.bm * design.bn;
 }
 
 std::optional<Design> wave_fitted(const Design& design, const Problem& problem, int sm_count,

@@ -16,8 +16,9 @@
 
 namespace rlgemm::search {
 
-// Waves x BM x BN of `design` on `problem` (tiles of its own view: swapped designs tile N x M) with `sm_count`
-// SMs; split-K slices count as tiles. 0 for designs without waves of whole tiles (sm80, stream-K).
+// Waves x BM x BN of `design` on `problem` (tiles of its own view: swapped designs tile N x M, rounded up to whole
+// clusters) with `sm_count` SMs; split-K slices count as tiles. 0 for designs without waves of whole tiles (sm80,
+// stream-K).
 long long wave_cost(const Design& design, const Problem& problem, int sm_count);
 
 // `design` with the width among `widths` whose waves cost least on `problem`, where that is at least

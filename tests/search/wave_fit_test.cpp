@@ -80,6 +80,9 @@ TEST(WaveFit, SwapClustersAndSlicesCountAsTheKernelSeesThem) {
   const Design cluster = parse_design("sm90.ws.coop/128x128x64/s4/c2x1/raster_m.g8/splitk1/epi_tma");
   EXPECT_EQ(wave_cost(cluster, tn(128 * 132, 128, 1024), 133), 1LL * 128 * 128);
   EXPECT_EQ(wave_cost(cluster, tn(128 * 133, 128, 1024), 133), 2LL * 128 * 128);
+  // Tiles round up to whole clusters, as the kernel walks them: 3 x 44 tiles are 2 x 44 = 88 clusters, over the 66
+  // that 132 SMs hold at once.
+  EXPECT_EQ(wave_cost(cluster, tn(128 * 3, 128 * 44, 1024), 132), 2LL * 128 * 128);
   // Four slices of 33 tiles: 132 units, one wave.
   const Design split = parse_design("sm90.ws.pingpong/64x128x64/s6/c1x1/raster_m.g8/splitk4.parallel/epi_reg");
   EXPECT_EQ(wave_cost(split, tn(64 * 33, 128, 4096), 132), 1LL * 64 * 128);

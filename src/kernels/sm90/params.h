@@ -46,6 +46,11 @@ struct Shape {
 
 RLGEMM_SM90_HD constexpr int consumer_warpgroups() { return 2; }
 RLGEMM_SM90_HD constexpr int threads_per_block() { return 128 * (1 + consumer_warpgroups()); }
+// The persistent grid's units of work along one dimension of the kernel's view: tiles of `tile` rounded up to
+// whole clusters of `cluster` CTAs (the kernel walks cluster tiles: gemm.cuh's ctiles_m and ctiles_n).
+RLGEMM_SM90_HD constexpr long long cluster_tiles_along(long long extent, int tile, int cluster) {
+  return ((extent + tile - 1) / tile + cluster - 1) / cluster;
+}
 // Rows of the tile that one consumer warpgroup owns.
 RLGEMM_SM90_HD constexpr int warpgroup_rows(const Shape& s) { return s.pingpong ? s.bm : s.bm / 2; }
 // Consumer warpgroups that share one tile: each owns a band of its rows, and a split-K or stream-K partial
