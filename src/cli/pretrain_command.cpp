@@ -47,10 +47,9 @@ int run_pretrain(const PretrainArgs& a) {
   options.sm_count = a.sm_count;
   options.progress = stderr;
   if (!a.exclude.empty()) options.exclude = resolve_shapes(a.exclude);
-  const search::SpaceSpec spec = search::SpaceSpec::for_gpu(a.cc_major);
-  const search::DesignSpace first(spec, Layout::kTN, a.smem);
-  search::Policy policy(first, search::RlOptions{}, a.seed);
-  const auto report = search::pretrain(policy, spec, a.smem, results, options);
+  search::DesignSpaces spaces(search::SpaceSpec::for_gpu(a.cc_major), a.smem);
+  search::Policy policy(spaces.of(Layout::kTN), search::RlOptions{}, a.seed);
+  const auto report = search::pretrain(policy, spaces, results, options);
   policy.save(a.policy);
   std::printf("pretrained on %zu shapes (%zu results; %zu held out shapes; %zu results outside the design space, "
               "%zu without a correct timing left out)\n",

@@ -372,10 +372,11 @@ search::TuneOptions tune_options(const TuneArgs& args, const std::vector<Problem
   search::Policy* learned = strategies.learned.get();
   const int smem = smem_limit_or_hopper(gpu.smem_per_block_optin);
   const int batch = std::max(a.round, 1);
-  options.after_problem = [learned, spec, smem, sm = gpu.sm_count, batch,
+  auto spaces = std::make_shared<search::DesignSpaces>(spec, smem);
+  options.after_problem = [learned, spaces, sm = gpu.sm_count, batch,
                            file = args.policy](const search::ProblemOutcome& o) {
     const int rounds = int((o.evaluations.size() + size_t(batch) - 1) / size_t(batch));
-    if (search::learn_from_outcome(*learned, spec, smem, o, sm, rounds)) learned->save(file);
+    if (search::learn_from_outcome(*learned, *spaces, o, sm, rounds)) learned->save(file);
   };
   return options;
 }

@@ -177,7 +177,7 @@ struct Handle::Impl {
   const predict::Predictor* predictor = nullptr;  // HandleOptions::predicted_kernels: the built-in one
   predict::GpuTraits gpu_traits;
   std::string predicted_note;  // the last predicted route's gain, under build_mutex
-  std::map<Layout, std::unique_ptr<search::DesignSpace>> spaces;  // the policy's space per layout, built lazily
+  std::optional<search::DesignSpaces> spaces;  // the policy's, built at its first proposal
   std::unique_ptr<dispatch::Dispatcher> dispatcher;
   CompileOptions compile_options;
   std::map<std::string, OptimizedCubin> optimized;  // by optimized_key
@@ -421,12 +421,10 @@ struct Handle::Impl {
 
   // Called by the dispatcher, under build_mutex.
   std::optional<Design> propose(const Problem& problem) {
-    auto& space = spaces[problem.layout];
-    if (!space) {
-      space = std::make_unique<search::DesignSpace>(search::spec_from_signature(policy->space_signature()),
-                                                    problem.layout, smem_limit_or_hopper(device.smem_per_block_optin));
-    }
-    return search::propose(*policy, *space, problem, device.sm_count);
+    if (!spaces)
+      spaces.emplace(search::spec_from_signature(policy->space_signature()),
+                     smem_limit_or_hopper(device.smem_per_block_optin));
+    return search::propose(*policy, spaces->of(problem.layout), problem, device.sm_count);
   }
 
   void check_device() const {

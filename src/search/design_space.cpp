@@ -244,4 +244,10 @@ std::string DesignSpace::signature() const {
   return out;
 }
 
+const DesignSpace& DesignSpaces::of(Layout layout) {
+  auto& slot = spaces_[layout];
+  if (!slot) slot = std::make_unique<const DesignSpace>(spec_, layout, smem_limit_bytes_);
+  return *slot;
+}
+
 }  // namespace rlgemm::search

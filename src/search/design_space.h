@@ -9,9 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rlgemm/design.h"
@@ -125,6 +128,24 @@ class DesignSpace {
   int option_offsets_[kFieldCount] = {};
   int total_options_ = 0;
   std::vector<uint8_t> points_;  // size() x kFieldCount, sorted lexicographically
+};
+
+// The spaces of one spec and shared-memory limit, one per layout, each built when first asked for: building one
+// runs the design rules on every combination of options, about a second, so a caller that meets many problems
+// keeps one DesignSpaces rather than building a space per problem. Not thread-safe.
+class DesignSpaces {
+ public:
+  explicit DesignSpaces(SpaceSpec spec, int smem_limit_bytes = kHopperSmemPerBlock)
+      : spec_(std::move(spec)), smem_limit_bytes_(smem_limit_bytes) {}
+
+  const SpaceSpec& spec() const { return spec_; }
+  // The space of `layout` (a reference that stays valid for the life of this object).
+  const DesignSpace& of(Layout layout);
+
+ private:
+  SpaceSpec spec_;
+  int smem_limit_bytes_;
+  std::map<Layout, std::unique_ptr<const DesignSpace>> spaces_;
 };
 
 }  // namespace rlgemm::search

@@ -199,12 +199,7 @@ std::vector<ProblemOutcome> tune_distributed(Store& store, LaneChannel& channel,
   const int64_t gpu_id = store.gpu_id(*gpu);
   // One batch size for every lane: a problem's candidates must not depend on the lane that tunes it.
   const int batch = effective_batch(options, parallelism);
-  std::map<Layout, std::unique_ptr<DesignSpace>> spaces;
-  auto space = [&](Layout layout) -> const DesignSpace& {
-    auto& slot = spaces[layout];
-    if (!slot) slot = std::make_unique<DesignSpace>(spec, layout, smem_limit_or_hopper(gpu->smem_per_block_optin));
-    return *slot;
-  };
+  DesignSpaces spaces(spec, smem_limit_or_hopper(gpu->smem_per_block_optin));
 
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
@@ -227,7 +222,7 @@ std::vector<ProblemOutcome> tune_distributed(Store& store, LaneChannel& channel,
       const int64_t rounds = int64_t(std::ceil(double(count - done) / double(healthy_lanes())));
       problem_deadline = std::min(deadline, Clock::now() + left / std::max<int64_t>(rounds, 1));
     }
-    w.tuning = std::make_unique<ProblemTuning>(store, gpu_id, *gpu, space(problem.layout), *w.strategy, options,
+    w.tuning = std::make_unique<ProblemTuning>(store, gpu_id, *gpu, spaces.of(problem.layout), *w.strategy, options,
                                                problem, batch, problem_deadline);
   };
 

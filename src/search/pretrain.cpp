@@ -31,14 +31,13 @@ struct Quality {
   size_t unlogged = 0;
 };
 
-Quality measure_quality(const Policy& policy, const std::map<Layout, std::unique_ptr<DesignSpace>>& spaces,
-                        const std::vector<ProblemData>& data) {
+Quality measure_quality(const Policy& policy, DesignSpaces& spaces, const std::vector<ProblemData>& data) {
   Quality q;
   double log_quality = 0;
   size_t logged = 0, top1 = 0;
   std::mt19937_64 rng(0);
   for (const auto& d : data) {
-    const DesignSpace& space = *spaces.at(d.problem.layout);
+    const DesignSpace& space = spaces.of(d.problem.layout);
     const Point proposal = policy.sample(space, d.features, rng, true).point;
     const auto best = std::max_element(d.logged.begin(), d.logged.end(),
                                        [](const Logged& a, const Logged& b) { return a.reward < b.reward; });
@@ -58,11 +57,10 @@ Quality measure_quality(const Policy& policy, const std::map<Layout, std::unique
 
 }  // namespace
 
-PretrainReport pretrain(Policy& policy, const SpaceSpec& spec, int smem_limit_bytes,
-                        const std::vector<LoggedResult>& results, const PretrainOptions& options) {
+PretrainReport pretrain(Policy& policy, DesignSpaces& spaces, const std::vector<LoggedResult>& results,
+                        const PretrainOptions& options) {
   if (options.epochs <= 0) fail("pretraining needs a positive number of epochs");
   PretrainReport report;
-  std::map<Layout, std::unique_ptr<DesignSpace>> spaces;
   std::map<std::pair<Layout, Shape>, size_t> index;  // -> data
   std::vector<ProblemData> data;
   for (const LoggedResult& r : results) {
@@ -70,13 +68,10 @@ PretrainReport pretrain(Policy& policy, const SpaceSpec& spec, int smem_limit_by
       fail("a logged speedup must be a positive number (design " + r.design + " on " + r.problem.shape.to_string() +
            ")");
     if (std::find(options.exclude.begin(), options.exclude.end(), r.problem.shape) != options.exclude.end()) continue;
-    auto& space = spaces[r.problem.layout];
-    if (!space) {
-      space = std::make_unique<DesignSpace>(spec, r.problem.layout, smem_limit_bytes);
-      if (space->signature() != policy.space_signature())
-        fail("the policy was made for another design space than this GPU's (" + space->signature() + ")");
-    }
-    const Point point = space->encode(parse_design(r.design));
+    const DesignSpace& space = spaces.of(r.problem.layout);
+    if (space.signature() != policy.space_signature())
+      fail("the policy was made for another design space than this GPU's (" + space.signature() + ")");
+    const Point point = space.encode(parse_design(r.design));
     if (point.empty()) {
       ++report.outside_space;
       continue;
@@ -106,7 +101,7 @@ PretrainReport pretrain(Policy& policy, const SpaceSpec& spec, int smem_limit_by
     std::shuffle(order.begin(), order.end(), rng);
     for (size_t i : order) {
       const ProblemData& d = data[i];
-      const DesignSpace& space = *spaces.at(d.problem.layout);
+      const DesignSpace& space = spaces.of(d.problem.layout);
       std::vector<Policy::Trajectory> batch;
       std::vector<double> rewards, weights;
       double best = -1e300;
@@ -135,9 +130,9 @@ PretrainReport pretrain(Policy& policy, const SpaceSpec& spec, int smem_limit_by
   return report;
 }
 
-bool learn_from_outcome(Policy& policy, const SpaceSpec& spec, int smem_limit_bytes, const ProblemOutcome& outcome,
-                        int sm_count, int steps) {
-  const DesignSpace space(spec, outcome.problem.layout, smem_limit_bytes);
+bool learn_from_outcome(Policy& policy, DesignSpaces& spaces, const ProblemOutcome& outcome, int sm_count,
+                        int steps) {
+  const DesignSpace& space = spaces.of(outcome.problem.layout);
   std::vector<LoggedResult> results;
   for (const Evaluation& e : outcome.evaluations) {
     if (e.status != MeasureStatus::kOk || !e.paired) continue;
@@ -152,7 +147,7 @@ bool learn_from_outcome(Policy& policy, const SpaceSpec& spec, int smem_limit_by
   PretrainOptions options;
   options.epochs = std::max(steps, 1);
   options.sm_count = sm_count;
-  pretrain(policy, spec, smem_limit_bytes, results, options);
+  pretrain(policy, spaces, results, options);
   return true;
 }
 

@@ -46,10 +46,11 @@ struct PretrainReport {
   size_t unlogged_proposals = 0;
 };
 
-// Trains `policy` (whose space is `spec` for each layout met) on `results`. Throws Error(kInvalidInput)
-// when no result is left to train on, or a speedup is not positive.
-PretrainReport pretrain(Policy& policy, const SpaceSpec& spec, int smem_limit_bytes,
-                        const std::vector<LoggedResult>& results, const PretrainOptions& options);
+// Trains `policy` (whose space is that of `spaces` for each layout met) on `results`. Throws
+// Error(kInvalidInput) when no result is left to train on, a speedup is not positive, or the policy was made
+// for another space.
+PretrainReport pretrain(Policy& policy, DesignSpaces& spaces, const std::vector<LoggedResult>& results,
+                        const PretrainOptions& options);
 
 }  // namespace rlgemm::search
 
@@ -59,7 +60,8 @@ namespace rlgemm::search {
 // on copies of the starting policy): the problem's correct measurements, imitated as pretraining does, in
 // `steps` epochs (one per strategy round the problem took is what the policy would have had). Returns false,
 // changing nothing, when fewer than two correct designs of the policy's space were measured.
-bool learn_from_outcome(Policy& policy, const SpaceSpec& spec, int smem_limit_bytes, const ProblemOutcome& outcome,
-                        int sm_count, int steps);
+// `spaces` is kept across problems: it builds each layout's space once.
+bool learn_from_outcome(Policy& policy, DesignSpaces& spaces, const ProblemOutcome& outcome, int sm_count,
+                        int steps);
 
 }  // namespace rlgemm::search

@@ -41,11 +41,8 @@ Tuner::Tuner(Store& store, Measurer& measurer, StrategyFactory factory, SpaceSpe
 }
 
 const DesignSpace& Tuner::space(Layout layout) {
-  auto& slot = spaces_[layout];
-  if (!slot) {
-    slot = std::make_unique<DesignSpace>(spec_, layout, smem_limit_or_hopper(measurer_.gpu().smem_per_block_optin));
-  }
-  return *slot;
+  if (!spaces_) spaces_.emplace(spec_, smem_limit_or_hopper(measurer_.gpu().smem_per_block_optin));
+  return spaces_->of(layout);
 }
 
 std::string format_duration(double seconds) {

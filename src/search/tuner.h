@@ -184,7 +184,7 @@ class Tuner {
   Strategy* strategy_ = nullptr;
   StrategyFactory factory_;
   SpaceSpec spec_;
-  std::map<Layout, std::unique_ptr<DesignSpace>> spaces_;
+  std::optional<DesignSpaces> spaces_;  // built at first use: the GPU's shared memory bounds them
 };
 
 // The progress line of a problem: "[3/10] tn 1024,1024,1024  evals 40/40  best 1.234x  2m05s left".

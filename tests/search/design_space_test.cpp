@@ -29,6 +29,18 @@ TEST(DesignSpace, EveryPointIsValidAndRoundTrips) {
   }
 }
 
+// A tuner, pretraining and the handle meet many problems: each layout's space is built once and kept.
+TEST(DesignSpaces, BuildEachLayoutsSpaceOnceWithTheirLimit) {
+  DesignSpaces spaces(testing::small_spec(), 100 * 1024);
+  const DesignSpace& tn = spaces.of(Layout::kTN);
+  EXPECT_EQ(&spaces.of(Layout::kTN), &tn);
+  EXPECT_EQ(tn.layout(), Layout::kTN);
+  EXPECT_EQ(spaces.of(Layout::kNN).layout(), Layout::kNN);
+  EXPECT_EQ(&spaces.of(Layout::kTN), &tn);
+  EXPECT_EQ(tn.size(), DesignSpace(testing::small_spec(), Layout::kTN, 100 * 1024).size());
+  EXPECT_LT(tn.size(), DesignSpace(testing::small_spec(), Layout::kTN).size());  // the limit reached the space
+}
+
 TEST(DesignSpace, DefaultHopperSpaceHoldsBothFamilies) {
   DesignSpace space(SpaceSpec::for_gpu(9), Layout::kTN);
   const auto families = space.valid_options(space.full_range(), int(Field::kFamily));

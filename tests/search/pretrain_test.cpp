@@ -44,7 +44,8 @@ std::vector<LoggedResult> log_results(const std::vector<Design>& set, const std:
 }
 
 TEST(Pretrain, LearnsWhichLoggedDesignWinsWhereAndCarriesItToHeldOutShapes) {
-  const DesignSpace space(small_spec(), Layout::kTN);
+  DesignSpaces spaces(small_spec(), 232448);
+  const DesignSpace& space = spaces.of(Layout::kTN);
   const auto set = design_set(space);
   const auto train = shapes(25, 0);
   const auto held_out = std::vector<Shape>{{2048, 512, 8192}, {128, 8192, 1024}, {8192, 8192, 512}, {512, 128, 2048}};
@@ -56,7 +57,7 @@ TEST(Pretrain, LearnsWhichLoggedDesignWinsWhereAndCarriesItToHeldOutShapes) {
   PretrainOptions options;
   options.epochs = 40;
   options.exclude = held_out;
-  const PretrainReport report = pretrain(policy, small_spec(), 232448, results, options);
+  const PretrainReport report = pretrain(policy, spaces, results, options);
   EXPECT_EQ(report.problems, train.size());  // the held-out shapes were left out
   EXPECT_EQ(report.samples, train.size() * set.size());
   EXPECT_EQ(report.outside_space, 0u);
@@ -77,7 +78,8 @@ TEST(Pretrain, LearnsWhichLoggedDesignWinsWhereAndCarriesItToHeldOutShapes) {
 
 // Independent problems tune on copies of the starting policy; the policy file learns from each outcome.
 TEST(Pretrain, LearnsFromATunedProblemsOutcome) {
-  const DesignSpace space(small_spec(), Layout::kTN);
+  DesignSpaces spaces(small_spec(), 232448);
+  const DesignSpace& space = spaces.of(Layout::kTN);
   const Problem problem{{2048, 512, 8192}, Layout::kTN};
   CostModel model;
   ProblemOutcome outcome;
@@ -102,35 +104,37 @@ TEST(Pretrain, LearnsFromATunedProblemsOutcome) {
   };
   Policy policy(space, RlOptions{}, 4);
   const double before = log_p(policy);
-  ASSERT_TRUE(learn_from_outcome(policy, small_spec(), 232448, outcome, 132, 5));
+  ASSERT_TRUE(learn_from_outcome(policy, spaces, outcome, 132, 5));
   EXPECT_GT(log_p(policy), before + 0.5);  // the problem's best design became much likelier
   EXPECT_EQ(policy.updates(), 5);
 
   // One correct design teaches nothing about choosing: the policy is left as it was.
   for (size_t i = 1; i < outcome.evaluations.size(); ++i) outcome.evaluations[i].status = MeasureStatus::kWrong;
   const double now = log_p(policy);
-  EXPECT_FALSE(learn_from_outcome(policy, small_spec(), 232448, outcome, 132, 5));
+  EXPECT_FALSE(learn_from_outcome(policy, spaces, outcome, 132, 5));
   EXPECT_EQ(log_p(policy), now);
 }
 
 TEST(Pretrain, RefusesWhatItCannotLearnFrom) {
-  const DesignSpace space(small_spec(), Layout::kTN);
+  DesignSpaces spaces(small_spec(), 232448);
+  const DesignSpace& space = spaces.of(Layout::kTN);
   Policy policy(space, RlOptions{}, 3);
-  EXPECT_THROW(pretrain(policy, small_spec(), 232448, {}, {}), Error);
+  EXPECT_THROW(pretrain(policy, spaces, {}, {}), Error);
   auto results = log_results(design_set(space), shapes(2, 0));
   results[3].speedup = -1;
-  EXPECT_THROW(pretrain(policy, small_spec(), 232448, results, {}), Error);
+  EXPECT_THROW(pretrain(policy, spaces, results, {}), Error);
   // One design per shape teaches no choice.
-  EXPECT_THROW(pretrain(policy, small_spec(), 232448, log_results({space.design(0)}, shapes(3, 0)), {}), Error);
+  EXPECT_THROW(pretrain(policy, spaces, log_results({space.design(0)}, shapes(3, 0)), {}), Error);
 }
 
 TEST(Pretrain, RlWarmStartsFromTheFileAndNeedsOne) {
   TempDir dir;
-  const DesignSpace space(small_spec(), Layout::kTN);
+  DesignSpaces spaces(small_spec(), 232448);
+  const DesignSpace& space = spaces.of(Layout::kTN);
   Policy policy(space, RlOptions{}, 3);
   PretrainOptions options;
   options.epochs = 5;
-  pretrain(policy, small_spec(), 232448, log_results(design_set(space), shapes(10, 0)), options);
+  pretrain(policy, spaces, log_results(design_set(space), shapes(10, 0)), options);
   policy.save(dir / "warm.txt");
 
   Store store(dir / "t.db");
