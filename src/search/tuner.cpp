@@ -105,9 +105,10 @@ ProblemTuning::ProblemTuning(Store& store, int64_t gpu_id, const GpuIdentity& gp
   if (options.seeds_for)
     for (const Design& d : options.seeds_for(problem)) consider(d, "predicted");
   if (gpu.sm_count > 0) {
+    static const std::vector<int> widths = fitting_widths();
     const size_t first = pending_.size();
     for (size_t i = 0; i < first && int(pending_.size() - first) < options.wave_fit; ++i)
-      if (auto fitted = wave_fitted(pending_[i], problem, gpu.sm_count, space.spec().tile_n, 0.03,
+      if (auto fitted = wave_fitted(pending_[i], problem, gpu.sm_count, widths, 0.03,
                                     smem_limit_or_hopper(gpu.smem_per_block_optin)))
         consider(*fitted, "wave-fit");
   }

@@ -8,6 +8,12 @@
 
 namespace rlgemm::search {
 
+std::vector<int> fitting_widths() {
+  std::vector<int> widths;
+  for (int width = 64; width <= 256; width += 8) widths.push_back(width);
+  return widths;
+}
+
 long long wave_cost(const Design& design, const Problem& problem, int sm_count) {
   if (sm_count < 1) throw Error(ErrorKind::kInvalidInput, "wave_cost: sm_count must be at least 1");
   if (design.family != Family::kSm90 || design.split == SplitK::kStreamK) return 0;

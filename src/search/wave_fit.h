@@ -10,11 +10,18 @@
 
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "rlgemm/design.h"
 #include "rlgemm/problem.h"
 
 namespace rlgemm::search {
+
+// The widths a design may be fitted to: every multiple of 8 from 64 to 256, the steps of wgmma's N. Finer than the
+// search's own widths (SpaceSpec::tile_n), since the width that fills the waves is the point: on 2048x11008 a
+// 128-row tile fills 8 whole waves at 168 wide, the width cuBLASLt's fastest kernel takes there, where 160 and 176
+// cost as much as 128 (bench/results/h100/README.md, the NVTX-chosen profiles).
+std::vector<int> fitting_widths();
 
 // Waves x BM x BN of `design` on `problem` (tiles of its own view: swapped designs tile N x M, rounded up to whole
 // clusters) with `sm_count` SMs; split-K slices count as tiles. 0 for designs without waves of whole tiles (sm80,

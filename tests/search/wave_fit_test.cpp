@@ -54,6 +54,25 @@ TEST(WaveFit, TakesTheWidthThatFillsTheWaves) {
   if (d) EXPECT_GE(d->bn, 128);
 }
 
+// The tuner fits widths in wgmma's steps of 8, finer than the search's list: on 2048x11008 a 128-row tile fills its
+// waves at 168 (66 x 16 = 1056 tiles, 8 waves of 132), the width of cuBLASLt's fastest kernel there; 128 wide takes
+// 11 waves, and the list's 160 and 176 cost as much. 112 and 96 cost as little as 168 (12 and 14 waves): the tie
+// goes to the wider tile, which reads each operand less often. From the list alone, 96 is all there is.
+TEST(WaveFit, TheTunerFitsInStepsOfEightAndFinds168WhereCublasLtDoes) {
+  const std::vector<int> widths = fitting_widths();
+  ASSERT_EQ(widths.size(), 25u);
+  for (size_t i = 0; i < widths.size(); ++i) EXPECT_EQ(widths[i], 64 + 8 * int(i));
+  const Design coop = parse_design("sm90.ws.coop/128x128x64/s5/c1x1/raster_m.g8/splitk1/epi_tma");
+  const auto listed = wave_fitted(coop, tn(2048, 11008, 4096), 132, kWidths);
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(listed->bn, 96);
+  const auto fitted = wave_fitted(coop, tn(2048, 11008, 4096), 132, widths);
+  ASSERT_TRUE(fitted);
+  EXPECT_EQ(fitted->bn, 168);
+  EXPECT_EQ(wave_cost(*fitted, tn(2048, 11008, 4096), 132), 8LL * 128 * 168);
+  EXPECT_EQ(wave_cost(coop, tn(2048, 11008, 4096), 132), 11LL * 128 * 128);
+}
+
 // 4096^3 in 128x128 tiles is 1024 tiles in 8 waves, 97% full: no width is 3% cheaper. A ping-pong 128-row tile
 // takes no width over 128 (its accumulators would spill), so none is proposed that why_invalid refuses.
 TEST(WaveFit, KeepsAWidthThatAlreadyFillsItsWaves) {
@@ -128,7 +147,7 @@ TEST(WaveFit, WhereTheRuleProposedAWidthItRanFasterOnTheH100) {
     const Problem problem = tn(std::get<0>(shape), std::get<1>(shape), std::get<2>(shape));
     for (const auto& [key, origin] : designs) {
       if (origin.first.bn % 64 != 0) continue;
-      const auto fitted = wave_fitted(origin.first, problem, 132, kWidths);
+      const auto fitted = wave_fitted(origin.first, problem, 132, fitting_widths());
       if (!fitted) continue;
       const auto measured = designs.find(key_of(*fitted));
       if (measured == designs.end()) continue;
