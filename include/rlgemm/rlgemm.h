@@ -137,8 +137,10 @@ struct HandleOptions {
   // On by default: a kernel takes a shape only where it measured faster than the floor at first use.
   bool predicted_kernels = true;
   // Autotuning: a shape without a tuned row measures, at its first use, the built-in predictor's
-  // `autotune_candidates` best designs (compiled, then checked side by side with the floor's cuBLASLt choice,
-  // in CUDA graphs and eager calls) and keeps for each way of calling the fastest that passed, else the floor.
+  // `autotune_candidates` best designs, and up to two of them again with the tile width that fills the GPU's
+  // waves where theirs leaves a wave part-empty (compiled, then checked side by side with the floor's cuBLASLt
+  // choice, in CUDA graphs and eager calls) and keeps for each way of calling the fastest that passed, else the
+  // floor.
   // The choices persist in the cache directory (autotune-choices.csv, per GPU and library build), so that a
   // shape costs its compiles (a second or two each, cached) once per machine; a later handle builds and checks
   // only the kernels kept. Needs prefer_cublaslt. Off: the predicted route (one design, checked).

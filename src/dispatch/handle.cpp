@@ -31,6 +31,7 @@
 #include "rlgemm/rlgemm.h"
 #include "run/gemm_kernel.h"
 #include "search/design_space.h"
+#include "search/wave_fit.h"
 #include "search/rl_policy.h"
 #include "store/store.h"
 
@@ -525,6 +526,8 @@ struct Handle::Impl {
   // won eager calls were 1.07-1.46x slower than cuBLAS in graphs), and neither a prediction nor a table row puts a
   // slower kernel on a shape. It costs tens of milliseconds at first use; a stream being captured cannot time.
   static constexpr int kCheckRounds = 15;
+  // Autotuning measures the predictor's guesses and, beside them, up to this many at their fitted width.
+  static constexpr int kAutotuneFittedWidths = 2;
 
   // The gain over the floor of each kernel route, in `mode`, from paired rounds.
   std::vector<GainInterval> gains_over_floor(const std::vector<Route*>& kernel_routes, Route& floor, bench::Mode mode,
@@ -723,6 +726,20 @@ struct Handle::Impl {
         Design design = with_dtype(guess.design, problem.dtype);
         design.static_shape = false;
         if (!dispatch::why_not_runnable(design, problem, dispatcher->target())) designs.push_back(design);
+      }
+      // And where a guess leaves a wave of tiles part-empty, up to two of them again at the width that fills the
+      // waves: the predictor was trained before those widths existed (search/wave_fit.h; in a tune's first
+      // evaluations such a design ran faster than its guess in 9 of 11 cases, bench/results/h100/README.md).
+      int fitted_count = 0;
+      const std::vector<Design> fitted_designs =
+          device.sm_count > 0 ? search::fitted_alternatives(designs, problem, device.sm_count,
+                                                            smem_limit_or_hopper(device.smem_per_block_optin))
+                              : std::vector<Design>{};
+      for (const Design& fitted : fitted_designs) {
+        if (fitted_count == kAutotuneFittedWidths) break;
+        if (dispatch::why_not_runnable(fitted, problem, dispatcher->target())) continue;
+        designs.push_back(fitted);
+        ++fitted_count;
       }
       // Compiled together into the cubin cache first (one compiler process per core), so that the shape's first
       // call waits for about one compile, not one per candidate; a failure surfaces again below, per design.

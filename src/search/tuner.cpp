@@ -104,13 +104,13 @@ ProblemTuning::ProblemTuning(Store& store, int64_t gpu_id, const GpuIdentity& gp
   for (const Design& d : options.seed_designs) consider(d, "seed");
   if (options.seeds_for)
     for (const Design& d : options.seeds_for(problem)) consider(d, "predicted");
-  if (gpu.sm_count > 0) {
-    static const std::vector<int> widths = fitting_widths();
+  if (gpu.sm_count > 0 && options.wave_fit > 0) {
     const size_t first = pending_.size();
-    for (size_t i = 0; i < first && int(pending_.size() - first) < options.wave_fit; ++i)
-      if (auto fitted = wave_fitted(pending_[i], problem, gpu.sm_count, widths, 0.03,
-                                    smem_limit_or_hopper(gpu.smem_per_block_optin)))
-        consider(*fitted, "wave-fit");
+    for (const Design& fitted :
+         fitted_alternatives(pending_, problem, gpu.sm_count, smem_limit_or_hopper(gpu.smem_per_block_optin))) {
+      if (int(pending_.size() - first) >= options.wave_fit) break;
+      consider(fitted, "wave-fit");
+    }
   }
   if (pending_.empty()) begin_search();
 }

@@ -50,4 +50,17 @@ std::optional<Design> wave_fitted(const Design& design, const Problem& problem, 
   return best;
 }
 
+std::vector<Design> fitted_alternatives(std::span<const Design> designs, const Problem& problem, int sm_count,
+                                        int smem_limit_bytes) {
+  static const std::vector<int> widths = fitting_widths();
+  std::vector<Design> out;
+  for (const Design& design : designs) {
+    const auto fitted = wave_fitted(design, problem, sm_count, widths, 0.03, smem_limit_bytes);
+    if (fitted && std::find(designs.begin(), designs.end(), *fitted) == designs.end() &&
+        std::find(out.begin(), out.end(), *fitted) == out.end())
+      out.push_back(*fitted);
+  }
+  return out;
+}
+
 }  // namespace rlgemm::search

@@ -38,4 +38,10 @@ std::optional<Design> wave_fitted(const Design& design, const Problem& problem, 
                                   std::span<const int> widths, double min_gain = 0.03,
                                   int smem_limit_bytes = kHopperSmemPerBlock);
 
+// For each of `designs`, in order, its fitted design (wave_fitted over fitting_widths() with the 3% margin), less
+// repeats and designs already among `designs`: what a tuner or an autotuning handle measures beside a predictor's
+// guesses, which were trained before the fitted widths existed. Throws as wave_fitted does.
+std::vector<Design> fitted_alternatives(std::span<const Design> designs, const Problem& problem, int sm_count,
+                                        int smem_limit_bytes = kHopperSmemPerBlock);
+
 }  // namespace rlgemm::search

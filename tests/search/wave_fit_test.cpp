@@ -73,6 +73,29 @@ TEST(WaveFit, TheTunerFitsInStepsOfEightAndFinds168WhereCublasLtDoes) {
   EXPECT_EQ(wave_cost(coop, tn(2048, 11008, 4096), 132), 11LL * 128 * 128);
 }
 
+// What a tuner or an autotuning handle measures beside the predictor's guesses: each guess's fitted design, in
+// the guesses' order, once, never one that is a guess already, nothing for a guess that fills its waves.
+TEST(WaveFit, FittedAlternativesFollowTheGuessesOnceEach) {
+  const std::vector<Design> guesses = {
+      parse_design("sm90.ws.coop/128x192x64/s4/c1x1/raster_m.g8/splitk1/epi_tma"),   // -> 160
+      parse_design("sm90.ws.coop/128x128x64/s5/c1x1/raster_m.g8/splitk1/epi_tma"),   // 160 tiles -> 160
+      parse_design("sm90.ws.coop/128x160x64/s4/c1x1/raster_m.g8/splitk1/epi_tma"),   // fills its wave
+      parse_design("sm90.ws.coop/128x256x64/s4/c1x1/raster_m.g8/splitk1/epi_tma"),   // -> 176 (not under 2/3)
+      parse_design("sm90.ws.coop/128x192x64/s4/c1x1/raster_n.g8/splitk1/epi_tma"),   // -> 160
+      parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/streamk/epi_tma"),   // no waves
+  };
+  const Problem problem = tn(512, 5120, 4096);
+  const std::vector<Design> fitted = fitted_alternatives(guesses, problem, 132);
+  std::vector<std::string> texts;
+  for (const Design& d : fitted) texts.push_back(to_string(d));
+  // 128x192's fit is 128x160 s4 raster_m: a guess already, so left out; raster_n's fit is new.
+  const std::vector<std::string> expected = {"sm90.ws.coop/128x160x64/s5/c1x1/raster_m.g8/splitk1/epi_tma",
+                                             "sm90.ws.coop/128x176x64/s4/c1x1/raster_m.g8/splitk1/epi_tma",
+                                             "sm90.ws.coop/128x160x64/s4/c1x1/raster_n.g8/splitk1/epi_tma"};
+  EXPECT_EQ(texts, expected);
+  EXPECT_TRUE(fitted_alternatives({}, problem, 132).empty());
+}
+
 // 4096^3 in 128x128 tiles is 1024 tiles in 8 waves, 97% full: no width is 3% cheaper. A ping-pong 128-row tile
 // takes no width over 128 (its accumulators would spill), so none is proposed that why_invalid refuses.
 TEST(WaveFit, KeepsAWidthThatAlreadyFillsItsWaves) {
