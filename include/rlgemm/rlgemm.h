@@ -45,7 +45,10 @@
 //             built-in speed predictor (data/predictors/, by GPU name, else one of the same architecture)
 //             expects to beat cuBLASLt by the most, where its predicted gain clears one standard deviation of
 //             its uncertainty, and only in the ways of calling where that kernel passed the check above (else
-//             the floor serves them, and describe() says what was measured); choosing costs about half a
+//             the floor serves them, and describe() says what was measured); where that design's tile width
+//             leaves a wave of tiles part-empty, the same design at the width that fills the GPU's waves is
+//             checked beside it (or alone, where only its estimate, the guess's gain times the ratio of their
+//             wave costs, clears the rule), and the faster serves; choosing costs about half a
 //             second at the shape's first use, a kernel's first compile a second or two (then cached on disk),
 //             the timing milliseconds; with HandleOptions::autotune, the predictor's few best designs are all
 //             checked against the floor, whatever their predicted gain, and the fastest of each way of calling

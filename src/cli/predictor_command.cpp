@@ -202,6 +202,10 @@ int run_predict(const PredictArgs& a) {
         print("guess", c.design, c.time, c.gain);
         if (std::find(union_of_top.begin(), union_of_top.end(), c.design) == union_of_top.end())
           union_of_top.push_back(c.design);
+        // The guess at the width that fills the waves, as the handle's predicted route checks it beside the guess
+        // (or alone, where only its estimate clears the rule).
+        if (const auto fitted = predict::fitted_guess(c, problem, gpu.sm_count, smem_limit_or_hopper(gpu.smem_per_block_optin)))
+          print("fitted", fitted->design, fitted->time, fitted->gain);
       }
     }
   }

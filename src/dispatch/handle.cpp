@@ -178,6 +178,8 @@ struct Handle::Impl {
   const predict::Predictor* predictor = nullptr;  // HandleOptions::predicted_kernels: the built-in one
   predict::GpuTraits gpu_traits;
   std::string predicted_note;  // the last predicted route's gain, under build_mutex
+  // With it: the predicted design again at the tile width that fills the GPU's waves, checked beside it.
+  std::optional<Design> predicted_fitted;
   std::optional<search::DesignSpaces> spaces;  // the policy's, built at its first proposal
   std::unique_ptr<dispatch::Dispatcher> dispatcher;
   CompileOptions compile_options;
@@ -403,8 +405,16 @@ struct Handle::Impl {
 
   // Called by the dispatcher, under build_mutex: the predictor's best guess, when its gain over cuBLASLt
   // clears the route rule (predict::take_kernel_route); what it predicted goes into the route's description.
+  //
+  // The predictor was trained before the fitted tile widths existed, so its guess may leave a wave of tiles
+  // part-empty. Then the same design at the width that fills the waves (search::fitted_alternatives) is checked
+  // beside it, and the faster serves. Where the guess alone does not clear the rule, the fitted design is taken
+  // if its gain does, estimated as the guess's times the ratio of their wave costs (the time of a wave of whole
+  // tiles goes with a tile's area): in a tune's first evaluations on the H100 such a design measured 0.93-1.04 of
+  // that ratio, 9 of 11 faster than the guess (bench/results/h100/wave-fit-ab-pairs.csv).
   std::optional<Design> predict_design(const Problem& problem) {
     predicted_note.clear();
+    predicted_fitted.reset();
     // The built-in predictors learned fp16 kernels against fp16 cuBLASLt. A bf16 problem gets the fp16 twin's
     // guess in bf16: wgmma and mma.sync take bf16 at fp16's rate with the same tiles, and cuBLASLt's bf16
     // algorithms mirror its fp16 ones. The guess is only a proposal: its kernel is timed against the bf16 floor
@@ -412,12 +422,22 @@ struct Handle::Impl {
     Problem twin = problem;
     twin.dtype = DType::kF16;
     const auto guesses = predictor->best_guesses(gpu_traits, twin, 1);
-    if (guesses.empty() || !predict::take_kernel_route(guesses.front().gain, kPredictedRouteZ)) return std::nullopt;
+    if (guesses.empty()) return std::nullopt;
+    const predict::Candidate& guess = guesses.front();
+    std::optional<predict::Candidate> fitted =
+        predict::fitted_guess(guess, twin, device.sm_count, smem_limit_or_hopper(device.smem_per_block_optin));
+    if (fitted && dispatch::why_not_runnable(with_dtype(fitted->design, problem.dtype), problem, dispatcher->target()))
+      fitted.reset();
+    const bool take_guess = predict::take_kernel_route(guess.gain, kPredictedRouteZ);
+    if (!take_guess && !(fitted && predict::take_kernel_route(fitted->gain, kPredictedRouteZ))) return std::nullopt;
+    const predict::Candidate& taken = take_guess ? guess : *fitted;
     char note[96];
-    std::snprintf(note, sizeof note, " (predicted %.2fx cuBLASLt, ln sd %.2f)", guesses.front().gain.speedup,
-                  guesses.front().gain.log_sd);
+    std::snprintf(note, sizeof note, " (predicted %.2fx cuBLASLt, ln sd %.2f", taken.gain.speedup, taken.gain.log_sd);
     predicted_note = note;
-    return with_dtype(guesses.front().design, problem.dtype);
+    if (!take_guess) predicted_note += ", as " + to_string(guess.design) + " fitted to the waves";
+    predicted_note += ")";
+    if (take_guess && fitted) predicted_fitted = with_dtype(fitted->design, problem.dtype);
+    return with_dtype(taken.design, problem.dtype);
   }
 
   // Called by the dispatcher, under build_mutex.
@@ -677,10 +697,12 @@ struct Handle::Impl {
   }
 
   // A route with one kernel candidate (a tuned row, a policy's or the predictor's design) checked against the
-  // floor.
+  // floor; with `also` (the predicted design at its fitted width), two, the faster serving.
   std::unique_ptr<Route> verified(const Problem& problem, const dispatch::Choice& choice, const std::string& note,
-                                  cudaStream_t stream, const Caller& caller) {
+                                  cudaStream_t stream, const Caller& caller,
+                                  const std::optional<Design>& also = std::nullopt) {
     std::unique_ptr<Route> floor = floor_route(problem, stream, caller);
+    if (also && !capturing(stream)) precompile({choice.design, *also}, problem);
     std::string why;
     std::unique_ptr<Route> kernel = kernel_route(problem, choice, why);
     if (!kernel) {
@@ -694,7 +716,30 @@ struct Handle::Impl {
     }
     std::vector<std::unique_ptr<Route>> kernels;
     kernels.push_back(std::move(kernel));
+    if (also) {
+      dispatch::Choice fitted = choice;
+      fitted.design = *also;
+      if (auto k = kernel_route(problem, fitted, why)) {
+        k->description += " (the prediction's design fitted to the waves)";
+        kernels.push_back(std::move(k));
+      }
+    }
     return check_and_settle(std::move(kernels), std::move(floor), "measured on first use", stream);
+  }
+
+  // Compiles `designs` for `problem` together into the cubin cache (one compiler process per core), so that a
+  // shape's first call waits for about one compile, not one per design; a failure surfaces again when the
+  // design's route is built. Nothing without a cache to fill.
+  void precompile(const std::vector<Design>& designs, const Problem& problem) {
+    if (!compile_options.cache_dir || designs.size() < 2) return;
+    std::vector<GeneratedKernel> sources;
+    for (const Design& d : designs) {
+      try {
+        sources.push_back(generate_kernel(d, problem, arch_for_device(d, device.cc_major, device.cc_minor)));
+      } catch (const Error&) {
+      }
+    }
+    compile_all(sources, compile_options);
   }
 
   // The autotuned route (HandleOptions::autotune): the predictor's few best designs, or what this machine chose
@@ -741,18 +786,7 @@ struct Handle::Impl {
         designs.push_back(fitted);
         ++fitted_count;
       }
-      // Compiled together into the cubin cache first (one compiler process per core), so that the shape's first
-      // call waits for about one compile, not one per candidate; a failure surfaces again below, per design.
-      if (compile_options.cache_dir && designs.size() > 1) {
-        std::vector<GeneratedKernel> sources;
-        for (const Design& d : designs) {
-          try {
-            sources.push_back(generate_kernel(d, problem, arch_for_device(d, device.cc_major, device.cc_minor)));
-          } catch (const Error&) {
-          }
-        }
-        compile_all(sources, compile_options);
-      }
+      precompile(designs, problem);
     }
     std::vector<std::unique_ptr<Route>> kernels;
     for (const Design& design : designs) {
@@ -816,7 +850,9 @@ struct Handle::Impl {
     } else if (options.prefer_cublaslt && (options.check_routes || choice.path == Path::kPredicted)) {
       // A kernel (a tuned row, a policy's or the predictor's design) serves only the ways of calling where it
       // measured faster than the floor.
-      r = verified(problem, choice, choice.path == Path::kPredicted ? predicted_note : "", stream, caller);
+      const bool predicted = choice.path == Path::kPredicted;
+      r = verified(problem, choice, predicted ? predicted_note : "", stream, caller,
+                   predicted ? predicted_fitted : std::nullopt);
     } else {
       // Kernels only: nothing to measure them against.
       std::string why;

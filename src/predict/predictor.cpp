@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <span>
 #include <sstream>
 
 #include "rlgemm/error.h"
 #include "search/design_space.h"
+#include "search/wave_fit.h"
 
 namespace rlgemm::predict {
 
@@ -25,6 +27,23 @@ GpuTraits traits_of(const GpuIdentity& gpu) {
 
 bool take_kernel_route(const Gain& gain, double z, double margin) {
   return gain.log_mean - z * gain.log_sd > std::log(margin);
+}
+
+std::optional<Candidate> fitted_guess(const Candidate& guess, const Problem& problem, int sm_count,
+                                      int smem_limit_bytes) {
+  if (sm_count < 1) return std::nullopt;
+  const auto fitted = search::fitted_alternatives(std::span(&guess.design, 1), problem, sm_count, smem_limit_bytes);
+  if (fitted.empty()) return std::nullopt;
+  const double ratio = double(search::wave_cost(guess.design, problem, sm_count)) /
+                       double(search::wave_cost(fitted.front(), problem, sm_count));
+  Candidate c = guess;
+  c.design = fitted.front();
+  c.time.mean_us /= ratio;
+  c.time.sd_us /= ratio;
+  c.time.log_mean -= std::log(ratio);
+  c.gain.speedup *= ratio;
+  c.gain.log_mean += std::log(ratio);
+  return c;
 }
 
 std::pair<double, double> Ensemble::estimate(const double* x) const {

@@ -248,6 +248,36 @@ TEST(RouteRule, KernelOnlyWhereTheGainClearsItsUncertainty) {
   EXPECT_TRUE(take_kernel_route(gain(1.36, 0.10)));         // 0.307 > 0.30
 }
 
+// A guess whose width leaves a wave part-empty comes back at the width that fills the waves, its predicted time and
+// gain scaled by the wave costs: on 512x5120, 128x192 tiles are 108 (one wave, 24 SMs idle), 128x160 tiles 128, so
+// each wave is 160/192 as long. A guess the route rule refuses may then pass it.
+TEST(FittedGuess, TheWidthThatFillsTheWavesWithItsTimeScaledByTheWaveCost) {
+  Candidate guess;
+  guess.design = parse_design("sm90.ws.coop/128x192x64/s4/c1x1/raster_m.g8/splitk1/epi_tma");
+  guess.time = Prediction{24.0, 2.4, std::log(24.0), 0.1};
+  guess.gain = Gain{0.95, std::log(0.95), 0.05};
+  const Problem problem{{512, 5120, 4096}, Layout::kTN};
+  const auto fitted = fitted_guess(guess, problem, 132);
+  ASSERT_TRUE(fitted);
+  EXPECT_EQ(to_string(fitted->design), "sm90.ws.coop/128x160x64/s4/c1x1/raster_m.g8/splitk1/epi_tma");
+  EXPECT_NEAR(fitted->time.mean_us, 20.0, 1e-9);
+  EXPECT_NEAR(fitted->time.sd_us, 2.0, 1e-9);
+  EXPECT_NEAR(fitted->time.log_mean, std::log(20.0), 1e-9);
+  EXPECT_EQ(fitted->time.log_sd, 0.1);
+  EXPECT_NEAR(fitted->gain.speedup, 0.95 * 1.2, 1e-9);
+  EXPECT_NEAR(fitted->gain.log_mean, std::log(0.95 * 1.2), 1e-9);
+  EXPECT_EQ(fitted->gain.log_sd, 0.05);
+  EXPECT_FALSE(take_kernel_route(guess.gain, 1.0));
+  EXPECT_TRUE(take_kernel_route(fitted->gain, 1.0));
+  // A width that fills its waves already, a kernel without waves of whole tiles, a GPU without SMs: nothing.
+  guess.design = parse_design("sm90.ws.coop/128x160x64/s4/c1x1/raster_m.g8/splitk1/epi_tma");
+  EXPECT_FALSE(fitted_guess(guess, problem, 132));
+  guess.design = parse_design("sm90.ws.coop/128x192x64/s4/c1x1/raster_m.g8/streamk/epi_tma");
+  EXPECT_FALSE(fitted_guess(guess, problem, 132));
+  guess.design = parse_design("sm90.ws.coop/128x192x64/s4/c1x1/raster_m.g8/splitk1/epi_tma");
+  EXPECT_FALSE(fitted_guess(guess, problem, 0));
+}
+
 TEST(Predictor, BuiltInPredictorsFollowTheGpu) {
   GpuTraits a100;
   a100.name = "NVIDIA A100-SXM4-80GB";
