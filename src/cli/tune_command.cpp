@@ -397,7 +397,20 @@ std::string phase_summary(const std::vector<search::ProblemOutcome>& outcomes) {
                 "measuring time by phase over %d measurements: operands and fp64 references %.1f s, the reference's "
                 "choice %.1f s, correctness checks %.1f s, timed rounds %.1f s, compiles %.1f s",
                 measured, s.operands, s.reference, s.check, s.rounds, compile);
-  return text;
+  std::string out = text;
+  double wall = 0, waiting = 0;
+  for (const auto& o : outcomes) {
+    wall += o.wall_seconds;
+    waiting += o.waiting_seconds;
+  }
+  if (wall > 0) {
+    std::snprintf(text, sizeof text,
+                  "; of %.1f s tuning the problems, %.1f s waiting for measurements, %.1f s the tuner's own work "
+                  "(proposals, the predictor's guesses, the database, teaching the policy)",
+                  wall, waiting, wall - waiting);
+    out += text;
+  }
+  return out;
 }
 
 // One CSV row per problem on stdout: the best design's paired gain over lt_auto with its 95% interval (as

@@ -268,6 +268,8 @@ std::vector<ProblemOutcome> Tuner::run(const TuneOptions& options) {
   std::vector<ProblemOutcome> outcomes;
 
   for (size_t index = 0; index < options.problems.size(); ++index) {
+    const auto problem_start = Clock::now();
+    double waiting = 0;
     const Problem& problem = options.problems[index];
     validate(problem.shape);
     const DesignSpace& space = this->space(problem.layout);
@@ -305,13 +307,18 @@ std::vector<ProblemOutcome> Tuner::run(const TuneOptions& options) {
     };
 
     for (auto designs = tuning.next_batch(); !designs.empty(); designs = tuning.next_batch()) {
-      tuning.complete(measurer_.measure_batch(designs, problem, options.mode));
+      const auto asked = Clock::now();
+      std::vector<Measurement> results = measurer_.measure_batch(designs, problem, options.mode);
+      waiting += std::chrono::duration<double>(Clock::now() - asked).count();
+      tuning.complete(results);
       print(tuning.outcome(), false);
     }
     ProblemOutcome outcome = tuning.finish();
     print(outcome, true);
     measured_total += outcome.measured_now;
     if (options.after_problem) options.after_problem(outcome);
+    outcome.wall_seconds = std::chrono::duration<double>(Clock::now() - problem_start).count();
+    outcome.waiting_seconds = waiting;
     outcomes.push_back(std::move(outcome));
   }
   return outcomes;

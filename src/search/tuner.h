@@ -100,6 +100,11 @@ struct ProblemOutcome {
   // their compiles.
   PhaseSeconds seconds;
   double compile_seconds = 0;
+  // The sequential tuner's clock: the problem's wall time (from its first proposal to after after_problem) and,
+  // of it, the time spent waiting for measurements; the rest is the tuner's own work (proposals, the
+  // predictor's guesses, the database, teaching the policy). 0 where problems are tuned side by side.
+  double wall_seconds = 0;
+  double waiting_seconds = 0;
   double reference_us() const { return best.reference_us; }  // in the best design's own rounds
   double speedup() const { return best_design.empty() ? 0 : best.speedup(); }
   // The best design is faster than the reference beyond its interval.

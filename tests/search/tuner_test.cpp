@@ -128,7 +128,7 @@ TEST(Tuner, PerProblemGuessesFollowTheSeeds) {
 }
 
 // Each problem's outcome sums where its measurements took their time: the synthetic GPU's pace (--delay-ms) is
-// all timed rounds, and each design's compile counts once.
+// all timed rounds, and each design's compile counts once; and its wall time, of which the waiting for them.
 TEST(Tuner, OutcomesSumTheirMeasurementsTimeByPhase) {
   TempDir dir;
   Store store(dir / "p.db");
@@ -146,6 +146,10 @@ TEST(Tuner, OutcomesSumTheirMeasurementsTimeByPhase) {
   EXPECT_NEAR(outcomes[0].seconds.rounds, 6 * 0.004, 1e-12);
   EXPECT_DOUBLE_EQ(outcomes[0].seconds.operands + outcomes[0].seconds.reference + outcomes[0].seconds.check, 0);
   EXPECT_GT(outcomes[0].compile_seconds, 0);
+  // The tuner's own clock: it waited at least for the synthetic GPU's pace, and the problem took longer still.
+  EXPECT_GE(outcomes[0].waiting_seconds, 6 * 0.004);
+  EXPECT_GE(outcomes[0].wall_seconds, outcomes[0].waiting_seconds);
+  EXPECT_LT(outcomes[0].wall_seconds, 60);
   // Measured again from the store, nothing is spent.
   const auto again = tuner.run(tune);
   EXPECT_EQ(again[0].measured_now, 0);
