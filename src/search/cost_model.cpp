@@ -6,6 +6,7 @@
 #include <string>
 #include <tuple>
 
+#include "kernels/sm90/params.h"
 #include "kernels/sm90/stream_k.h"
 #include "rlgemm/error.h"
 
@@ -112,7 +113,10 @@ Breakdown estimate(const SyntheticGpu& gpu, const Design& d, const Problem& prob
 
   // ---- the tile grid ----
   double tm = ceil_div(m, bm), tn = ceil_div(n, bn);
-  if (sm90) { tm = ceil_div(tm, d.cluster_m) * d.cluster_m; tn = ceil_div(tn, d.cluster_n) * d.cluster_n; }
+  if (sm90) {  // whole clusters, as the kernel walks them
+    tm = double(sm90::cluster_tiles_along(static_cast<long long>(m), d.bm, d.cluster_m) * d.cluster_m);
+    tn = double(sm90::cluster_tiles_along(static_cast<long long>(n), d.bn, d.cluster_n) * d.cluster_n);
+  }
   const double tiles = tm * tn;
   const double k_iters = ceil_div(k, bk);
   const double prologue = latency + 200;
