@@ -1,0 +1,78 @@
+"""scripts/compare-tunes: two tuning databases side by side, per shape by their best paired gains, and the rows
+one strategy derived from others. Databases made here with the measurements table's columns the script reads."""
+import csv
+import math
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "compare-tunes"
+
+COOP = "sm90.ws.coop/128x{}x64/s4/c1x1/raster_m.g8/splitk1/epi_tma"
+
+
+def make_db(path, rows):
+    """rows: (m, n, k, design, strategy, gain, status, paired, mode)."""
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE measurements (id INTEGER PRIMARY KEY, m INTEGER, n INTEGER, k INTEGER, layout TEXT, "
+               "dtype TEXT, design TEXT, mode TEXT, status TEXT, strategy TEXT, paired INTEGER, log_ratio REAL)")
+    for m, n, k, design, strategy, gain, status, paired, mode in rows:
+        db.execute("INSERT INTO measurements (m, n, k, layout, dtype, design, mode, status, strategy, paired, "
+                   "log_ratio) VALUES (?, ?, ?, 'tn', 'fp16', ?, ?, ?, ?, ?, ?)",
+                   (m, n, k, design, mode, status, strategy, paired, math.log(gain)))
+    db.commit()
+    db.close()
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True)
+
+
+def test_best_of_each_shape_side_by_side_and_the_derived_pairs(tmp_path):
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    make_db(a, [
+        (512, 7168, 7168, COOP.format(256), "predicted", 0.96, "ok", 1, "graph"),
+        (512, 7168, 7168, COOP.format(128), "rl", 0.90, "ok", 1, "graph"),
+        (2048, 4096, 4096, COOP.format(128), "predicted", 1.00, "ok", 1, "graph"),
+        (4096, 4096, 4096, COOP.format(128), "predicted", 1.00, "ok", 1, "graph"),  # not in B
+    ])
+    make_db(b, [
+        (512, 7168, 7168, COOP.format(256), "predicted", 0.95, "ok", 1, "graph"),
+        (512, 7168, 7168, COOP.format(224), "wave-fit", 1.01, "ok", 1, "graph"),
+        (512, 7168, 7168, COOP.format(192), "rl", 2.00, "wrong", 1, "graph"),       # not correct: left out
+        (512, 7168, 7168, COOP.format(160), "rl", 2.00, "ok", 0, "graph"),          # unpaired: left out
+        (512, 7168, 7168, COOP.format(176), "rl", 2.00, "ok", 1, "offline"),        # another mode
+        (2048, 4096, 4096, COOP.format(128), "predicted", 0.98, "ok", 1, "graph"),
+    ])
+    out, pairs = tmp_path / "ab.csv", tmp_path / "pairs.csv"
+    r = run(a, b, "--out", out, "--derived", "wave-fit", "--derived-out", pairs)
+    assert r.returncode == 0, r.stderr
+    assert "2 shapes in both (3 in A, 2 in B), graph mode" in r.stdout
+    ratio = math.sqrt(1.01 / 0.96 * 0.98 / 1.00)
+    assert f"geometric mean {ratio:.4f}" in r.stdout
+    assert "M = 512: 1 shapes, 1.0521" in r.stdout
+    assert "wave-fit: 1 rows of B beside the design they were derived from: 1 faster, geometric mean 1.0632" \
+        in r.stdout
+    rows = list(csv.DictReader(open(out)))
+    assert [(row["M"], row["best_a"], row["best_b"], row["strategy_b"]) for row in rows] == [
+        ("512", "0.9600", "1.0100", "wave-fit"), ("2048", "1.0000", "0.9800", "predicted")]
+    assert rows[0]["design_b"] == COOP.format(224)
+    derived = list(csv.DictReader(open(pairs)))
+    assert len(derived) == 1
+    assert (derived[0]["source"], derived[0]["derived"], derived[0]["derived_over_source"]) == (
+        COOP.format(256), COOP.format(224), "1.0632")
+
+
+def test_refuses_what_it_cannot_compare(tmp_path):
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    make_db(a, [(512, 7168, 7168, COOP.format(256), "predicted", 0.96, "ok", 1, "graph")])
+    make_db(b, [(2048, 4096, 4096, COOP.format(128), "predicted", 0.98, "ok", 1, "graph")])
+    r = run(a, b)
+    assert r.returncode != 0 and "no shape has a correct paired graph measurement in both" in r.stderr
+    r = run(a, b, "--derived", "wave-fit")
+    assert r.returncode != 0 and "--derived and --derived-out go together" in r.stderr
+    r = run(a, tmp_path / "missing.db")
+    assert r.returncode != 0 and "missing.db" in r.stderr
