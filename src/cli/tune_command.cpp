@@ -18,6 +18,7 @@
 
 #include "cli/command.h"
 #include "core/seed.h"
+#include "core/stop_signal.h"
 #include "core/model_shapes.h"
 #include "predict/predictor.h"
 #include "rlgemm/error.h"
@@ -533,6 +534,9 @@ int run_tune(const TuneArgs& args) {
   }
   // Everything the user typed is checked before a worker starts.
   check_tune_args(args);
+  // Ctrl-C or SIGTERM (timeout(1)), from here on: the run ends once the batch in flight is recorded, and says what
+  // it tuned.
+  const StopSignal stop;
   const std::vector<Job> jobs = jobs_of(args);
   const CommonArgs a = resolved(args.common);
   warn_if_synthetic(a, "start");
@@ -542,9 +546,13 @@ int run_tune(const TuneArgs& args) {
   const search::SpaceSpec spec = search::SpaceSpec::for_gpu(gpu.cc_major);
   Strategies strategies = make_strategies(args, gpu, spec, jobs.front().problems.front().layout, args.independent);
   search::TuneOptions options = tune_options(args, jobs.front().problems, strategies, gpu, spec);
+  options.stop = &stop.requested();
   std::vector<search::ProblemOutcome> outcomes;
   std::vector<JobSummary> summaries;
+  size_t planned = 0;
+  for (const Job& job : jobs) planned += job.problems.size();
   for (const Job& job : jobs) {
+    if (stop.requested()) break;
     options.problems = job.problems;
     std::fprintf(stderr, "rlgemm tune: %s: %zu problems on %s, strategy %s, database %s\n", job.label.c_str(),
                  job.problems.size(), gpu.name.c_str(), args.strategy.c_str(), a.db.c_str());
@@ -563,8 +571,15 @@ int run_tune(const TuneArgs& args) {
   }
   print_outcomes(outcomes, a);
   if (!args.models.empty()) report_jobs(args, a, gpu, summaries);
+  if (stop.requested()) {
+    const bool cut = !outcomes.empty() && outcomes.back().cut_short;
+    std::fprintf(stderr,
+                 "rlgemm tune: stopped by a signal after %zu of %zu problems%s; every measurement is in %s, and the "
+                 "same command goes on from there\n",
+                 outcomes.size() - (cut ? 1 : 0), planned, cut ? " (and part of the next)" : "", a.db.c_str());
+  }
   warn_if_synthetic(a, "end");
-  return 0;
+  return stop.requested() ? 130 : 0;  // as rlgemm bench: a script sees that the run did not finish
 }
 
 struct CompareArgs {

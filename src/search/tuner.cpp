@@ -245,6 +245,12 @@ void ProblemTuning::end_round() {
   if (stalled_ >= options_.max_stalled_batches) phase_ = Phase::kDone;
 }
 
+void ProblemTuning::cut_short() {
+  if (!pending_.empty()) fail("tuning " + outcome_.problem.shape.to_string() + ": cut short with a batch in flight");
+  phase_ = Phase::kDone;
+  outcome_.cut_short = outcome_.evaluations.size() < cap_;
+}
+
 ProblemOutcome ProblemTuning::finish() {
   if (phase_ != Phase::kDone) fail("tuning " + outcome_.problem.shape.to_string() + " ended before it was done");
   strategy_.end_problem();
@@ -306,12 +312,17 @@ std::vector<ProblemOutcome> Tuner::run(const TuneOptions& options) {
       std::fflush(options.progress);
     };
 
+    const auto stopped = [&] { return options.stop && options.stop->load(); };
     for (auto designs = tuning.next_batch(); !designs.empty(); designs = tuning.next_batch()) {
       const auto asked = Clock::now();
       std::vector<Measurement> results = measurer_.measure_batch(designs, problem, options.mode);
       waiting += std::chrono::duration<double>(Clock::now() - asked).count();
       tuning.complete(results);
       print(tuning.outcome(), false);
+      if (stopped()) {
+        tuning.cut_short();
+        break;
+      }
     }
     ProblemOutcome outcome = tuning.finish();
     print(outcome, true);
@@ -320,6 +331,7 @@ std::vector<ProblemOutcome> Tuner::run(const TuneOptions& options) {
     outcome.wall_seconds = std::chrono::duration<double>(Clock::now() - problem_start).count();
     outcome.waiting_seconds = waiting;
     outcomes.push_back(std::move(outcome));
+    if (stopped()) break;
   }
   return outcomes;
 }

@@ -24,6 +24,7 @@
 // distributed tuner several at once.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -63,6 +64,9 @@ struct TuneOptions {
   int max_stalled_batches = 40;  // rounds without a new evaluation before giving up on a problem
   std::FILE* progress = nullptr; // live progress lines, or none
   std::function<void(const ProblemOutcome&)> after_problem;  // e.g. save the policy
+  // Set from outside (SIGINT or SIGTERM, core/stop_signal.h): the run ends once the batch in flight is measured
+  // and recorded, with the problem it belongs to as its last outcome (cut short); run it again to go on.
+  const std::atomic<bool>* stop = nullptr;
   // Designs measured first on every problem (those valid for it), before the strategy proposes: known-good
   // starting points (e.g. a hand-picked set). They count against the budget; the strategy sees their
   // rewards as history, as it sees an earlier run's.
@@ -105,6 +109,7 @@ struct ProblemOutcome {
   // predictor's guesses, the database, teaching the policy). 0 where problems are tuned side by side.
   double wall_seconds = 0;
   double waiting_seconds = 0;
+  bool cut_short = false;  // ended by TuneOptions::stop before its budget
   double reference_us() const { return best.reference_us; }  // in the best design's own rounds
   double speedup() const { return best_design.empty() ? 0 : best.speedup(); }
   // The best design is faster than the reference beyond its interval.
@@ -142,6 +147,8 @@ class ProblemTuning {
   size_t cap() const { return cap_; }
   // Ends the problem for the strategy; the outcome, moved out.
   ProblemOutcome finish();
+  // Ends the problem before its budget, between batches (a stop asked for from outside): finish() may follow.
+  void cut_short();
 
  private:
   double reward_of(const Measurement& m) const;

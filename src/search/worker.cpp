@@ -192,7 +192,11 @@ void WorkerMeasurer::start() {
   }
   if (pid == 0) {
     // Child: the protocol on stdin and stdout; every other inherited descriptor closed, so that sibling
-    // workers never hold each other's sockets open.
+    // workers never hold each other's sockets open. A process group of its own: Ctrl-C, or timeout(1)'s signal to
+    // the tuner's group, asks the tuner to stop (it ends after the batch in flight), and must not kill the worker
+    // in the middle of a measurement; the tuner ends its workers itself, and a worker whose tuner is gone sees
+    // its input close and exits.
+    ::setpgid(0, 0);
     ::dup2(fds[1], 0);
     ::dup2(fds[1], 1);
     ::close_range(3, ~0u, 0);

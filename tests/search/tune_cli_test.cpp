@@ -58,6 +58,40 @@ TEST(TuneCli, ANegativeWaveFitCountIsRefused) {
   EXPECT_NE(r.output.find("--wave-fit must be >= 0"), std::string::npos) << r.output;
 }
 
+// Ctrl-C or timeout(1)'s SIGINT ends a tune once the batch in flight is recorded: the result table and the summary
+// are printed for what was tuned, the database is closed whole (no write-ahead log left beside it), and the same
+// command goes on from there without measuring a design twice.
+TEST(TuneCli, ASignalEndsTheRunAfterTheBatchInFlightAndTheSameCommandGoesOn) {
+  TempDir dir;
+  const std::string db = (dir / "t.db").string();
+  const std::string shapes = (dir / "shapes.csv").string();
+  std::ofstream(shapes) << "M,N,K\n512,4096,4096\n1024,1024,1024\n64,4096,4096\n";
+  // 36 measurements of 200 ms each: the signal at 5 s comes in the middle, whatever the start costs.
+  const std::string args = "tune --shapes " + shapes + " --layout tn --backend synthetic --delay-ms 200 --budget 12 "
+                           "--round 4 --guesses 0 --db " + db;
+  const auto r = rlgemm::testing::run_command("timeout --preserve-status -s INT 5 " + rlgemm_binary() + " " + args);
+  EXPECT_EQ(r.code, 130) << r.output;  // as rlgemm bench: the run did not finish
+  EXPECT_NE(r.output.find("rlgemm tune: stopped by a signal after "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" of 3 problems"), std::string::npos) << r.output;
+  // The workers are not the signal's: no measurement crashed.
+  EXPECT_EQ(r.output.find("crashed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("layout,dtype,m,n,k,mode,evaluations,"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("measuring time by phase over "), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(db + "-wal")) << "the database was not closed";
+  size_t first = 0;
+  {
+    Store store(db);
+    first = size_t(store.count_measurements());
+  }
+  EXPECT_GT(first, 0u);
+  EXPECT_LT(first, 36u);
+  const auto again = run_rlgemm(args);
+  ASSERT_EQ(again.code, 0) << again.output;
+  EXPECT_EQ(again.output.find("stopped by a signal"), std::string::npos) << again.output;
+  Store store(db);
+  EXPECT_EQ(store.count_measurements(), 36);  // 12 each, none measured twice
+}
+
 TEST(TuneCli, ShapesStartFromThePredictorsGuesses) {
   // The built-in predictor (where this build has one) proposes the first designs of each shape.
   TempDir dir;

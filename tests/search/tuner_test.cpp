@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -223,6 +224,33 @@ TEST(Tuner, Bf16ProblemsAreTunedWithBf16Designs) {
   ASSERT_EQ(best.size(), 1u);
   EXPECT_EQ(best[0].problem.dtype, DType::kBF16);
   EXPECT_TRUE(best[0].speedup);  // against the bf16 reference
+}
+
+// A stop asked for from outside (TuneOptions::stop, set by SIGINT or SIGTERM) ends the run once the batch in flight
+// is recorded: that problem is the last outcome, cut short; a run without the stop goes on from there.
+TEST(Tuner, AStopEndsTheRunAfterTheBatchInFlight) {
+  TempDir dir;
+  Store store(dir / "s.db");
+  SyntheticMeasurer measurer(BackendOptions{});
+  StrategyPtr strategy = make_random_strategy(5);
+  Tuner tuner(store, measurer, *strategy, small_spec());
+  TuneOptions tune;
+  tune.problems = {kProblems[0], kProblems[1], kProblems[2]};
+  tune.budget.evaluations = 12;
+  tune.batch = 4;
+  std::atomic<bool> stop{true};
+  tune.stop = &stop;
+  const auto cut = tuner.run(tune);
+  ASSERT_EQ(cut.size(), 1u);
+  EXPECT_TRUE(cut[0].cut_short);
+  EXPECT_EQ(cut[0].measured_now, 4);
+  EXPECT_EQ(store.count_measurements(), 4);
+  stop = false;
+  const auto rest = tuner.run(tune);
+  ASSERT_EQ(rest.size(), 3u);
+  EXPECT_EQ(rest[0].measured_now, 8);  // the first 4 came from the database
+  for (const auto& o : rest) EXPECT_FALSE(o.cut_short);
+  EXPECT_EQ(store.count_measurements(), 36);
 }
 
 TEST(Tuner, RecordsEveryMeasurementAndTheBest) {
