@@ -65,7 +65,8 @@ struct TuneOptions {
   std::FILE* progress = nullptr; // live progress lines, or none
   std::function<void(const ProblemOutcome&)> after_problem;  // e.g. save the policy
   // Set from outside (SIGINT or SIGTERM, core/stop_signal.h): the run ends once the batch in flight is measured
-  // and recorded, with the problem it belongs to as its last outcome (cut short); run it again to go on.
+  // and recorded, with the problem it belongs to as its last outcome (cut short); run it again to go on. Read by
+  // Tuner::run; the distributed tuner (MPI) does not read it.
   const std::atomic<bool>* stop = nullptr;
   // Designs measured first on every problem (those valid for it), before the strategy proposes: known-good
   // starting points (e.g. a hand-picked set). They count against the budget; the strategy sees their
