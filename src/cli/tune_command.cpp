@@ -685,7 +685,7 @@ CommandRegistration tune_registration("tune", [](CLI::App& app) -> std::function
       ->default_val(4);
   cmd->add_option("--wave-fit", args->wave_fit,
                   "of the designs measured first on a shape, how many again with the tile width whose waves fill the "
-                  "GPU, where that costs at least 3% less (0: none)")
+                  "GPU, where that costs at least 5% less (0: none)")
       ->default_val(2);
   cmd->add_option("--summary", args->summary, "--model: write the per-model summary (wall time, gain) as CSV");
   return [args] { return run_tune(*args); };

@@ -409,9 +409,9 @@ struct Handle::Impl {
   // The predictor was trained before the fitted tile widths existed, so its guess may leave a wave of tiles
   // part-empty. Then the same design at the width that fills the waves (search::fitted_alternatives) is checked
   // beside it, and the faster serves. Where the guess alone does not clear the rule, the fitted design is taken
-  // if its gain does, estimated as the guess's times the ratio of their wave costs (the time of a wave of whole
-  // tiles goes with a tile's area): in a tune's first evaluations on the H100 such a design measured 0.93-1.04 of
-  // that ratio, 9 of 11 faster than the guess (bench/results/h100/wave-fit-ab-pairs.csv).
+  // if its gain does, estimated as the guess's times the ratio of their costs (predict::fitted_guess): in a tune's
+  // first evaluations on the H100 such a design measured 0.94-1.03 of that ratio, 9 of 11 faster than the guess
+  // (bench/results/h100/wave-fit-ab-pairs.csv).
   std::optional<Design> predict_design(const Problem& problem) {
     predicted_note.clear();
     predicted_fitted.reset();

@@ -34,8 +34,8 @@ std::optional<Candidate> fitted_guess(const Candidate& guess, const Problem& pro
   if (sm_count < 1) return std::nullopt;
   const auto fitted = search::fitted_alternatives(std::span(&guess.design, 1), problem, sm_count, smem_limit_bytes);
   if (fitted.empty()) return std::nullopt;
-  const double ratio = double(search::wave_cost(guess.design, problem, sm_count)) /
-                       double(search::wave_cost(fitted.front(), problem, sm_count));
+  const double ratio = double(search::fit_cost(guess.design, problem, sm_count)) /
+                       double(search::fit_cost(fitted.front(), problem, sm_count));
   Candidate c = guess;
   c.design = fitted.front();
   c.time.mean_us /= ratio;

@@ -81,11 +81,11 @@ inline constexpr double kRouteZ = 3.0;
 bool take_kernel_route(const Gain& gain, double z = kRouteZ, double margin = 1.0);
 
 // `guess` with its tile width fitted to the problem's waves (search::fitted_alternatives), where its width leaves a
-// wave part-empty and the fitted width's waves cost at least 3% less; its predicted time and gain scaled by the
-// ratio of the two wave costs (a wave of whole tiles takes time in proportion to a tile's area), with the
-// guess's uncertainty. The predictors were trained before those widths existed and propose none of them. On the
-// H100, such designs measured 0.93-1.04 of that ratio, 9 of 11 faster than the design they were fitted from
-// (bench/results/h100/wave-fit-ab-pairs.csv). nullopt where no width fits better, or sm_count < 1.
+// wave part-empty and the fitted width costs at least 5% less; its predicted time and gain scaled by the ratio of
+// the two costs (search::fit_cost: a wave of whole tiles takes time in proportion to a tile's area and its fixed
+// cost), with the guess's uncertainty. The predictors were trained before those widths existed and propose none of
+// them. On the H100, such designs measured 0.94-1.03 of that ratio, 9 of 11 faster than the design they were
+// fitted from (bench/results/h100/wave-fit-ab-pairs.csv). nullopt where no width fits better, or sm_count < 1.
 std::optional<Candidate> fitted_guess(const Candidate& guess, const Problem& problem, int sm_count,
                                       int smem_limit_bytes = kHopperSmemPerBlock);
 

@@ -80,7 +80,7 @@ struct TuneOptions {
   // "table"; they count against the budget like seeds.
   std::function<std::vector<Design>(const Problem&)> table_seeds_for;
   // Up to this many of those first designs measured again with the tile width whose waves fill the GPU
-  // (search/wave_fit.h), where its waves cost at least 3% less: a predictor or policy trained before the fitted
+  // (search/wave_fit.h), where that costs at least 5% less: a predictor or policy trained before the fitted
   // widths existed would not propose them. Recorded with strategy "wave-fit"; they count against the budget.
   int wave_fit = 0;
 };

@@ -14,7 +14,10 @@ std::vector<int> fitting_widths() {
   return widths;
 }
 
-long long wave_cost(const Design& design, const Problem& problem, int sm_count) {
+namespace {
+
+// Waves of whole tiles of `design` on `problem`; 0 for designs without them.
+long long waves_of(const Design& design, const Problem& problem, int sm_count) {
   if (sm_count < 1) throw Error(ErrorKind::kInvalidInput, "wave_cost: sm_count must be at least 1");
   if (design.family != Family::kSm90 || design.split == SplitK::kStreamK) return 0;
   const long long m = design.swap_ab ? problem.shape.n : problem.shape.m;
@@ -25,12 +28,22 @@ long long wave_cost(const Design& design, const Problem& problem, int sm_count) 
                           sm90::cluster_tiles_along(n, design.bn, design.cluster_n) *
                           (design.split == SplitK::kNone ? 1 : design.splits);
   const long long clusters = std::max(1, sm_count / (design.cluster_m * design.cluster_n));
-  return (units + clusters - 1) / clusters * design.bm * design.bn;
+  return (units + clusters - 1) / clusters;
+}
+
+}  // namespace
+
+long long wave_cost(const Design& design, const Problem& problem, int sm_count) {
+  return waves_of(design, problem, sm_count) * design.bm * design.bn;
+}
+
+long long fit_cost(const Design& design, const Problem& problem, int sm_count) {
+  return waves_of(design, problem, sm_count) * design.bm * (design.bn + kTileFixedColumns);
 }
 
 std::optional<Design> wave_fitted(const Design& design, const Problem& problem, int sm_count,
                                   std::span<const int> widths, double min_gain, int smem_limit_bytes) {
-  const long long own = wave_cost(design, problem, sm_count);
+  const long long own = fit_cost(design, problem, sm_count);
   if (own == 0) return std::nullopt;
   std::optional<Design> best;
   long long best_cost = own;
@@ -40,7 +53,7 @@ std::optional<Design> wave_fitted(const Design& design, const Problem& problem, 
     if (width == design.bn || width < 64 || 3 * width < 2 * design.bn ||
         why_invalid(fitted, problem.layout, smem_limit_bytes) || why_unfit(fitted, problem))
       continue;
-    const long long cost = wave_cost(fitted, problem, sm_count);
+    const long long cost = fit_cost(fitted, problem, sm_count);
     if (cost < best_cost || (cost == best_cost && best && width > best->bn)) {
       best = fitted;
       best_cost = cost;
@@ -55,7 +68,7 @@ std::vector<Design> fitted_alternatives(std::span<const Design> designs, const P
   static const std::vector<int> widths = fitting_widths();
   std::vector<Design> out;
   for (const Design& design : designs) {
-    const auto fitted = wave_fitted(design, problem, sm_count, widths, 0.03, smem_limit_bytes);
+    const auto fitted = wave_fitted(design, problem, sm_count, widths, kFitMinGain, smem_limit_bytes);
     if (fitted && std::find(designs.begin(), designs.end(), *fitted) == designs.end() &&
         std::find(out.begin(), out.end(), *fitted) == out.end())
       out.push_back(*fitted);

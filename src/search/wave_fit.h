@@ -28,17 +28,29 @@ std::vector<int> fitting_widths();
 // stream-K).
 long long wave_cost(const Design& design, const Problem& problem, int sm_count);
 
-// `design` with the width among `widths` whose waves cost least on `problem`, where that is at least
-// `min_gain` cheaper than the design's own width (ties: the wider tile, which reads each operand less often)
-// and the design stays valid for the problem's layout; nullopt otherwise, and for designs without waves of
-// whole tiles. Only widths of at least 64 and two thirds of the design's own are tried: a far narrower tile
-// reads its operands more often per multiply-add, which the wave count does not see. Throws
-// Error(kInvalidInput) when sm_count < 1.
+// A tile's fixed cost, in columns of its width: its prologue and epilogue, and the A operand a narrower tile reads
+// once more per column. Among the widths of one design timed side by side on an H100 (166 such sets on the 107
+// shape runs of bench/results/h100/mid-oracle, fine-widths and fitted-widths, graph rows), the width the cost
+// picks ran 1.0150 of the fastest one with no fixed cost and 1.0066 with 8 columns; fitted on two of the files,
+// the third held out, 8 to 24 columns, better on each (tests/search/wave_fit_test.cpp checks it). With it, a
+// width is proposed where it costs 5% less: at 3%, wider tiles that save part of a wave came in and some ran
+// slower.
+inline constexpr int kTileFixedColumns = 8;
+inline constexpr double kFitMinGain = 0.05;
+
+// What wave_fitted compares: waves x BM x (BN + kTileFixedColumns); 0 where wave_cost is.
+long long fit_cost(const Design& design, const Problem& problem, int sm_count);
+
+// `design` with the width among `widths` whose fit_cost on `problem` is least, where that is at least `min_gain`
+// cheaper than the design's own width (ties: the wider tile, which reads each operand less often) and the design
+// stays valid for the problem's layout; nullopt otherwise, and for designs without waves of whole tiles. Only
+// widths of at least 64 and two thirds of the design's own are tried: a far narrower tile reads its operands more
+// often per multiply-add than the fixed cost says. Throws Error(kInvalidInput) when sm_count < 1.
 std::optional<Design> wave_fitted(const Design& design, const Problem& problem, int sm_count,
-                                  std::span<const int> widths, double min_gain = 0.03,
+                                  std::span<const int> widths, double min_gain = kFitMinGain,
                                   int smem_limit_bytes = kHopperSmemPerBlock);
 
-// For each of `designs`, in order, its fitted design (wave_fitted over fitting_widths() with the 3% margin), less
+// For each of `designs`, in order, its fitted design (wave_fitted over fitting_widths() with kFitMinGain), less
 // repeats and designs already among `designs`: what a tuner or an autotuning handle measures beside a predictor's
 // guesses, which were trained before the fitted widths existed. Throws as wave_fitted does.
 std::vector<Design> fitted_alternatives(std::span<const Design> designs, const Problem& problem, int sm_count,
