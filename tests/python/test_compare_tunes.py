@@ -76,3 +76,54 @@ def test_refuses_what_it_cannot_compare(tmp_path):
     assert r.returncode != 0 and "--derived and --derived-out go together" in r.stderr
     r = run(a, tmp_path / "missing.db")
     assert r.returncode != 0 and "missing.db" in r.stderr
+
+
+WAVE_FIT_AB = SCRIPT.parent / "wave-fit-ab"
+
+
+def test_wave_fit_ab_tunes_both_ways_and_goes_on_after_its_time_limit(tmp_path):
+    """scripts/wave-fit-ab on the CPU cost model: cut by --seconds, then run again to the end; the databases come
+    out whole and side by side."""
+    import os
+    rlgemm = os.environ.get("RLGEMM_CLI") or str(SCRIPT.parents[1] / "build" / "rlgemm")
+    if not Path(rlgemm).exists():
+        pytest.skip(f"no rlgemm binary at {rlgemm}")
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("M,N,K\n512,5120,4096\n512,9216,7168\n2048,11008,4096\n")
+    out = tmp_path / "ab"
+    env = dict(os.environ, RLGEMM=rlgemm, PYTHON=sys.executable)
+    # 24 measurements of 200 ms a side: 4.8 s, more than the 4 s each side gets.
+    args = [str(WAVE_FIT_AB), str(shapes), str(out), "--budget", "8", "--", "--backend", "synthetic", "--delay-ms", "200"]
+    cut = subprocess.run(args[:5] + ["--seconds", "8"] + args[5:], capture_output=True, text=True, env=env)
+    assert cut.returncode == 0, cut.stderr
+    for side in ("off", "on"):
+        db = sqlite3.connect(out / f"wave-fit-ab-{side}.db")
+        assert db.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] < 24
+    done = subprocess.run(args, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    for side in ("off", "on"):
+        assert not (out / f"wave-fit-ab-{side}.db-wal").exists()
+        db = sqlite3.connect(out / f"wave-fit-ab-{side}.db")
+        assert db.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] == 24  # 8 each, none twice
+    on = sqlite3.connect(out / "wave-fit-ab-on.db")
+    assert on.execute("SELECT COUNT(*) FROM measurements WHERE strategy = 'wave-fit'").fetchone()[0] > 0
+    off = sqlite3.connect(out / "wave-fit-ab-off.db")
+    assert off.execute("SELECT COUNT(*) FROM measurements WHERE strategy = 'wave-fit'").fetchone()[0] == 0
+    assert "3 shapes in both (3 in A, 3 in B), graph mode" in done.stdout
+    assert "wave-fit: " in (out / "wave-fit-ab.txt").read_text()
+    rows = list(csv.DictReader(open(out / "wave-fit-ab.csv")))
+    assert [row["M"] for row in rows] == ["512", "512", "2048"]
+
+
+def test_wave_fit_ab_refuses_bad_arguments(tmp_path):
+    r = subprocess.run([str(WAVE_FIT_AB), str(tmp_path / "none.csv"), str(tmp_path / "ab")], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and "no such shapes file" in r.stderr
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("M,N,K\n512,5120,4096\n")
+    r = subprocess.run([str(WAVE_FIT_AB), str(shapes), str(tmp_path / "ab"), "--wave-fit", "0"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and "--wave-fit 0" in r.stderr
+    r = subprocess.run([str(WAVE_FIT_AB), str(shapes), str(tmp_path / "ab"), "--sideways"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and "unknown argument '--sideways'" in r.stderr
