@@ -204,7 +204,8 @@ int run_predict(const PredictArgs& a) {
           union_of_top.push_back(c.design);
         // The guess at the width that fills the waves, as the handle's predicted route checks it beside the guess
         // (or alone, where only its estimate clears the rule).
-        if (const auto fitted = predict::fitted_guess(c, problem, gpu.sm_count, smem_limit_or_hopper(gpu.smem_per_block_optin)))
+        const int smem = smem_limit_or_hopper(gpu.smem_per_block_optin);
+        if (const auto fitted = predict::fitted_guess(c, problem, gpu.sm_count, smem))
           print("fitted", fitted->design, fitted->time, fitted->gain);
       }
     }

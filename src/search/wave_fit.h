@@ -1,11 +1,12 @@
 // Tile widths fitted to a problem's waves. A persistent sm90 kernel runs one CTA per SM, each taking tiles in
 // turn: its tiles go in waves of (SMs, rounded down to whole clusters) tiles, and the last wave leaves the rest
 // of the GPU idle when the tile count is not a multiple of it. A wave of whole tiles takes time in proportion
-// to a tile's area, so the cost of a width is waves x BM x BN. On mid-size layers the width that fills its
-// waves ran 7-25% faster than the best multiple of 64 (bench/results/h100/fitted-widths.csv), and cuBLAS runs
-// such widths there (144, 168, 192: bench/results/h100/ncu). The tuner measures a fitted width beside the
-// speed predictor's guesses (`rlgemm tune --wave-fit`), since a policy or predictor trained before the widths
-// existed would not propose them.
+// to a tile's area, plus a tile's fixed cost, so the cost of a width is waves x BM x (BN + kTileFixedColumns).
+// On mid-size layers the width that fills its waves ran 7-25% faster than the best multiple of 64
+// (bench/results/h100/fitted-widths.csv), and cuBLAS runs such widths there (144, 168, 192: bench/results/h100/ncu).
+// The tuner measures a fitted width beside the speed predictor's guesses (`rlgemm tune --wave-fit`), and the
+// handle checks one beside its predicted design, since a policy or predictor trained before the widths existed
+// would not propose them.
 #pragma once
 
 #include <optional>

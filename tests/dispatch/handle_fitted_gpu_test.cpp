@@ -61,8 +61,8 @@ TEST_F(HandleFittedGpu, PredictedRouteChecksTheGuessAtTheWidthThatFillsTheWaves)
     const Problem problem{shape, Layout::kTN};
     const auto guesses = predictor->best_guesses(traits, problem, 1);
     ASSERT_FALSE(guesses.empty()) << shape.to_string();
-    const auto fitted =
-        predict::fitted_guess(guesses.front(), problem, device_.sm_count, smem_limit_or_hopper(device_.smem_per_block_optin));
+    const int smem = smem_limit_or_hopper(device_.smem_per_block_optin);
+    const auto fitted = predict::fitted_guess(guesses.front(), problem, device_.sm_count, smem);
     const bool guess_taken = predict::take_kernel_route(guesses.front().gain, kRouteZ);
     const bool fitted_taken = fitted && predict::take_kernel_route(fitted->gain, kRouteZ);
     if (!fitted || !(guess_taken || fitted_taken)) continue;
@@ -75,10 +75,12 @@ TEST_F(HandleFittedGpu, PredictedRouteChecksTheGuessAtTheWidthThatFillsTheWaves)
     EXPECT_EQ(c.check(), "") << route;
     const std::string guess_text = to_string(guesses.front().design);
     const std::string fitted_text = to_string(fitted->design);
-    const bool floor = route.rfind("cublaslt floor", 0) == 0 && route.find("measured on first use") != std::string::npos;
+    const bool floor =
+        route.rfind("cublaslt floor", 0) == 0 && route.find("measured on first use") != std::string::npos;
     if (guess_taken) {
       // Two kernels checked: the guess or its fitted design serves, or the floor after "the best of 2 kernels".
-      const bool kernel = route.rfind("predicted " + guess_text, 0) == 0 || route.rfind("predicted " + fitted_text, 0) == 0;
+      const bool kernel =
+          route.rfind("predicted " + guess_text, 0) == 0 || route.rfind("predicted " + fitted_text, 0) == 0;
       EXPECT_TRUE(kernel || (floor && route.find("the best of 2 kernels") != std::string::npos)) << route;
     } else {
       // The fitted design alone, predicted from the guess.

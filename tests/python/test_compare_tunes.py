@@ -94,7 +94,8 @@ def test_wave_fit_ab_tunes_both_ways_and_goes_on_after_its_time_limit(tmp_path):
     out = tmp_path / "ab"
     env = dict(os.environ, RLGEMM=rlgemm, PYTHON=sys.executable)
     # 24 measurements of 200 ms a side: 4.8 s, more than the 4 s each side gets.
-    args = [str(WAVE_FIT_AB), str(shapes), str(out), "--budget", "8", "--", "--backend", "synthetic", "--delay-ms", "200"]
+    args = [str(WAVE_FIT_AB), str(shapes), str(out), "--budget", "8",
+            "--", "--backend", "synthetic", "--delay-ms", "200"]
     cut = subprocess.run(args[:5] + ["--seconds", "8"] + args[5:], capture_output=True, text=True, env=env)
     assert cut.returncode == 0, cut.stderr
     for side in ("off", "on"):
