@@ -21,21 +21,7 @@
 namespace rlgemm {
 namespace {
 
-class HandleFittedGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    RLGEMM_REQUIRE_GPU();
-    device_ = open_device();
-    dir_ = std::filesystem::temp_directory_path() / ("rlgemm-handle-fitted-test-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-  DeviceInfo device_;
-  std::filesystem::path dir_;
-};
+class HandleFittedGpu : public test::GpuTestWithDir {};
 
 // The handle's predicted route rule (HandleImpl::kPredictedRouteZ).
 constexpr double kRouteZ = 1.0;

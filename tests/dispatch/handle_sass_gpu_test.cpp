@@ -19,21 +19,7 @@
 namespace rlgemm {
 namespace {
 
-class HandleSassGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    RLGEMM_REQUIRE_GPU();
-    device_ = open_device();
-    dir_ = std::filesystem::temp_directory_path() / ("rlgemm-handle-sass-test-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-  DeviceInfo device_;
-  std::filesystem::path dir_;
-};
+class HandleSassGpu : public test::GpuTestWithDir {};
 
 // Runs C = A * B through the handle on random inputs; returns the largest error against an fp64 reference,
 // relative to the reference's largest magnitude.
