@@ -128,6 +128,14 @@ bool read_blocking_line(int fd, std::string& buffer, std::string& line) {
 // ---- the worker side ----
 
 int serve_worker(const BackendOptions& options, int in_fd, int out_fd) {
+  // A worker outlives no tuner. It has a process group of its own (WorkerMeasurer::start), so Ctrl-C does not
+  // reach it; where its tuner dies without ending it (killed, or ended by a signal it does not catch), the worker
+  // sees that here, even while a hung kernel holds its main thread, and exits.
+  const pid_t parent = ::getppid();
+  std::thread([parent] {
+    while (::getppid() == parent) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::_Exit(1);
+  }).detach();
   auto send = [&](const json& j) { return write_all(out_fd, j.dump() + "\n"); };
   MeasurerPtr backend;
   try {

@@ -1,9 +1,15 @@
 // Isolated measuring: a worker that segfaults, hangs or computes wrong results costs one candidate; the
 // worker restarts and nothing else is lost.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
 
 #include "rlgemm/error.h"
 #include "search/synthetic_measurer.h"
@@ -66,6 +72,51 @@ TEST(Worker, AnswersLikeTheBackendInProcess) {
   EXPECT_EQ(bad.status, MeasureStatus::kFailed);
   EXPECT_NE(bad.error.find("cooperative"), std::string::npos) << bad.error;
   EXPECT_EQ(worker->restarts(), 0);
+}
+
+// Whether process `pid` has ended (gone, or a zombie nobody has reaped yet).
+bool ended(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t close = line.rfind(')');
+  return close == std::string::npos || (close + 2 < line.size() && line[close + 2] == 'Z');
+}
+
+// A worker has a process group of its own, so that Ctrl-C (or timeout(1)'s signal to the group) asks the tuner to
+// stop after the batch in flight and does not kill the measurement; and it outlives no tuner: where the tuner is
+// killed, the worker exits, even while a hung candidate holds it.
+TEST(Worker, HasAGroupOfItsOwnAndExitsWhenItsTunerIsKilledEvenInAHungCandidate) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t tuner = ::fork();
+  ASSERT_GE(tuner, 0);
+  if (tuner == 0) {
+    ::close(fds[0]);
+    auto worker = make_worker(600);
+    worker->gpu();  // started and ready
+    const pid_t pid = worker->pid();
+    if (::write(fds[1], &pid, sizeof pid) != sizeof pid) ::_exit(2);
+    worker->measure(parse_design("test.hang"), kProblem, TimingMode::kOffline);  // never answers
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  pid_t worker = 0;
+  ASSERT_EQ(::read(fds[0], &worker, sizeof worker), ssize_t(sizeof worker));
+  ::close(fds[0]);
+  EXPECT_EQ(::getpgid(worker), worker);
+  EXPECT_NE(::getpgid(worker), ::getpgid(tuner));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the hung request is in flight
+  EXPECT_FALSE(ended(worker));
+  ::kill(tuner, SIGKILL);
+  ::waitpid(tuner, nullptr, 0);
+  bool gone = false;
+  for (int i = 0; i < 50 && !gone; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    gone = ended(worker);
+  }
+  EXPECT_TRUE(gone) << "worker " << worker << " outlived its tuner";
+  if (!gone) ::kill(worker, SIGKILL);
 }
 
 TEST(Worker, FaultHangAndWrongCostOneCandidateEach) {
