@@ -703,26 +703,26 @@ struct Handle::Impl {
                                   const std::optional<Design>& also = std::nullopt) {
     std::unique_ptr<Route> floor = floor_route(problem, stream, caller);
     if (also && !capturing(stream)) precompile({choice.design, *also}, problem);
-    std::string why;
-    std::unique_ptr<Route> kernel = kernel_route(problem, choice, why);
-    if (!kernel) {
-      floor->description += " (" + choice.describe() + " not built: " + why + ")";
-      return floor;
-    }
-    kernel->description += note;
-    if (capturing(stream)) {
-      floor->description += " (" + choice.describe() + " not checked: first seen where nothing can be timed)";
-      return floor;
-    }
     std::vector<std::unique_ptr<Route>> kernels;
-    kernels.push_back(std::move(kernel));
-    if (also) {
+    std::string why;
+    if (std::unique_ptr<Route> kernel = kernel_route(problem, choice, why)) {
+      kernel->description += note;
+      kernels.push_back(std::move(kernel));
+    } else {
+      floor->description += " (" + choice.describe() + " not built: " + why + ")";
+    }
+    if (also) {  // checked beside the design, or alone where the design did not build
       dispatch::Choice fitted = choice;
       fitted.design = *also;
       if (auto k = kernel_route(problem, fitted, why)) {
         k->description += " (the prediction's design fitted to the waves)";
         kernels.push_back(std::move(k));
       }
+    }
+    if (kernels.empty()) return floor;
+    if (capturing(stream)) {
+      floor->description += " (" + choice.describe() + " not checked: first seen where nothing can be timed)";
+      return floor;
     }
     return check_and_settle(std::move(kernels), std::move(floor), "measured on first use", stream);
   }
