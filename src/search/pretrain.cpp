@@ -7,6 +7,7 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <set>
 
 #include "rlgemm/design.h"
 #include "rlgemm/error.h"
@@ -62,6 +63,7 @@ PretrainReport pretrain(Policy& policy, DesignSpaces& spaces, const std::vector<
   if (options.epochs <= 0) fail("pretraining needs a positive number of epochs");
   PretrainReport report;
   std::map<std::pair<Layout, Shape>, size_t> index;  // -> data
+  std::set<Layout> checked;                           // layouts whose space the policy was compared with
   std::vector<ProblemData> data;
   for (const LoggedResult& r : results) {
     if (!(r.speedup > 0) || !std::isfinite(r.speedup))
@@ -69,7 +71,7 @@ PretrainReport pretrain(Policy& policy, DesignSpaces& spaces, const std::vector<
            ")");
     if (std::find(options.exclude.begin(), options.exclude.end(), r.problem.shape) != options.exclude.end()) continue;
     const DesignSpace& space = spaces.of(r.problem.layout);
-    if (space.signature() != policy.space_signature())
+    if (checked.insert(r.problem.layout).second && space.signature() != policy.space_signature())
       fail("the policy was made for another design space than this GPU's (" + space.signature() + ")");
     const Point point = space.encode(parse_design(r.design));
     if (point.empty()) {
