@@ -257,12 +257,11 @@ struct Strategies {
   search::StrategyFactory factory;
 };
 
-Strategies make_strategies(const TuneArgs& args, const GpuIdentity& gpu, const search::SpaceSpec& spec,
-                           Layout first_layout, bool independent) {
+Strategies make_strategies(const TuneArgs& args, search::DesignSpaces& spaces, Layout first_layout, bool independent) {
   const uint64_t seed = args.common.seed;
   Strategies s;
   if (args.strategy == "rl") {
-    const search::DesignSpace first(spec, first_layout, smem_limit_or_hopper(gpu.smem_per_block_optin));
+    const search::DesignSpace& first = spaces.of(first_layout);
     if (!args.policy.empty() && std::filesystem::exists(args.policy)) {
       search::Policy loaded = search::Policy::load(args.policy);
       const bool other_space = loaded.space_signature() != first.signature();
@@ -351,7 +350,7 @@ void set_table_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::TuneO
 
 // The options every way of tuning shares; after each problem the policy file is saved (rl with --policy).
 search::TuneOptions tune_options(const TuneArgs& args, const std::vector<Problem>& problems, Strategies& strategies,
-                                 const GpuIdentity& gpu, const search::SpaceSpec& spec) {
+                                 const GpuIdentity& gpu, std::shared_ptr<search::DesignSpaces> spaces) {
   const auto& a = args.common;
   search::TuneOptions options;
   options.problems = problems;
@@ -371,9 +370,7 @@ search::TuneOptions tune_options(const TuneArgs& args, const std::vector<Problem
   }
   // Independent problems trained copies; the policy file learns from each problem's measurements instead.
   search::Policy* learned = strategies.learned.get();
-  const int smem = smem_limit_or_hopper(gpu.smem_per_block_optin);
   const int batch = std::max(a.round, 1);
-  auto spaces = std::make_shared<search::DesignSpaces>(spec, smem);
   options.after_problem = [learned, spaces, sm = gpu.sm_count, batch,
                            file = args.policy](const search::ProblemOutcome& o) {
     const int rounds = int((o.evaluations.size() + size_t(batch) - 1) / size_t(batch));
@@ -496,8 +493,9 @@ int run_tune_mpi(const TuneArgs& args) {
       if (!gpu) throw Error(ErrorKind::kNoDevice, "no rank can measure: rank 0: " + lanes.hello(0).error);
       gpu_used = *gpu;
       const search::SpaceSpec spec = search::SpaceSpec::for_gpu(gpu->cc_major);
-      Strategies strategies = make_strategies(args, *gpu, spec, problems.front().layout, true);
-      const search::TuneOptions options = tune_options(args, problems, strategies, *gpu, spec);
+      auto spaces = std::make_shared<search::DesignSpaces>(spec, smem_limit_or_hopper(gpu->smem_per_block_optin));
+      Strategies strategies = make_strategies(args, *spaces, problems.front().layout, true);
+      const search::TuneOptions options = tune_options(args, problems, strategies, *gpu, spaces);
       std::fprintf(stderr, "rlgemm tune: %zu problems on %d rank%s (%s), strategy %s, database %s\n",
                    problems.size(), world.size(), world.size() == 1 ? "" : "s", gpu->name.c_str(),
                    args.strategy.c_str(), a.db.c_str());
@@ -543,9 +541,11 @@ int run_tune(const TuneArgs& args) {
   Store store(a.db);
   auto measurer = measurer_for(a);
   const GpuIdentity gpu = measurer->gpu();
-  const search::SpaceSpec spec = search::SpaceSpec::for_gpu(gpu.cc_major);
-  Strategies strategies = make_strategies(args, gpu, spec, jobs.front().problems.front().layout, args.independent);
-  search::TuneOptions options = tune_options(args, jobs.front().problems, strategies, gpu, spec);
+  // The design spaces, built once for the policy, the tuner of every job and what the policy file learns.
+  auto spaces = std::make_shared<search::DesignSpaces>(search::SpaceSpec::for_gpu(gpu.cc_major),
+                                                       smem_limit_or_hopper(gpu.smem_per_block_optin));
+  Strategies strategies = make_strategies(args, *spaces, jobs.front().problems.front().layout, args.independent);
+  search::TuneOptions options = tune_options(args, jobs.front().problems, strategies, gpu, spaces);
   options.stop = &stop.requested();
   std::vector<search::ProblemOutcome> outcomes;
   std::vector<JobSummary> summaries;
@@ -559,10 +559,10 @@ int run_tune(const TuneArgs& args) {
     const auto start = std::chrono::steady_clock::now();
     std::vector<search::ProblemOutcome> part;
     if (args.independent) {
-      search::Tuner tuner(store, *measurer, strategies.factory, spec);
+      search::Tuner tuner(store, *measurer, strategies.factory, spaces);
       part = tuner.run(options);
     } else {
-      search::Tuner tuner(store, *measurer, *strategies.shared, spec);
+      search::Tuner tuner(store, *measurer, *strategies.shared, spaces);
       part = tuner.run(options);
     }
     summaries.push_back(

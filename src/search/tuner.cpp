@@ -40,8 +40,19 @@ Tuner::Tuner(Store& store, Measurer& measurer, StrategyFactory factory, SpaceSpe
   if (!factory_) fail("a tuner of independent problems needs a strategy factory");
 }
 
+Tuner::Tuner(Store& store, Measurer& measurer, Strategy& strategy, std::shared_ptr<DesignSpaces> spaces)
+    : Tuner(store, measurer, strategy, spaces->spec()) {
+  spaces_ = std::move(spaces);
+}
+
+Tuner::Tuner(Store& store, Measurer& measurer, StrategyFactory factory, std::shared_ptr<DesignSpaces> spaces)
+    : Tuner(store, measurer, std::move(factory), spaces->spec()) {
+  spaces_ = std::move(spaces);
+}
+
 const DesignSpace& Tuner::space(Layout layout) {
-  if (!spaces_) spaces_.emplace(spec_, smem_limit_or_hopper(measurer_.gpu().smem_per_block_optin));
+  if (!spaces_)
+    spaces_ = std::make_shared<DesignSpaces>(spec_, smem_limit_or_hopper(measurer_.gpu().smem_per_block_optin));
   return spaces_->of(layout);
 }
 

@@ -183,11 +183,15 @@ class ProblemTuning {
 
 class Tuner {
  public:
-  // `spec` is the design space to search (SpaceSpec::for_gpu for the measurer's GPU by default). One
-  // strategy for every problem, in turn (the rl policy carries what it learns from one to the next).
+  // `spec` is the design space to search (SpaceSpec::for_gpu for the measurer's GPU by default), its spaces built
+  // at first use with the measurer's GPU's shared memory; or `spaces`, built already and shared with the caller
+  // (their limit must be that GPU's). One strategy for every problem, in turn (the rl policy carries what it
+  // learns from one to the next).
   Tuner(Store& store, Measurer& measurer, Strategy& strategy, SpaceSpec spec);
+  Tuner(Store& store, Measurer& measurer, Strategy& strategy, std::shared_ptr<DesignSpaces> spaces);
   // Independent problems: each gets a strategy of its own from `factory`.
   Tuner(Store& store, Measurer& measurer, StrategyFactory factory, SpaceSpec spec);
+  Tuner(Store& store, Measurer& measurer, StrategyFactory factory, std::shared_ptr<DesignSpaces> spaces);
   std::vector<ProblemOutcome> run(const TuneOptions& options);
   const DesignSpace& space(Layout layout);
 
@@ -197,7 +201,7 @@ class Tuner {
   Strategy* strategy_ = nullptr;
   StrategyFactory factory_;
   SpaceSpec spec_;
-  std::optional<DesignSpaces> spaces_;  // built at first use: the GPU's shared memory bounds them
+  std::shared_ptr<DesignSpaces> spaces_;  // of spec_, made at first use (the GPU's shared memory bounds them)
 };
 
 // The progress line of a problem: "[3/10] tn 1024,1024,1024  evals 40/40  best 1.234x  2m05s left".
