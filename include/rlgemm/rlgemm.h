@@ -48,7 +48,7 @@
 //             the floor serves them, and describe() says what was measured); where that design's tile width
 //             leaves a wave of tiles part-empty, the same design at the width that fills the GPU's waves is
 //             checked beside it (or alone, where only its estimate, the guess's gain times the ratio of their
-//             wave costs, clears the rule), and the faster serves; choosing costs about half a
+//             costs in waves of tiles, clears the rule), and the faster serves; choosing costs about half a
 //             second at the shape's first use, a kernel's first compile a second or two (then cached on disk),
 //             the timing milliseconds; with HandleOptions::autotune, the predictor's few best designs are all
 //             checked against the floor, whatever their predicted gain, and the fastest of each way of calling

@@ -379,8 +379,8 @@ search::TuneOptions tune_options(const TuneArgs& args, const std::vector<Problem
   return options;
 }
 
-// Where the measuring took its time, summed over the problems (the measuring side's clock: what the tuner
-// itself spends between batches is not in it).
+// Where the measuring took its time, summed over the problems (the measuring side's clock), then, where the
+// tuner kept its own (Tuner::run), how much of its wall time was waiting for measurements and how much its own work.
 std::string phase_summary(const std::vector<search::ProblemOutcome>& outcomes) {
   PhaseSeconds s;
   double compile = 0;
