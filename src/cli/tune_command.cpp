@@ -390,11 +390,12 @@ std::string phase_summary(const std::vector<search::ProblemOutcome>& outcomes) {
     compile += o.compile_seconds;
     measured += o.measured_now;
   }
-  char text[400];
+  char text[600];
   std::snprintf(text, sizeof text,
                 "measuring time by phase over %d measurements: operands and fp64 references %.1f s, the reference's "
-                "choice %.1f s, correctness checks %.1f s, timed rounds %.1f s, compiles %.1f s",
-                measured, s.operands, s.reference, s.check, s.rounds, compile);
+                "choice %.1f s, correctness checks %.1f s, timed rounds %.1f s, compiles %.1f s (each kernel's own; "
+                "%.1f s of wall time building batches ahead), kernel loads %.1f s; these phases %.1f s in all",
+                measured, s.operands, s.reference, s.check, s.rounds, compile, s.build, s.load, s.total());
   std::string out = text;
   double wall = 0, waiting = 0;
   for (const auto& o : outcomes) {

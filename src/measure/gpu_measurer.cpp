@@ -122,7 +122,9 @@ Measurement GpuMeasurer::measure(const Design& design, const Problem& problem, T
     auto phase = std::chrono::steady_clock::now();
     load_problem(problem);
     out.seconds.operands = seconds_since(phase);
+    phase = std::chrono::steady_clock::now();
     const GemmKernel& kernel = impl->kernel_for(problem);
+    out.seconds.load = seconds_since(phase);
     out.source_hash = kernel.compiled().cache_key;
     // Compile time is paid once per kernel and recorded with its first measurement; a batch compiled it
     // ahead (measure_batch), the kernel object then found it in the cache.
@@ -190,14 +192,18 @@ std::vector<Measurement> GpuMeasurer::measure_batch(const std::vector<Design>& d
     if (!DesignImplementation(d, device_, compile_options_).supports(problem)) continue;
     builds.push_back({d, d.static_shape ? problem : layout_problem(problem.layout, problem.dtype), {}, {}});
   }
+  double build_seconds = 0;
   if (builds.size() > 1) {
+    const auto start = std::chrono::steady_clock::now();
     build_ahead(builds, device_, compile_options_);  // failures: measure() reports them per candidate
+    build_seconds = seconds_since(start);
     for (const KernelBuild& b : builds)
       if (b.seconds) compiled_ahead_[compile_key(b.design, problem)] = *b.seconds;
   }
   std::vector<Measurement> out;
   out.reserve(designs.size());
   for (const Design& d : designs) out.push_back(measure(d, problem, mode));
+  if (!out.empty()) out.front().seconds.build += build_seconds;
   return out;
 }
 

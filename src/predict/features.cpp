@@ -79,9 +79,10 @@ std::vector<double> shape_features(const Problem& problem, const GpuTraits& gpu)
   return out;
 }
 
-void design_features(const Problem& p, const Design& d, const GpuTraits& gpu, std::vector<double>& out) {
-  out.clear();
-  append_shape(p, gpu, out);
+namespace {
+
+// The design's own features and those of the design on this problem, after the shape's.
+void append_design(const Problem& p, const Design& d, const GpuTraits& gpu, std::vector<double>& out) {
   const bool sm90 = d.family == Family::kSm90;
   const double bm = d.bm, bn = d.bn, bk = d.bk;
   const double m = double(d.swap_ab ? p.shape.n : p.shape.m), n = double(d.swap_ab ? p.shape.m : p.shape.n);
@@ -156,6 +157,20 @@ void design_features(const Problem& p, const Design& d, const GpuTraits& gpu, st
   const double fit_n = sm90 ? tn / (ceil_div(tn, d.cluster_n) * d.cluster_n) : 1.0;
   out.push_back(fit_m * fit_n);
   out.push_back(std::log2(bm * bn / (bm + bn)));
+}
+
+}  // namespace
+
+void design_features(const Problem& p, const Design& d, const GpuTraits& gpu, std::vector<double>& out) {
+  out.clear();
+  append_shape(p, gpu, out);
+  append_design(p, d, gpu, out);
+}
+
+void design_features(const std::vector<double>& shape, const Problem& p, const Design& d, const GpuTraits& gpu,
+                     std::vector<double>& out) {
+  out.assign(shape.begin(), shape.end());
+  append_design(p, d, gpu, out);
 }
 
 std::vector<double> design_features(const Problem& problem, const Design& design, const GpuTraits& gpu) {

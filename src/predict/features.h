@@ -35,6 +35,10 @@ std::vector<double> shape_features(const Problem& problem, const GpuTraits& gpu)
 // Appends to `out` (cleared first) the design model's input; reused buffers keep ranking thousands of
 // designs cheap.
 void design_features(const Problem& problem, const Design& design, const GpuTraits& gpu, std::vector<double>& out);
+// The same, starting from the problem's shape features (shape_features(problem, gpu)) computed once: what ranking
+// a whole design space for one problem does.
+void design_features(const std::vector<double>& shape, const Problem& problem, const Design& design,
+                     const GpuTraits& gpu, std::vector<double>& out);
 std::vector<double> design_features(const Problem& problem, const Design& design, const GpuTraits& gpu);
 
 }  // namespace rlgemm::predict

@@ -8,6 +8,7 @@
 #include <span>
 #include <sstream>
 
+#include "core/parallel.h"
 #include "rlgemm/error.h"
 #include "search/design_space.h"
 #include "search/wave_fit.h"
@@ -17,6 +18,8 @@ namespace rlgemm::predict {
 namespace {
 
 constexpr const char* kFormat = "rlgemm-predictor";
+// Designs per chunk of best_guesses' first pass: a few milliseconds of work each, so that a thread pays.
+constexpr size_t kGuessChunk = 8192;
 
 }  // namespace
 
@@ -318,24 +321,35 @@ std::vector<Candidate> Predictor::best_guesses(const GpuTraits& gpu, const Probl
   if (!space_of_guesses) return {};  // it was trained on no width the search offers
   const search::DesignSpace& designs = *space_of_guesses;
   const int smem = smem_limit_or_hopper(gpu.smem_per_block_optin);
-  // First pass: the first trees of one member rank every design that can run the problem.
+  // First pass: the first trees of one member rank every design that can run the problem. A space holds
+  // hundreds of thousands of designs: they are scored in chunks on the machine's cores, each into its own slot,
+  // then gathered in index order, so the ranking is the same on any number of cores.
   struct Ranked {
     size_t index;
     double score;
   };
-  std::vector<Ranked> ranked;
-  std::vector<double> x;
   const BoostedTrees& first = design_.members.front();
-  for (size_t i = 0; i < designs.size(); ++i) {
-    const Design d = designs.design(i);
-    // No feature tells a /pdl design from its plain twin (the launch mode pays only behind another kernel):
-    // ranking both would only repeat each guess.
-    if (d.pdl) continue;
-    if (d.family == Family::kSm90 && !(gpu.cc_major == 9 && gpu.cc_minor == 0)) continue;  // wgmma: sm_90a only
-    if (why_invalid(d, problem.layout, smem) || why_unfit(d, problem)) continue;
-    design_features(problem, d, gpu, x);
-    ranked.push_back({i, -first.predict_first(x.data(), options.prefilter_trees)});
-  }
+  const std::vector<double> shape = shape_features(problem, gpu);
+  std::vector<double> scores(designs.size());
+  std::vector<char> runs(designs.size(), 0);
+  parallel_chunks(designs.size(), kGuessChunk, [&](size_t begin, size_t end) {
+    std::vector<double> x;
+    for (size_t i = begin; i < end; ++i) {
+      const Design d = designs.design(i);
+      // No feature tells a /pdl design from its plain twin (the launch mode pays only behind another kernel):
+      // ranking both would only repeat each guess.
+      if (d.pdl) continue;
+      if (d.family == Family::kSm90 && !(gpu.cc_major == 9 && gpu.cc_minor == 0)) continue;  // wgmma: sm_90a only
+      if (why_invalid(d, problem.layout, smem) || why_unfit(d, problem)) continue;
+      design_features(shape, problem, d, gpu, x);
+      scores[i] = -first.predict_first(x.data(), options.prefilter_trees);
+      runs[i] = 1;
+    }
+  }, options.threads);
+  std::vector<Ranked> ranked;
+  for (size_t i = 0; i < designs.size(); ++i)
+    if (runs[i]) ranked.push_back({i, scores[i]});
+  std::vector<double> x;
   const size_t keep = std::min(ranked.size(), std::max(options.prefilter, size_t(k)));
   std::partial_sort(ranked.begin(), ranked.begin() + long(keep), ranked.end(),
                     [](const Ranked& a, const Ranked& b) { return a.score > b.score; });

@@ -95,6 +95,7 @@ struct BestGuessOptions {
   int max_similar = 1;      // at most this many designs sharing family, schedule, tile, cluster, split and swap
   size_t prefilter = 2048;  // designs ranked by the whole ensemble, after a first pass with one member's
   size_t prefilter_trees = 40;  // first trees
+  int threads = 0;          // threads of the first pass (0: one per core); the guesses are the same on any number
 };
 
 // An ensemble of tree models with its calibration.

@@ -29,7 +29,7 @@ json to_json(const Measurement& m) {
     j["paired"] = {{"reference_us", m.paired->reference_us}, {"log_ratio", m.paired->log_ratio},
                    {"low", m.paired->low}, {"high", m.paired->high}, {"rounds", m.paired->rounds}};
   j["seconds"] = {{"operands", m.seconds.operands}, {"reference", m.seconds.reference}, {"check", m.seconds.check},
-                  {"rounds", m.seconds.rounds}};
+                  {"rounds", m.seconds.rounds}, {"build", m.seconds.build}, {"load", m.seconds.load}};
   return j;
 }
 
@@ -47,7 +47,8 @@ Measurement measurement_from_json(const json& j) {
   }
   if (j.contains("seconds")) {
     const json& s = j.at("seconds");
-    m.seconds = {s.value("operands", 0.0), s.value("reference", 0.0), s.value("check", 0.0), s.value("rounds", 0.0)};
+    m.seconds = {s.value("operands", 0.0), s.value("reference", 0.0), s.value("check", 0.0), s.value("rounds", 0.0),
+                 s.value("build", 0.0),    s.value("load", 0.0)};
   }
   return m;
 }

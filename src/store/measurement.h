@@ -53,13 +53,16 @@ struct PairedGain {
 
 // Where a measurement's time went on the measuring side, in seconds. The work done once per problem (its
 // operands and their fp64 reference; the reference's choice among cuBLASLt's candidates) counts with the
-// measurement that needed it first. Compile time is Measurement::compile_seconds.
+// measurement that needed it first. Measurement::compile_seconds is each kernel's own compile time, summed over
+// kernels that a batch compiles at once; `build` is the wall time those concurrent compiles took.
 struct PhaseSeconds {
   double operands = 0;   // the problem's operands and their fp64 reference, the correctness gate's inputs
   double reference = 0;  // the reference chosen (lt_auto's candidates timed in the mode's way) and checked
   double check = 0;      // the candidate prepared and put through the correctness gate
   double rounds = 0;     // the interleaved timed rounds, the candidate beside the reference
-  double total() const { return operands + reference + check + rounds; }
+  double build = 0;      // a batch's kernels generated and compiled ahead, concurrently (wall time; with the batch's first)
+  double load = 0;       // the candidate's kernel loaded onto the device (compiled first when not built ahead)
+  double total() const { return operands + reference + check + rounds + build + load; }
   PhaseSeconds& operator+=(const PhaseSeconds& other);
 };
 

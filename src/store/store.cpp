@@ -36,6 +36,8 @@ PhaseSeconds& PhaseSeconds::operator+=(const PhaseSeconds& other) {
   reference += other.reference;
   check += other.check;
   rounds += other.rounds;
+  build += other.build;
+  load += other.load;
   return *this;
 }
 

@@ -23,6 +23,10 @@ TEST(Features, NamesMatchValues) {
   EXPECT_EQ(design_features(p, kCoop, GpuTraits{}).size(), design_feature_names().size());
   const std::vector<double> x = design_features(p, kCoop, GpuTraits{});
   EXPECT_EQ(std::vector<double>(x.begin(), x.begin() + long(shape_feature_names().size())), shape_features(p, GpuTraits{}));
+  // From the shape's features computed once, the same values, whatever the buffer held before.
+  std::vector<double> again(100, -1.0);
+  design_features(shape_features(p, GpuTraits{}), p, kCoop, GpuTraits{}, again);
+  EXPECT_EQ(again, x);
 }
 
 TEST(Features, WavesAndTileWaste) {

@@ -281,6 +281,28 @@ TEST(FittedGuess, TheWidthThatFillsTheWavesWithItsTimeScaledByTheWaveCost) {
   EXPECT_FALSE(fitted_guess(guess, problem, 0));
 }
 
+// The first pass scores the space in chunks on several threads: the guesses are the same as on one.
+TEST(Predictor, GuessesAreTheSameOnAnyNumberOfThreads) {
+  if (builtin_predictor_names().empty()) GTEST_SKIP() << "no built-in predictor";
+  GpuTraits h100;
+  h100.name = "NVIDIA H100 80GB HBM3";
+  const Predictor* p = builtin_predictor(h100);
+  ASSERT_NE(p, nullptr);
+  for (const Problem problem : {Problem{{512, 11008, 4096}, Layout::kTN}, Problem{{16, 4096, 14336}, Layout::kNN}}) {
+    BestGuessOptions one, many;
+    one.threads = 1;
+    many.threads = 5;
+    const auto a = p->best_guesses(h100, problem, 6, one);
+    const auto b = p->best_guesses(h100, problem, 6, many);
+    ASSERT_EQ(a.size(), 6u);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].design, b[i].design) << problem.shape.to_string() << " guess " << i;
+      EXPECT_EQ(a[i].gain.log_mean, b[i].gain.log_mean);
+    }
+  }
+}
+
 TEST(Predictor, BuiltInPredictorsFollowTheGpu) {
   GpuTraits a100;
   a100.name = "NVIDIA A100-SXM4-80GB";

@@ -57,13 +57,15 @@ TEST(Worker, AnswersLikeTheBackendInProcess) {
   EXPECT_EQ(measurement_from_json(to_json(Measurement{})).paired, std::nullopt);
   // So does where its time went.
   Measurement timed;
-  timed.seconds = {0.25, 1.5, 0.125, 0.75};
+  timed.seconds = {0.25, 1.5, 0.125, 0.75, 2.0, 0.0625};
   const PhaseSeconds back = measurement_from_json(to_json(timed)).seconds;
   EXPECT_DOUBLE_EQ(back.operands, 0.25);
   EXPECT_DOUBLE_EQ(back.reference, 1.5);
   EXPECT_DOUBLE_EQ(back.check, 0.125);
   EXPECT_DOUBLE_EQ(back.rounds, 0.75);
-  EXPECT_DOUBLE_EQ(back.total(), 2.625);
+  EXPECT_DOUBLE_EQ(back.build, 2.0);
+  EXPECT_DOUBLE_EQ(back.load, 0.0625);
+  EXPECT_DOUBLE_EQ(back.total(), 4.6875);
   EXPECT_NEAR(worker->reference(kProblem, TimingMode::kServer).median_us,
               local.reference(kProblem, TimingMode::kServer).median_us, 1e-9);
   // A design the backend rejects is a failed candidate, not a broken worker.
