@@ -182,9 +182,9 @@ Measurement GpuMeasurer::measure(const Design& design, const Problem& problem, T
   return out;
 }
 
-std::vector<Measurement> GpuMeasurer::measure_batch(const std::vector<Design>& designs, const Problem& problem,
-                                                    TimingMode mode) {
-  // Compile the whole batch concurrently into the cubin cache first; each measure() then only loads.
+double GpuMeasurer::build_ahead(const std::vector<Design>& designs, const Problem& problem) {
+  // Compile the whole batch concurrently into the cubin cache; each measure() then only loads.
+  const auto start = std::chrono::steady_clock::now();
   std::vector<KernelBuild> builds;
   for (const Design& d : designs) {
     const std::string key = compile_key(d, problem);
@@ -192,19 +192,12 @@ std::vector<Measurement> GpuMeasurer::measure_batch(const std::vector<Design>& d
     if (!DesignImplementation(d, device_, compile_options_).supports(problem)) continue;
     builds.push_back({d, d.static_shape ? problem : layout_problem(problem.layout, problem.dtype), {}, {}});
   }
-  double build_seconds = 0;
   if (builds.size() > 1) {
-    const auto start = std::chrono::steady_clock::now();
-    build_ahead(builds, device_, compile_options_);  // failures: measure() reports them per candidate
-    build_seconds = seconds_since(start);
+    measure::build_ahead(builds, device_, compile_options_);  // failures: measure() reports them per candidate
     for (const KernelBuild& b : builds)
       if (b.seconds) compiled_ahead_[compile_key(b.design, problem)] = *b.seconds;
   }
-  std::vector<Measurement> out;
-  out.reserve(designs.size());
-  for (const Design& d : designs) out.push_back(measure(d, problem, mode));
-  if (!out.empty()) out.front().seconds.build += build_seconds;
-  return out;
+  return seconds_since(start);
 }
 
 int gpu_count() {

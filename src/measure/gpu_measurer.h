@@ -31,8 +31,7 @@ class GpuMeasurer : public search::Measurer {
   GpuIdentity gpu() override;
   TimingStats reference(const Problem& problem, TimingMode mode) override;
   Measurement measure(const Design& design, const Problem& problem, TimingMode mode) override;
-  std::vector<Measurement> measure_batch(const std::vector<Design>& designs, const Problem& problem,
-                                         TimingMode mode) override;
+  double build_ahead(const std::vector<Design>& designs, const Problem& problem) override;
   int parallelism() const override;
 
  private:

@@ -42,6 +42,16 @@ std::vector<double> noisy_rounds(double t, uint64_t seed) {
 
 double mode_factor(TimingMode mode) { return mode == TimingMode::kServer ? kSyntheticServerSlowdown : 1.0; }
 
+// The compiled kernel depends on the design and B's layout, and on the shape only when it is baked in.
+std::string compile_key(const Design& design, const Problem& problem) {
+  std::string key = to_string(design) + "|" + std::string(to_string(problem.layout));
+  if (design.static_shape) key += "|" + problem.shape.to_string();
+  return key;
+}
+
+// What NVRTC with a precompiled header costs for one kernel.
+double estimated_compile_seconds(const Design& design) { return 0.35 + 0.05 * design.stages; }
+
 }  // namespace
 
 SyntheticMeasurer::SyntheticMeasurer(BackendOptions options, CostModel model)
@@ -56,6 +66,16 @@ TimingStats SyntheticMeasurer::reference(const Problem& problem, TimingMode mode
   validate(problem.shape);
   const double t = model_.reference_us(problem) * mode_factor(mode) / next_moment_speed();
   return {t, t * 0.99, t * 1.06, 50};
+}
+
+double SyntheticMeasurer::build_ahead(const std::vector<Design>& designs, const Problem& problem) {
+  builds_asked_ += int64_t(designs.size());
+  std::lock_guard lock(mutex_);
+  double longest = 0;
+  for (const Design& d : designs)
+    if (d.family != Family::kTest && !compiled_.count(compile_key(d, problem)))
+      longest = std::max(longest, estimated_compile_seconds(d));
+  return longest;
 }
 
 Measurement SyntheticMeasurer::measure(const Design& design, const Problem& problem, TimingMode mode) {
@@ -95,15 +115,13 @@ Measurement SyntheticMeasurer::measure(const Design& design, const Problem& prob
     out.error = "invalid design " + text + ": " + *why;
     return out;
   }
-  // The compiled kernel depends on the design and B's layout, and on the shape only when it is baked in.
-  std::string key = text + "|" + std::string(to_string(problem.layout));
-  if (design.static_shape) key += "|" + problem.shape.to_string();
+  const std::string key = compile_key(design, problem);
   out.source_hash = hex_hash(key);
   {
     std::lock_guard lock(mutex_);
     if (compiled_.insert(key).second) {
       ++compilations_;
-      out.compile_seconds = 0.35 + 0.05 * design.stages;  // what NVRTC with a precompiled header costs
+      out.compile_seconds = estimated_compile_seconds(design);
     }
   }
   // The candidate and the reference in the same rounds, on a GPU whose speed is this moment's.

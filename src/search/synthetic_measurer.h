@@ -24,10 +24,15 @@ class SyntheticMeasurer : public Measurer {
   GpuIdentity gpu() override { return model_.gpu().identity; }
   TimingStats reference(const Problem& problem, TimingMode mode) override;
   Measurement measure(const Design& design, const Problem& problem, TimingMode mode) override;
+  // The wall time a batch's compiles would take at once: the longest estimated compile among the designs not
+  // compiled yet (estimates, like every time of this backend; nothing is compiled, measure() still reports
+  // each design's compile time at its first measurement). Counts the designs asked for (builds_asked()).
+  double build_ahead(const std::vector<Design>& designs, const Problem& problem) override;
 
   const CostModel& model() const { return model_; }
   int64_t measure_calls() const { return measure_calls_; }
   int64_t compilations() const { return compilations_; }
+  int64_t builds_asked() const { return builds_asked_; }
 
  private:
   BackendOptions options_;
@@ -36,6 +41,7 @@ class SyntheticMeasurer : public Measurer {
   std::set<std::string> compiled_;  // compile-cache keys
   std::atomic<int64_t> measure_calls_{0};
   std::atomic<int64_t> compilations_{0};
+  std::atomic<int64_t> builds_asked_{0};
   std::atomic<int64_t> moments_{0};  // measurements and references taken: the drift's clock
   // How fast the simulated GPU runs now (1 without drift), advancing its clock by one moment.
   double next_moment_speed();

@@ -164,6 +164,10 @@ int serve_worker(const BackendOptions& options, int in_fd, int out_fd) {
       } else if (op == "measure") {
         const Design design = parse_design(request.at("design").get<std::string>());
         reply = {{"ok", true}, {"measurement", to_json(backend->measure(design, problem, mode))}};
+      } else if (op == "build") {
+        std::vector<Design> designs;
+        for (const json& text : request.at("designs")) designs.push_back(parse_design(text.get<std::string>()));
+        reply = {{"ok", true}, {"seconds", backend->build_ahead(designs, problem)}};
       } else {
         reply = {{"ok", false}, {"error", "unknown worker request '" + op + "'"}, {"kind", 2}};
       }
@@ -420,6 +424,20 @@ Measurement WorkerMeasurer::measure(const Design& design, const Problem& problem
   return measurement_from_json(reply.answer.at("measurement"));
 }
 
+double WorkerMeasurer::build_ahead(const std::vector<Design>& designs, const Problem& problem) {
+  const auto start = std::chrono::steady_clock::now();
+  json message = problem_json(problem, TimingMode::kOffline);
+  message["op"] = "build";
+  message["designs"] = json::array();
+  for (const Design& d : designs) message["designs"].push_back(to_string(d));
+  // A worker that hangs or dies while building costs only the head start: it is restarted by the next
+  // request, and each measure() compiles its own kernel, reporting what fails.
+  const Reply reply = request(message, limits_.request_timeout_s);
+  if (reply.kind == Reply::Kind::kAnswer && reply.answer.value("ok", false) && reply.answer.contains("seconds"))
+    return reply.answer.at("seconds").get<double>();  // the backend's own account (the synthetic one's estimate)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 json WorkerMeasurer::evaluate(const json& submission) {
   json message = submission;
   message["op"] = "evaluate";
@@ -474,21 +492,26 @@ Measurement PoolMeasurer::measure(const Design& design, const Problem& problem, 
   return members_.front()->measure(design, problem, mode);
 }
 
+double PoolMeasurer::build_ahead(const std::vector<Design>& designs, const Problem& problem) {
+  return members_.front()->build_ahead(designs, problem);
+}
+
 std::vector<Measurement> PoolMeasurer::measure_batch(const std::vector<Design>& designs, const Problem& problem,
                                                      TimingMode mode) {
+  if (members_.size() == 1 || designs.size() <= 1) return members_.front()->measure_batch(designs, problem, mode);
+  // Member w takes designs w, w + members, ...: each builds its share's kernels at once, then measures them.
   std::vector<Measurement> out(designs.size());
-  if (members_.size() == 1 || designs.size() <= 1) {
-    for (size_t i = 0; i < designs.size(); ++i) out[i] = members_.front()->measure(designs[i], problem, mode);
-    return out;
-  }
-  std::atomic<size_t> next{0};
-  std::vector<std::exception_ptr> errors(members_.size());
+  const size_t used = std::min(members_.size(), designs.size());
+  std::vector<std::exception_ptr> errors(used);
   std::vector<std::thread> threads;
-  for (size_t w = 0; w < members_.size(); ++w) {
+  for (size_t w = 0; w < used; ++w) {
     threads.emplace_back([&, w] {
       try {
-        for (size_t i; (i = next.fetch_add(1)) < designs.size();)
-          out[i] = members_[w]->measure(designs[i], problem, mode);
+        std::vector<Design> share;
+        for (size_t i = w; i < designs.size(); i += used) share.push_back(designs[i]);
+        std::vector<Measurement> results = members_[w]->measure_batch(share, problem, mode);
+        if (results.size() != share.size()) fail("a pool member answered a batch with the wrong count");
+        for (size_t j = 0; j < results.size(); ++j) out[w + j * used] = std::move(results[j]);
       } catch (...) {
         errors[w] = std::current_exception();
       }

@@ -63,6 +63,8 @@ class WorkerMeasurer : public Measurer {
   GpuIdentity gpu() override;
   TimingStats reference(const Problem& problem, TimingMode mode) override;
   Measurement measure(const Design& design, const Problem& problem, TimingMode mode) override;
+  // Asks the worker to build the batch's kernels at once (the "build" request); the wall time it took.
+  double build_ahead(const std::vector<Design>& designs, const Problem& problem) override;
   // The worker's answer, or, when it hung or died on the request, {"worker_failed": "timeout" | "died", "why": ...}
   // (a key of its own: a pool tags every record it passes on with "worker", the member that evaluated it).
   nlohmann::json evaluate(const nlohmann::json& request) override;
@@ -95,13 +97,15 @@ class WorkerMeasurer : public Measurer {
   int consecutive_failures_ = 0;
 };
 
-// Spreads each batch over several measurers (one worker per GPU), one thread each, results in order.
+// Spreads each batch over several measurers (one worker per GPU), one thread each: member w builds and measures
+// designs w, w + n, ... of the batch (n members), so every GPU's share is compiled at once. Results in order.
 class PoolMeasurer : public Measurer {
  public:
   explicit PoolMeasurer(std::vector<MeasurerPtr> members);
   GpuIdentity gpu() override { return members_.front()->gpu(); }
   TimingStats reference(const Problem& problem, TimingMode mode) override;
   Measurement measure(const Design& design, const Problem& problem, TimingMode mode) override;
+  double build_ahead(const std::vector<Design>& designs, const Problem& problem) override;
   std::vector<Measurement> measure_batch(const std::vector<Design>& designs, const Problem& problem,
                                          TimingMode mode) override;
   int parallelism() const override { return int(members_.size()); }

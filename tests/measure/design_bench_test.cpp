@@ -3,6 +3,7 @@
 // every grid shape in both layouts and on shapes that are not tile multiples, and the GPU backend measures,
 // rejects and recovers as the tuner expects.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "measure/design_implementation.h"
 #include "measure/gpu_measurer.h"
 #include "rlgemm/shapes.h"
+#include "search/worker.h"
 #include "support/cli.h"
 #include "support/gpu.h"
 
@@ -116,6 +118,56 @@ TEST(GpuBackend, TheGraphReferenceIsChosenInGpuTime) {
     EXPECT_TRUE(r.ok) << r.why;
     EXPECT_EQ(lt->detail().ends_with(" in graph mode"), mode == bench::Mode::kGraph) << lt->detail();
     EXPECT_TRUE(bench::lt_auto_candidate(lt->detail()).has_value()) << lt->detail();
+  }
+}
+
+// The tuner's path on a GPU: an isolated worker gets each batch as a "build" request, compiles its kernels at once,
+// then measures each design alone; a compile's time is reported once, with the design's first measurement.
+TEST(GpuBackend, AWorkerBuildsEachBatchAtOnceThenMeasuresEachDesign) {
+  RLGEMM_REQUIRE_GPU();
+  const std::filesystem::path exe = std::filesystem::path(RLGEMM_BINARY_DIR) / "rlgemm";
+  if (!std::filesystem::exists(exe)) GTEST_SKIP() << "the rlgemm executable is not built in " << RLGEMM_BINARY_DIR;
+  // An empty cubin cache of its own, so that every kernel is compiled here (the worker inherits it).
+  const auto cache = std::filesystem::temp_directory_path() / ("rlgemm-build-ahead-" + std::to_string(::getpid()));
+  const char* before = std::getenv("RLGEMM_CACHE_DIR");
+  const std::string saved = before ? before : "";
+  ::setenv("RLGEMM_CACHE_DIR", cache.c_str(), 1);
+  struct Restore {
+    std::string saved;
+    bool had;
+    std::filesystem::path cache;
+    ~Restore() {
+      if (had) ::setenv("RLGEMM_CACHE_DIR", saved.c_str(), 1);
+      else ::unsetenv("RLGEMM_CACHE_DIR");
+      std::error_code ec;
+      std::filesystem::remove_all(cache, ec);
+    }
+  } restore{saved, before != nullptr, cache};
+  search::MeasurerSetup setup;
+  setup.backend.backend = "gpu";
+  setup.worker_exe = exe.string();
+  setup.timeout_s = 300;
+  auto worker = search::make_measurer(setup);
+  const Problem p{{1000, 200, 136}, Layout::kTN};
+  const std::vector<Design> designs = {parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg"),
+                                       parse_design("sm80/128x64x32/w64x32/s3/swz/raster_m.g8/splitk1/epi_reg"),
+                                       parse_design("sm80/64x128x32/w32x64/s3/swz/raster_n.g4/splitk1/epi_reg")};
+  const auto results = worker->measure_batch(designs, p, TimingMode::kGraph);
+  ASSERT_EQ(results.size(), designs.size());
+  double compiles = 0;
+  for (const Measurement& m : results) {
+    EXPECT_EQ(m.status, MeasureStatus::kOk) << m.error;
+    EXPECT_GT(m.compile_seconds, 0) << "each kernel was compiled for this batch";
+    compiles += m.compile_seconds;
+  }
+  EXPECT_GT(results[0].seconds.build, 0);
+  // At once: the batch's compiles together took less wall time than one after another.
+  EXPECT_LT(results[0].seconds.build, compiles) << "build " << results[0].seconds.build << " s";
+  // Built already: a second batch of the same designs compiles nothing and reports no compile time.
+  const auto again = worker->measure_batch(designs, p, TimingMode::kGraph);
+  for (const Measurement& m : again) {
+    EXPECT_EQ(m.status, MeasureStatus::kOk) << m.error;
+    EXPECT_EQ(m.compile_seconds, 0);
   }
 }
 

@@ -150,6 +150,39 @@ TEST(Worker, FaultHangAndWrongCostOneCandidateEach) {
   EXPECT_EQ(worker->measure(good, kProblem, TimingMode::kOffline).status, MeasureStatus::kOk);
 }
 
+// A batch goes to the worker as a "build" request (its kernels compiled at once), then a measurement per design:
+// the results are the backend's own, and the batch's build time arrives with the first.
+TEST(Worker, BuildsABatchAheadThenMeasuresEachDesign) {
+  auto worker = make_worker(20);
+  SyntheticMeasurer local;
+  const std::vector<Design> designs = {parse_design(kGood),
+                                       parse_design("sm90.ws.coop/128x128x64/s6/c1x1/raster_m.g8/splitk1/epi_tma"),
+                                       parse_design("sm80/64x64x64/w32x32/s3/swz/raster_m.g8/splitk1/epi_reg")};
+  // What the batch's compiles would take at once: the longest of them (6 stages), for kernels not built yet.
+  EXPECT_DOUBLE_EQ(local.build_ahead(designs, kProblem), 0.35 + 0.05 * 6);
+  EXPECT_EQ(local.builds_asked(), 3);
+  EXPECT_EQ(local.compilations(), 0);  // an estimate: nothing counts as compiled before it is measured
+  const auto results = worker->measure_batch(designs, kProblem, TimingMode::kGraph);
+  ASSERT_EQ(results.size(), designs.size());
+  for (size_t i = 0; i < designs.size(); ++i) {
+    const Measurement l = local.measure(designs[i], kProblem, TimingMode::kGraph);
+    EXPECT_EQ(results[i].status, MeasureStatus::kOk) << results[i].error;
+    EXPECT_DOUBLE_EQ(results[i].timing.median_us, l.timing.median_us) << i;
+    EXPECT_DOUBLE_EQ(results[i].compile_seconds, l.compile_seconds) << i;  // each design's own, at its first
+  }
+  EXPECT_DOUBLE_EQ(results[0].seconds.build, 0.35 + 0.05 * 6);  // the worker's account, through the protocol
+  EXPECT_DOUBLE_EQ(results[1].seconds.build + results[2].seconds.build, 0);
+  // Built and measured already: building them again costs nothing.
+  EXPECT_DOUBLE_EQ(worker->build_ahead(designs, kProblem), 0);
+  EXPECT_DOUBLE_EQ(local.build_ahead(designs, kProblem), 0);
+  // Each design is still measured alone: one that crashes its worker costs itself only.
+  const auto faulty = worker->measure_batch({parse_design("test.fault"), parse_design(kGood)}, kProblem,
+                                            TimingMode::kGraph);
+  ASSERT_EQ(faulty.size(), 2u);
+  EXPECT_EQ(faulty[0].status, MeasureStatus::kCrashed);
+  EXPECT_EQ(faulty[1].status, MeasureStatus::kOk) << faulty[1].error;
+}
+
 TEST(Worker, PoolOfWorkersKeepsOrderAndSurvivesFaults) {
   std::vector<MeasurerPtr> members;
   members.push_back(make_worker(1.5));
@@ -168,6 +201,8 @@ TEST(Worker, PoolOfWorkersKeepsOrderAndSurvivesFaults) {
   EXPECT_EQ(results[4].status, MeasureStatus::kTimeout);
   EXPECT_EQ(results[5].status, MeasureStatus::kOk);
   EXPECT_DOUBLE_EQ(results[0].timing.median_us, results[5].timing.median_us);
+  // Each member built its share (designs 0, 2, 4 and 1, 3, 5) at once, before measuring it.
+  EXPECT_DOUBLE_EQ(results[0].seconds.build, 0.35 + 0.05 * 4);
 }
 
 TEST(Worker, ABackendThatCannotStartIsReportedWithItsReason) {
