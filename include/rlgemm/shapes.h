@@ -20,4 +20,15 @@ std::vector<Shape> load_shapes_csv(const std::filesystem::path& path);
 // "cudal2" -> the grid; anything else is a CSV path.
 std::vector<Shape> resolve_shapes(std::string_view spec);
 
+// One of N parts of a list, for N runs that share it out (several GPUs or machines): the items i with
+// i % count == index.
+struct Shard {
+  int index = 0;
+  int count = 1;
+};
+// "I/N" with 0 <= I < N; throws Error(kInvalidInput) saying "--shard takes I/N ..." for anything else.
+Shard parse_shard(std::string_view text);
+// The shard's part of `shapes`, in their order.
+std::vector<Shape> shard_of(const std::vector<Shape>& shapes, Shard shard);
+
 }  // namespace rlgemm

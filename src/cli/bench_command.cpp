@@ -150,17 +150,9 @@ int run(BenchArgs& a) {
     }
   }
   {
-    const auto slash = a.shard.find('/');
-    int index = -1, count = 0;
-    try {
-      if (slash == std::string::npos) throw std::invalid_argument("");
-      index = std::stoi(a.shard.substr(0, slash));
-      count = std::stoi(a.shard.substr(slash + 1));
-    } catch (const std::exception&) {
-    }
-    if (count < 1 || index < 0 || index >= count) fail("--shard takes I/N with 0 <= I < N, e.g. 0/4");
-    config.shard_index = index;
-    config.shard_count = count;
+    const Shard shard = parse_shard(a.shard);
+    config.shard_index = shard.index;
+    config.shard_count = shard.count;
   }
   if (a.quick) {
     config.timing.batches = 3;

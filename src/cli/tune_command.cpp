@@ -155,6 +155,7 @@ struct TuneArgs {
   int guesses = 4;                  // the predictor's best guesses measured first on each shape
   int wave_fit = 2;                 // of the first designs, how many again with a width fitted to the waves
   std::string summary;              // per-model summary CSV
+  std::string shard;                // --shapes: "I/N", this run's part of the list (runs on several GPUs)
 };
 
 // One tuner run: a model's shapes, or the --shapes list.
@@ -169,7 +170,16 @@ std::vector<Job> jobs_of(const TuneArgs& args) {
     fail("give --shapes (a shape list) or --model (config.json files), one of them");
   if (!args.batch.empty() && args.models.empty())
     fail("--batch gives the token counts of --model; the candidates per strategy round are --round");
-  if (args.models.empty()) return {{a.shapes, problems_for(a)}};
+  if (args.models.empty()) {
+    if (args.shard.empty()) return {{a.shapes, problems_for(a)}};
+    const Shard shard = parse_shard(args.shard);
+    const std::vector<Shape> all = shapes_from(a.shapes);
+    const std::vector<Shape> part = shard_of(all, shard);
+    if (part.empty())
+      fail("--shard " + args.shard + " holds no shape: " + a.shapes + " has " + std::to_string(all.size()));
+    return {{a.shapes + " (shard " + args.shard + ")", problems_of(part, a)}};
+  }
+  if (!args.shard.empty()) fail("--shard splits a --shapes list; a model's layers are tuned whole");
   std::vector<Job> jobs;
   const std::vector<int64_t> tokens = parse_token_counts(args.batch.empty() ? "1,8,32,128,512,2048" : args.batch);
   for (const std::string& path : args.models) {
@@ -660,6 +670,9 @@ CommandRegistration tune_registration("tune", [](CLI::App& app) -> std::function
                   "fused qkv and gate_up, MoE experts, lm_head) at the --batch token counts")
       ->check(CLI::ExistingFile);
   cmd->add_option("--batch", args->batch, "--model: token counts, comma-separated (default 1,8,32,128,512,2048)");
+  cmd->add_option("--shard", args->shard,
+                  "I/N: tune every N-th shape of --shapes starting at I (N runs, e.g. one per GPU, each with its own "
+                  "--db and --policy; tuned-table takes their databases together)");
   add_common(cmd, args->common);
   cmd->add_option("--budget", args->common.budget,
                   "Evaluations per shape (200) or minutes for the run, for each model (30min)")

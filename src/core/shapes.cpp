@@ -66,4 +66,27 @@ std::vector<Shape> resolve_shapes(std::string_view spec) {
   return load_shapes_csv(std::filesystem::path(std::string(spec)));
 }
 
+Shard parse_shard(std::string_view text) {
+  const auto bad = [&]() -> Shard {
+    throw Error(ErrorKind::kInvalidInput,
+                "--shard takes I/N with 0 <= I < N, e.g. 0/4 (got '" + std::string(text) + "')");
+  };
+  const auto slash = text.find('/');
+  if (slash == std::string_view::npos) return bad();
+  const auto number = [&](std::string_view digits) {
+    if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+      bad();
+    return std::stoi(std::string(digits));
+  };
+  const Shard shard{number(text.substr(0, slash)), number(text.substr(slash + 1))};
+  if (shard.count < 1 || shard.index >= shard.count) return bad();
+  return shard;
+}
+
+std::vector<Shape> shard_of(const std::vector<Shape>& shapes, Shard shard) {
+  std::vector<Shape> part;
+  for (size_t i = size_t(shard.index); i < shapes.size(); i += size_t(shard.count)) part.push_back(shapes[i]);
+  return part;
+}
+
 }  // namespace rlgemm

@@ -17,6 +17,32 @@ std::filesystem::path write_temp(const std::string& name, const std::string& tex
   return path;
 }
 
+TEST(Shapes, ShardsShareAListOutWhole) {
+  const auto& grid = cudal2_grid();
+  std::vector<Shape> joined;
+  for (int i = 0; i < 3; ++i) {
+    const Shard shard = parse_shard(std::to_string(i) + "/3");
+    EXPECT_EQ(shard.index, i);
+    EXPECT_EQ(shard.count, 3);
+    const auto part = shard_of(grid, shard);
+    EXPECT_EQ(part.size(), i == 0 ? 334u : 333u);
+    EXPECT_EQ(part.front(), grid[size_t(i)]);
+    joined.insert(joined.end(), part.begin(), part.end());
+  }
+  EXPECT_EQ(std::set<Shape>(joined.begin(), joined.end()), std::set<Shape>(grid.begin(), grid.end()));
+  EXPECT_EQ(joined.size(), grid.size());
+  EXPECT_EQ(shard_of(grid, parse_shard("0/1")), grid);
+  for (const char* bad : {"3/3", "-1/3", "1/0", "1", "a/b", "1/3x", "/3", "1/", ""}) {
+    try {
+      parse_shard(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+      EXPECT_NE(std::string(e.what()).find("--shard takes I/N"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Shapes, BuiltInGridIsTheFullCube) {
   const auto& grid = cudal2_grid();
   ASSERT_EQ(grid.size(), 1000u);

@@ -12,6 +12,7 @@
 #include "core/model_shapes.h"
 #include "rlgemm/shapes.h"
 #include "search/search_test_util.h"
+#include "search/synthetic_measurer.h"
 #include "store/store.h"
 #include "support/cli.h"
 
@@ -96,6 +97,36 @@ TEST(TuneCli, ASignalEndsTheRunAfterTheBatchInFlightAndTheSameCommandGoesOn) {
   EXPECT_EQ(again.output.find("stopped by a signal"), std::string::npos) << again.output;
   Store store(db);
   EXPECT_EQ(store.count_measurements(), 36);  // 12 each, none measured twice
+}
+
+// Runs on several GPUs share a shape list out: each tunes its shard into its own database, and tuned-table
+// reads them together.
+TEST(TuneCli, ShardsOfAShapeListTuneEveryShapeOnce) {
+  TempDir dir;
+  const std::string shapes = (dir / "shapes.csv").string();
+  std::ofstream(shapes) << "M,N,K\n512,4096,4096\n1024,1024,1024\n64,4096,4096\n";
+  for (const char* shard : {"0/2", "1/2"}) {
+    const auto r = run_rlgemm("tune --shapes " + shapes + " --shard " + shard + " --backend synthetic --budget 2 "
+                              "--guesses 0 --in-process --db " + (dir / (std::string("t") + shard[0] + ".db")).string());
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_EQ(count(r.output, "\ntn,"), shard[0] == '0' ? 2u : 1u) << r.output;
+  }
+  Store first(dir / "t0.db"), second(dir / "t1.db");
+  const int64_t gpu = first.gpu_id(SyntheticMeasurer().gpu());
+  EXPECT_EQ(first.count_measurements(gpu, {{512, 4096, 4096}, Layout::kTN}, TimingMode::kGraph), 2);
+  EXPECT_EQ(first.count_measurements(gpu, {{64, 4096, 4096}, Layout::kTN}, TimingMode::kGraph), 2);
+  EXPECT_EQ(first.count_measurements(gpu, {{1024, 1024, 1024}, Layout::kTN}, TimingMode::kGraph), 0);
+  EXPECT_EQ(second.count_measurements(second.gpu_id(SyntheticMeasurer().gpu()), {{1024, 1024, 1024}, Layout::kTN},
+                                      TimingMode::kGraph),
+            2);
+  // A shard that holds no shape, a malformed one, and a model's layers are refused before any work.
+  for (const std::string& bad : {std::string("--shapes ") + shapes + " --shard 3/4",
+                                 std::string("--shapes ") + shapes + " --shard 2/2",
+                                 std::string("--model ") + kModels + "llama-3.2-1b.json --shard 0/2"}) {
+    const auto r = run_rlgemm("tune " + bad + " --backend synthetic --budget 2 --db " + (dir / "bad.db").string());
+    EXPECT_EQ(r.code, 2) << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find("--shard"), std::string::npos) << r.output;
+  }
 }
 
 TEST(TuneCli, ShapesStartFromThePredictorsGuesses) {
