@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "compile/isolated_nvrtc.h"
 #include "core/gain_interval.h"
 #include "generate/generate.h"
 #include "measure/foreign_evaluator.h"
@@ -47,6 +48,7 @@ GpuMeasurer::GpuMeasurer(const search::BackendOptions& options)
 }
 
 GpuMeasurer::~GpuMeasurer() {
+  if (prefetching_.valid()) prefetching_.wait();  // it reads device_ and compile_options_
   designs_.clear();
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -123,6 +125,7 @@ Measurement GpuMeasurer::measure(const Design& design, const Problem& problem, T
     load_problem(problem);
     out.seconds.operands = seconds_since(phase);
     phase = std::chrono::steady_clock::now();
+    if (prefetching_keys_.count(compile_key(design, problem))) collect_prefetch(true);
     const GemmKernel& kernel = impl->kernel_for(problem);
     out.seconds.load = seconds_since(phase);
     out.source_hash = kernel.compiled().cache_key;
@@ -182,16 +185,54 @@ Measurement GpuMeasurer::measure(const Design& design, const Problem& problem, T
   return out;
 }
 
-double GpuMeasurer::build_ahead(const std::vector<Design>& designs, const Problem& problem) {
-  // Compile the whole batch concurrently into the cubin cache; each measure() then only loads.
-  const auto start = std::chrono::steady_clock::now();
+std::vector<KernelBuild> GpuMeasurer::builds_for(const std::vector<Design>& designs, const Problem& problem) {
   std::vector<KernelBuild> builds;
+  std::set<std::string> keys;
   for (const Design& d : designs) {
     const std::string key = compile_key(d, problem);
-    if (reported_.count(key) || compiled_ahead_.count(key)) continue;
+    if (reported_.count(key) || compiled_ahead_.count(key) || !keys.insert(key).second) continue;
     if (!DesignImplementation(d, device_, compile_options_).supports(problem)) continue;
     builds.push_back({d, d.static_shape ? problem : layout_problem(problem.layout, problem.dtype), {}, {}});
   }
+  return builds;
+}
+
+void GpuMeasurer::collect_prefetch(bool wait) {
+  if (!prefetching_.valid()) return;
+  if (!wait && prefetching_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  try {
+    for (const KernelBuild& b : prefetching_.get())
+      if (b.seconds) compiled_ahead_[compile_key(b.design, b.problem)] = *b.seconds;
+  } catch (const std::exception&) {
+    // Nothing was built ahead: each measure() compiles its own kernel and reports what fails.
+  }
+  prefetching_keys_.clear();
+}
+
+void GpuMeasurer::prefetch(const std::vector<Design>& designs, const Problem& problem) {
+  collect_prefetch(false);
+  if (prefetching_.valid()) return;
+  std::vector<KernelBuild> builds = builds_for(designs, problem);
+  if (builds.empty()) return;
+  for (const KernelBuild& b : builds) prefetching_keys_.insert(compile_key(b.design, b.problem));
+  start_compile_service();  // from this thread, as compile_all would
+  prefetching_ = std::async(std::launch::async, [this, builds = std::move(builds)]() mutable {
+    measure::build_ahead(builds, device_, compile_options_);
+    return std::move(builds);
+  });
+}
+
+double GpuMeasurer::build_ahead(const std::vector<Design>& designs, const Problem& problem) {
+  // Compile the whole batch concurrently into the cubin cache; each measure() then only loads. Kernels the
+  // prefetch is building are waited for, not built twice.
+  const auto start = std::chrono::steady_clock::now();
+  collect_prefetch(false);
+  for (const Design& d : designs)
+    if (prefetching_keys_.count(compile_key(d, problem))) {
+      collect_prefetch(true);
+      break;
+    }
+  std::vector<KernelBuild> builds = builds_for(designs, problem);
   if (builds.size() > 1) {
     measure::build_ahead(builds, device_, compile_options_);  // failures: measure() reports them per candidate
     for (const KernelBuild& b : builds)

@@ -8,6 +8,7 @@
 // restarted and only this candidate is lost (worker.h).
 #pragma once
 
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -32,6 +33,9 @@ class GpuMeasurer : public search::Measurer {
   TimingStats reference(const Problem& problem, TimingMode mode) override;
   Measurement measure(const Design& design, const Problem& problem, TimingMode mode) override;
   double build_ahead(const std::vector<Design>& designs, const Problem& problem) override;
+  // Builds them on a thread of its own while this process measures (one prefetch at a time; a second one asked
+  // for while the first runs is dropped). A measurement or build of a kernel it holds waits for it.
+  void prefetch(const std::vector<Design>& designs, const Problem& problem) override;
   int parallelism() const override;
 
  private:
@@ -42,6 +46,10 @@ class GpuMeasurer : public search::Measurer {
   std::vector<bench::Timing> time(const std::vector<bench::Implementation*>& subjects, const Problem& problem,
                                   TimingMode mode);
   [[noreturn]] void context_lost(const std::string& what);
+  // The kernels of `designs` for `problem` that this process has not built or reported yet, each once.
+  std::vector<KernelBuild> builds_for(const std::vector<Design>& designs, const Problem& problem);
+  // Takes what the prefetch built into compiled_ahead_: once it is done, or, with `wait`, after waiting for it.
+  void collect_prefetch(bool wait);
 
   DeviceInfo device_;
   CompileOptions compile_options_;
@@ -55,6 +63,8 @@ class GpuMeasurer : public search::Measurer {
   std::map<std::string, std::unique_ptr<DesignImplementation>> designs_;
   std::map<std::string, double> compiled_ahead_;  // kernel -> compile seconds, for batches compiled ahead
   std::set<std::string> reported_;                 // kernels whose compile time was recorded already
+  std::future<std::vector<KernelBuild>> prefetching_;  // the prefetch's build, running on its own thread
+  std::set<std::string> prefetching_keys_;            // the kernels it builds
 };
 
 // Ends a worker process whose CUDA context a kernel broke (an illegal address, a trap), saying `what` on stderr:

@@ -47,6 +47,11 @@ class Measurer {
     return 0;
   }
 
+  // Starts building the kernels of `designs` for `problem` in the background and returns at once, so that a later
+  // build_ahead() or measure() of them finds them built: the next problem's first round is built while this one
+  // is measured. Default: nothing.
+  virtual void prefetch(const std::vector<Design>& designs, const Problem& problem) { (void)designs, (void)problem; }
+
   // Several candidates of one problem, results in the order of `designs`: by default, the batch's kernels built
   // ahead at once (their wall time in the first measurement's PhaseSeconds::build), then each measured in turn.
   // Backends that spread a batch over several GPUs override this.

@@ -78,6 +78,11 @@ double SyntheticMeasurer::build_ahead(const std::vector<Design>& designs, const 
   return longest;
 }
 
+void SyntheticMeasurer::prefetch(const std::vector<Design>& designs, const Problem& problem) {
+  (void)problem;
+  prefetches_asked_ += int64_t(designs.size());
+}
+
 Measurement SyntheticMeasurer::measure(const Design& design, const Problem& problem, TimingMode mode) {
   ++measure_calls_;
   Measurement out;

@@ -28,11 +28,14 @@ class SyntheticMeasurer : public Measurer {
   // compiled yet (estimates, like every time of this backend; nothing is compiled, measure() still reports
   // each design's compile time at its first measurement). Counts the designs asked for (builds_asked()).
   double build_ahead(const std::vector<Design>& designs, const Problem& problem) override;
+  // Counts the designs asked for (prefetches_asked()); nothing is compiled.
+  void prefetch(const std::vector<Design>& designs, const Problem& problem) override;
 
   const CostModel& model() const { return model_; }
   int64_t measure_calls() const { return measure_calls_; }
   int64_t compilations() const { return compilations_; }
   int64_t builds_asked() const { return builds_asked_; }
+  int64_t prefetches_asked() const { return prefetches_asked_; }
 
  private:
   BackendOptions options_;
@@ -42,6 +45,7 @@ class SyntheticMeasurer : public Measurer {
   std::atomic<int64_t> measure_calls_{0};
   std::atomic<int64_t> compilations_{0};
   std::atomic<int64_t> builds_asked_{0};
+  std::atomic<int64_t> prefetches_asked_{0};
   std::atomic<int64_t> moments_{0};  // measurements and references taken: the drift's clock
   // How fast the simulated GPU runs now (1 without drift), advancing its clock by one moment.
   double next_moment_speed();

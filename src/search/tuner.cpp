@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 #include "rlgemm/error.h"
 #include "search/wave_fit.h"
@@ -87,28 +88,24 @@ int effective_batch(const TuneOptions& options, int parallelism) { return std::m
 
 // ---- one problem ----
 
-ProblemTuning::ProblemTuning(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const DesignSpace& space,
-                             Strategy& strategy, const TuneOptions& options, const Problem& problem, int batch,
-                             Clock::time_point deadline)
-    : store_(store), gpu_id_(gpu_id), gpu_(gpu), space_(space), strategy_(strategy), options_(options),
-      batch_(batch), deadline_(deadline) {
-  outcome_.problem = problem;
-  cap_ = options.budget.evaluations > 0 ? size_t(options.budget.evaluations) : space.size();
+FirstRound first_round(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const TuneOptions& options,
+                       const Problem& problem, size_t cap) {
   // Seeds first, as one batch: the table's design for the problem, the common ones, then the problem's own
   // guesses, those this problem can run and the store does not hold yet.
   // Seed designs and guesses name tiles and schedules; they run in the problem's element type.
+  FirstRound round;
   auto consider = [&](const Design& seed, const char* label) {
-    if (pending_.size() >= cap_) return;
+    if (round.designs.size() >= cap) return;
     const Design d = with_dtype(seed, problem.dtype);
     if (why_invalid(d, problem.layout, smem_limit_or_hopper(gpu.smem_per_block_optin)) || why_unfit(d, problem))
       return;
     std::string text = to_string(d);
-    if (std::find(pending_text_.begin(), pending_text_.end(), text) != pending_text_.end() ||
-        store_.measured(gpu_id_, problem, text, options.mode))
+    if (std::find(round.texts.begin(), round.texts.end(), text) != round.texts.end() ||
+        store.measured(gpu_id, problem, text, options.mode))
       return;
-    pending_.push_back(d);
-    pending_text_.push_back(std::move(text));
-    pending_label_.push_back(label);
+    round.designs.push_back(d);
+    round.texts.push_back(std::move(text));
+    round.labels.push_back(label);
   };
   if (options.table_seeds_for)
     for (const Design& d : options.table_seeds_for(problem)) consider(d, "table");
@@ -116,13 +113,31 @@ ProblemTuning::ProblemTuning(Store& store, int64_t gpu_id, const GpuIdentity& gp
   if (options.seeds_for)
     for (const Design& d : options.seeds_for(problem)) consider(d, "predicted");
   if (gpu.sm_count > 0 && options.wave_fit > 0) {
-    const size_t first = pending_.size();
-    for (const Design& fitted :
-         fitted_alternatives(pending_, problem, gpu.sm_count, smem_limit_or_hopper(gpu.smem_per_block_optin))) {
-      if (int(pending_.size() - first) >= options.wave_fit) break;
+    const size_t first = round.designs.size();
+    for (const Design& fitted : fitted_alternatives(round.designs, problem, gpu.sm_count,
+                                                    smem_limit_or_hopper(gpu.smem_per_block_optin))) {
+      if (int(round.designs.size() - first) >= options.wave_fit) break;
       consider(fitted, "wave-fit");
     }
   }
+  return round;
+}
+
+size_t ProblemTuning::cap_for(const TuneOptions& options, const DesignSpace& space) {
+  return options.budget.evaluations > 0 ? size_t(options.budget.evaluations) : space.size();
+}
+
+ProblemTuning::ProblemTuning(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const DesignSpace& space,
+                             Strategy& strategy, const TuneOptions& options, const Problem& problem, int batch,
+                             Clock::time_point deadline, std::optional<FirstRound> first)
+    : store_(store), gpu_id_(gpu_id), gpu_(gpu), space_(space), strategy_(strategy), options_(options),
+      batch_(batch), deadline_(deadline) {
+  outcome_.problem = problem;
+  cap_ = cap_for(options, space);
+  FirstRound round = first ? std::move(*first) : first_round(store, gpu_id, gpu, options, problem, cap_);
+  pending_ = std::move(round.designs);
+  pending_text_ = std::move(round.texts);
+  pending_label_ = std::move(round.labels);
   if (pending_.empty()) begin_search();
 }
 
@@ -283,6 +298,8 @@ std::vector<ProblemOutcome> Tuner::run(const TuneOptions& options) {
   const bool tty = options.progress && ::isatty(::fileno(options.progress));
   int64_t measured_total = 0;  // for the time-left estimate
   std::vector<ProblemOutcome> outcomes;
+  // The next problem's first round, worked out while this one is measured; its kernels are built meanwhile.
+  std::optional<FirstRound> next_first;
 
   for (size_t index = 0; index < options.problems.size(); ++index) {
     const auto problem_start = Clock::now();
@@ -297,7 +314,15 @@ std::vector<ProblemOutcome> Tuner::run(const TuneOptions& options) {
     }
     StrategyPtr own;
     Strategy& strategy = strategy_ ? *strategy_ : *(own = factory_(problem));
-    ProblemTuning tuning(store_, gpu_id, gpu, space, strategy, options, problem, batch, problem_deadline);
+    ProblemTuning tuning(store_, gpu_id, gpu, space, strategy, options, problem, batch, problem_deadline,
+                         std::exchange(next_first, std::nullopt));
+    // The next problem's first round depends on that problem, the options and the store only: its kernels are
+    // built in the background while this problem is measured.
+    if (index + 1 < options.problems.size()) {
+      const Problem& next = options.problems[index + 1];
+      next_first = first_round(store_, gpu_id, gpu, options, next, ProblemTuning::cap_for(options, this->space(next.layout)));
+      if (next_first->designs.size() > 1) measurer_.prefetch(next_first->designs, next);
+    }
 
     auto last_print = Clock::now();
     auto print = [&](const ProblemOutcome& outcome, bool final) {

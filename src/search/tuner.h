@@ -126,16 +126,31 @@ using StrategyFactory = std::function<StrategyPtr(const Problem&)>;
 // Candidates per strategy round: the option, but at least what the measurer works on at once.
 int effective_batch(const TuneOptions& options, int parallelism);
 
+// A problem's first round: its seeds (the tuned table's row, the seed designs, the predictor's guesses, their
+// widths fitted to the waves), those the problem can run and the store does not hold yet, at most `cap`, each
+// with its label ("table", "seed", "predicted" or "wave-fit"). It depends on the problem, the options and the
+// store only, so that it can be known, and its kernels built, before the problem's turn (Tuner::run).
+struct FirstRound {
+  std::vector<Design> designs;
+  std::vector<std::string> texts;
+  std::vector<std::string> labels;
+};
+FirstRound first_round(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const TuneOptions& options,
+                       const Problem& problem, size_t cap);
+
 // One problem's tuning: seeds first, then the strategy's rounds, each new design measured once and recorded
 // in the store as soon as its batch is back. The caller measures what next_batch() asks for and hands the
 // results to complete(), in order.
 class ProblemTuning {
  public:
   using Clock = std::chrono::steady_clock;
-  // The search stops at `deadline` (minutes budgets).
+  // The search stops at `deadline` (minutes budgets). `first`: the problem's first round where it was worked out
+  // ahead (first_round with this problem and cap()); otherwise it is worked out here.
   ProblemTuning(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const DesignSpace& space, Strategy& strategy,
                 const TuneOptions& options, const Problem& problem, int batch,
-                Clock::time_point deadline = Clock::time_point::max());
+                Clock::time_point deadline = Clock::time_point::max(), std::optional<FirstRound> first = std::nullopt);
+  // The evaluations a problem gets under `options` in `space`.
+  static size_t cap_for(const TuneOptions& options, const DesignSpace& space);
   ProblemTuning(const ProblemTuning&) = delete;
   ProblemTuning& operator=(const ProblemTuning&) = delete;
 

@@ -164,6 +164,11 @@ int serve_worker(const BackendOptions& options, int in_fd, int out_fd) {
       } else if (op == "measure") {
         const Design design = parse_design(request.at("design").get<std::string>());
         reply = {{"ok", true}, {"measurement", to_json(backend->measure(design, problem, mode))}};
+      } else if (op == "prefetch") {
+        std::vector<Design> designs;
+        for (const json& text : request.at("designs")) designs.push_back(parse_design(text.get<std::string>()));
+        backend->prefetch(designs, problem);
+        reply = {{"ok", true}};
       } else if (op == "build") {
         std::vector<Design> designs;
         for (const json& text : request.at("designs")) designs.push_back(parse_design(text.get<std::string>()));
@@ -424,12 +429,26 @@ Measurement WorkerMeasurer::measure(const Design& design, const Problem& problem
   return measurement_from_json(reply.answer.at("measurement"));
 }
 
-double WorkerMeasurer::build_ahead(const std::vector<Design>& designs, const Problem& problem) {
-  const auto start = std::chrono::steady_clock::now();
+namespace {
+
+json designs_request(const char* op, const std::vector<Design>& designs, const Problem& problem) {
   json message = problem_json(problem, TimingMode::kOffline);
-  message["op"] = "build";
+  message["op"] = op;
   message["designs"] = json::array();
   for (const Design& d : designs) message["designs"].push_back(to_string(d));
+  return message;
+}
+
+}  // namespace
+
+void WorkerMeasurer::prefetch(const std::vector<Design>& designs, const Problem& problem) {
+  // Answered at once; a worker that fails here is restarted by the next request, which builds what it needs.
+  (void)request(designs_request("prefetch", designs, problem), limits_.request_timeout_s);
+}
+
+double WorkerMeasurer::build_ahead(const std::vector<Design>& designs, const Problem& problem) {
+  const auto start = std::chrono::steady_clock::now();
+  const json message = designs_request("build", designs, problem);
   // A worker that hangs or dies while building costs only the head start: it is restarted by the next
   // request, and each measure() compiles its own kernel, reporting what fails.
   const Reply reply = request(message, limits_.request_timeout_s);
@@ -494,6 +513,17 @@ Measurement PoolMeasurer::measure(const Design& design, const Problem& problem, 
 
 double PoolMeasurer::build_ahead(const std::vector<Design>& designs, const Problem& problem) {
   return members_.front()->build_ahead(designs, problem);
+}
+
+void PoolMeasurer::prefetch(const std::vector<Design>& designs, const Problem& problem) {
+  // Each member the share of the batch that measure_batch will give it.
+  if (members_.size() == 1 || designs.size() <= 1) return members_.front()->prefetch(designs, problem);
+  const size_t used = std::min(members_.size(), designs.size());
+  for (size_t w = 0; w < used; ++w) {
+    std::vector<Design> share;
+    for (size_t i = w; i < designs.size(); i += used) share.push_back(designs[i]);
+    members_[w]->prefetch(share, problem);
+  }
 }
 
 std::vector<Measurement> PoolMeasurer::measure_batch(const std::vector<Design>& designs, const Problem& problem,

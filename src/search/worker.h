@@ -65,6 +65,8 @@ class WorkerMeasurer : public Measurer {
   Measurement measure(const Design& design, const Problem& problem, TimingMode mode) override;
   // Asks the worker to build the batch's kernels at once (the "build" request); the wall time it took.
   double build_ahead(const std::vector<Design>& designs, const Problem& problem) override;
+  // Asks the worker to build them in the background (the "prefetch" request, answered at once).
+  void prefetch(const std::vector<Design>& designs, const Problem& problem) override;
   // The worker's answer, or, when it hung or died on the request, {"worker_failed": "timeout" | "died", "why": ...}
   // (a key of its own: a pool tags every record it passes on with "worker", the member that evaluated it).
   nlohmann::json evaluate(const nlohmann::json& request) override;
@@ -106,6 +108,7 @@ class PoolMeasurer : public Measurer {
   TimingStats reference(const Problem& problem, TimingMode mode) override;
   Measurement measure(const Design& design, const Problem& problem, TimingMode mode) override;
   double build_ahead(const std::vector<Design>& designs, const Problem& problem) override;
+  void prefetch(const std::vector<Design>& designs, const Problem& problem) override;
   std::vector<Measurement> measure_batch(const std::vector<Design>& designs, const Problem& problem,
                                          TimingMode mode) override;
   int parallelism() const override { return int(members_.size()); }

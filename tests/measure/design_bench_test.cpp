@@ -169,6 +169,16 @@ TEST(GpuBackend, AWorkerBuildsEachBatchAtOnceThenMeasuresEachDesign) {
     EXPECT_EQ(m.status, MeasureStatus::kOk) << m.error;
     EXPECT_EQ(m.compile_seconds, 0);
   }
+  // The next problem's round built in the background (another layout: other kernels), then measured: each
+  // kernel's compile time is the prefetch's, reported with its first measurement, and every result is correct.
+  const Problem next{{300, 520, 264}, Layout::kNN};
+  worker->prefetch(designs, next);
+  const auto prefetched = worker->measure_batch(designs, next, TimingMode::kGraph);
+  ASSERT_EQ(prefetched.size(), designs.size());
+  for (const Measurement& m : prefetched) {
+    EXPECT_EQ(m.status, MeasureStatus::kOk) << m.error;
+    EXPECT_GT(m.compile_seconds, 0) << "compiled by the prefetch for this layout";
+  }
 }
 
 TEST(GpuBackend, MeasuresRejectsAndReportsCompileTimeOnce) {

@@ -116,8 +116,15 @@ TEST(Tuner, PerProblemGuessesFollowTheSeeds) {
     return std::vector<Design>{common, guess};
   };
   const auto outcomes = tuner.run(tune);
+  // Each problem's guesses are asked for once: the second problem's first round was worked out while the first
+  // problem was measured, and its kernels were asked to be built then (prefetch), all of that round and nothing else.
   ASSERT_EQ(asked.size(), 2u);
   EXPECT_EQ(asked[1], kProblems[1]);
+  const auto second = store.measurements(store.gpu_id(measurer.gpu()), kProblems[1], TimingMode::kGraph);
+  EXPECT_EQ(measurer.prefetches_asked(), std::count_if(second.begin(), second.end(), [](const auto& r) {
+              return r.strategy == "seed" || r.strategy == "predicted" || r.strategy == "wave-fit";
+            }));
+  EXPECT_GE(measurer.prefetches_asked(), 2);
   for (const auto& o : outcomes) {
     ASSERT_EQ(o.evaluations.size(), 5u);
     EXPECT_EQ(o.evaluations[0].design, to_string(common));

@@ -175,6 +175,12 @@ TEST(Worker, BuildsABatchAheadThenMeasuresEachDesign) {
   // Built and measured already: building them again costs nothing.
   EXPECT_DOUBLE_EQ(worker->build_ahead(designs, kProblem), 0);
   EXPECT_DOUBLE_EQ(local.build_ahead(designs, kProblem), 0);
+  // A prefetch (the next problem's round, built in the background) is answered at once; measuring follows.
+  const Problem next{{512, 1024, 4096}, Layout::kNN};
+  worker->prefetch(designs, next);
+  const auto later = worker->measure_batch(designs, next, TimingMode::kGraph);
+  ASSERT_EQ(later.size(), designs.size());
+  for (const Measurement& m : later) EXPECT_EQ(m.status, MeasureStatus::kOk) << m.error;
   // Each design is still measured alone: one that crashes its worker costs itself only.
   const auto faulty = worker->measure_batch({parse_design("test.fault"), parse_design(kGood)}, kProblem,
                                             TimingMode::kGraph);
