@@ -135,9 +135,13 @@ ProblemTuning::ProblemTuning(Store& store, int64_t gpu_id, const GpuIdentity& gp
   outcome_.problem = problem;
   cap_ = cap_for(options, space);
   FirstRound round = first ? std::move(*first) : first_round(store, gpu_id, gpu, options, problem, cap_);
-  pending_ = std::move(round.designs);
-  pending_text_ = std::move(round.texts);
-  pending_label_ = std::move(round.labels);
+  for (size_t i = 0; i < round.designs.size(); ++i) {
+    // Worked out ahead, the round may hold a design measured since (the same shape listed twice in a row).
+    if (first && store_.measured(gpu_id_, problem, round.texts[i], options.mode)) continue;
+    pending_.push_back(round.designs[i]);
+    pending_text_.push_back(std::move(round.texts[i]));
+    pending_label_.push_back(std::move(round.labels[i]));
+  }
   if (pending_.empty()) begin_search();
 }
 

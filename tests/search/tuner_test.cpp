@@ -135,6 +135,28 @@ TEST(Tuner, PerProblemGuessesFollowTheSeeds) {
   }
 }
 
+// The next problem's first round is worked out while the current one is measured: a shape listed twice in a
+// row measures its seeds once (the second time, the store holds them).
+TEST(Tuner, AShapeListedTwiceInARowMeasuresNothingTwice) {
+  TempDir dir;
+  Store store(dir / "twice.db");
+  SyntheticMeasurer measurer(BackendOptions{});
+  StrategyPtr strategy = make_random_strategy(4);
+  Tuner tuner(store, measurer, *strategy, small_spec());
+  TuneOptions tune;
+  tune.problems = {kProblems[0], kProblems[0]};
+  tune.budget.evaluations = 4;
+  tune.seeds_for = [](const Problem&) {
+    return std::vector<Design>{parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg"),
+                               parse_design("sm90.ws.pingpong/64x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg")};
+  };
+  const auto outcomes = tuner.run(tune);
+  ASSERT_EQ(outcomes.size(), 2u);
+  EXPECT_EQ(outcomes[0].measured_now, 4);
+  EXPECT_EQ(outcomes[1].measured_now, 0);
+  EXPECT_EQ(store.count_measurements(), 4);
+}
+
 // Each problem's outcome sums where its measurements took their time: the synthetic GPU's pace (--delay-ms) is
 // all timed rounds, and each design's compile counts once; and its wall time, of which the waiting for them.
 TEST(Tuner, OutcomesSumTheirMeasurementsTimeByPhase) {
