@@ -30,6 +30,17 @@ const std::vector<Problem> kProblems = {{{1024, 1024, 1024}, Layout::kTN},
                                         {{256, 4096, 2048}, Layout::kTN},
                                         {{4096, 512, 512}, Layout::kNN}};
 
+// A tuner with the random strategy over the synthetic GPU, on a database of its own in a fresh folder.
+struct RandomTuner {
+  RandomTuner(const std::string& db, uint64_t seed, BackendOptions backend = {}, const SpaceSpec& spec = small_spec())
+      : store(dir / db), measurer(backend), strategy(make_random_strategy(seed)), tuner(store, measurer, *strategy, spec) {}
+  TempDir dir;
+  Store store;
+  SyntheticMeasurer measurer;
+  StrategyPtr strategy;
+  Tuner tuner;
+};
+
 TEST(Budget, ParsesEvaluationsAndMinutes) {
   EXPECT_EQ(Budget::parse("200").evaluations, 200);
   EXPECT_DOUBLE_EQ(Budget::parse("30min").minutes, 30);
@@ -99,13 +110,10 @@ TEST(Tuner, SeedDesignsAreMeasuredFirstCountedAndNotRepeated) {
 // A problem's own first guesses (the predictor's, in `rlgemm tune`) follow the common seeds, count against the
 // budget, are recorded as "predicted", and a duplicate of a common seed is measured once.
 TEST(Tuner, PerProblemGuessesFollowTheSeeds) {
-  TempDir dir;
   const Design common = parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg");
   const Design guess = parse_design("sm90.ws.pingpong/64x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg");
-  Store store(dir / "g.db");
-  SyntheticMeasurer measurer(BackendOptions{});
-  StrategyPtr strategy = make_random_strategy(3);
-  Tuner tuner(store, measurer, *strategy, small_spec());
+  RandomTuner t("g.db", 3);
+  auto& [dir, store, measurer, strategy, tuner] = t;
   TuneOptions tune;
   tune.problems = {kProblems[0], kProblems[1]};
   tune.budget.evaluations = 5;
@@ -138,11 +146,8 @@ TEST(Tuner, PerProblemGuessesFollowTheSeeds) {
 // The next problem's first round is worked out while the current one is measured: a shape listed twice in a
 // row measures its seeds once (the second time, the store holds them).
 TEST(Tuner, AShapeListedTwiceInARowMeasuresNothingTwice) {
-  TempDir dir;
-  Store store(dir / "twice.db");
-  SyntheticMeasurer measurer(BackendOptions{});
-  StrategyPtr strategy = make_random_strategy(4);
-  Tuner tuner(store, measurer, *strategy, small_spec());
+  RandomTuner t("twice.db", 4);
+  auto& [dir, store, measurer, strategy, tuner] = t;
   TuneOptions tune;
   tune.problems = {kProblems[0], kProblems[0]};
   tune.budget.evaluations = 4;
@@ -160,13 +165,10 @@ TEST(Tuner, AShapeListedTwiceInARowMeasuresNothingTwice) {
 // Each problem's outcome sums where its measurements took their time: the synthetic GPU's pace (--delay-ms) is
 // all timed rounds, and each design's compile counts once; and its wall time, of which the waiting for them.
 TEST(Tuner, OutcomesSumTheirMeasurementsTimeByPhase) {
-  TempDir dir;
-  Store store(dir / "p.db");
   BackendOptions backend;
   backend.delay_ms = 4;
-  SyntheticMeasurer measurer(backend);
-  StrategyPtr strategy = make_random_strategy(5);
-  Tuner tuner(store, measurer, *strategy, small_spec());
+  RandomTuner t("p.db", 5, backend);
+  auto& [dir, store, measurer, strategy, tuner] = t;
   TuneOptions tune;
   tune.problems = {kProblems[0]};
   tune.budget.evaluations = 6;
@@ -191,7 +193,6 @@ TEST(Tuner, OutcomesSumTheirMeasurementsTimeByPhase) {
 // guesses, within the budget; a design that already fills its waves (128x128: 160 tiles in 2 waves, no width 3%
 // cheaper in this space) gets none, and wave_fit 0 asks for none.
 TEST(Tuner, GuessesAreMeasuredAgainWithTheirWidthFittedToTheWaves) {
-  TempDir dir;
   const Design guess = parse_design("sm90.ws.coop/128x192x64/s4/c1x1/raster_m.g8/splitk1/epi_tma");
   const Design filled = parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_tma");
   SpaceSpec spec = small_spec();
@@ -199,11 +200,9 @@ TEST(Tuner, GuessesAreMeasuredAgainWithTheirWidthFittedToTheWaves) {
   spec.staged_epilogue = {true};
   const Problem problem{{512, 5120, 4096}, Layout::kTN};
   for (int wave_fit : {0, 2}) {
-    Store store(dir / ("w" + std::to_string(wave_fit) + ".db"));
-    SyntheticMeasurer measurer(BackendOptions{});
+    RandomTuner t("w" + std::to_string(wave_fit) + ".db", 3, {}, spec);
+    auto& [dir, store, measurer, strategy, tuner] = t;
     ASSERT_GT(measurer.gpu().sm_count, 0);
-    StrategyPtr strategy = make_random_strategy(3);
-    Tuner tuner(store, measurer, *strategy, spec);
     TuneOptions tune;
     tune.problems = {problem};
     tune.budget.evaluations = 4;
@@ -228,11 +227,8 @@ TEST(Tuner, GuessesAreMeasuredAgainWithTheirWidthFittedToTheWaves) {
 // A bf16 problem: the seeds, the guesses and the strategy's designs all run as bf16 designs (the search
 // explores tiles; the element type is the problem's), recorded under the bf16 problem only.
 TEST(Tuner, Bf16ProblemsAreTunedWithBf16Designs) {
-  TempDir dir;
-  Store store(dir / "b.db");
-  SyntheticMeasurer measurer(BackendOptions{});
-  StrategyPtr strategy = make_random_strategy(5);
-  Tuner tuner(store, measurer, *strategy, small_spec());
+  RandomTuner t("b.db", 5);
+  auto& [dir, store, measurer, strategy, tuner] = t;
   TuneOptions tune;
   const Problem bf16{{1024, 1024, 1024}, Layout::kTN, DType::kBF16};
   tune.problems = {bf16};
@@ -258,11 +254,8 @@ TEST(Tuner, Bf16ProblemsAreTunedWithBf16Designs) {
 // A stop asked for from outside (TuneOptions::stop, set by SIGINT or SIGTERM) ends the run once the batch in flight
 // is recorded: that problem is the last outcome, cut short; a run without the stop goes on from there.
 TEST(Tuner, AStopEndsTheRunAfterTheBatchInFlight) {
-  TempDir dir;
-  Store store(dir / "s.db");
-  SyntheticMeasurer measurer(BackendOptions{});
-  StrategyPtr strategy = make_random_strategy(5);
-  Tuner tuner(store, measurer, *strategy, small_spec());
+  RandomTuner t("s.db", 5);
+  auto& [dir, store, measurer, strategy, tuner] = t;
   TuneOptions tune;
   tune.problems = {kProblems[0], kProblems[1], kProblems[2]};
   tune.budget.evaluations = 12;
