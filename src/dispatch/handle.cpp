@@ -26,7 +26,6 @@
 #include "dispatch/lt_direct.h"
 #include "dispatch/route_check.h"
 #include "dispatch/tuned_table.h"
-#include "generate/generate.h"
 #include "predict/predictor.h"
 #include "rlgemm/rlgemm.h"
 #include "run/gemm_kernel.h"
@@ -732,14 +731,9 @@ struct Handle::Impl {
   // design's route is built. Nothing without a cache to fill.
   void precompile(const std::vector<Design>& designs, const Problem& problem) {
     if (!compile_options.cache_dir || designs.size() < 2) return;
-    std::vector<GeneratedKernel> sources;
-    for (const Design& d : designs) {
-      try {
-        sources.push_back(generate_kernel(d, problem, arch_for_device(d, device.cc_major, device.cc_minor)));
-      } catch (const Error&) {
-      }
-    }
-    compile_all(sources, compile_options);
+    std::vector<KernelBuild> builds;
+    for (const Design& d : designs) builds.push_back({d, problem, {}, {}});
+    build_ahead(builds, device, compile_options);
   }
 
   // The autotuned route (HandleOptions::autotune): the predictor's few best designs, or what this machine chose

@@ -74,24 +74,6 @@ void DesignImplementation::run(const Problem& problem, const bench::Operands& x,
   current_->launch(stream, problem, {x.a, x.b, x.c, workspace_.data(), workspace_used_});
 }
 
-void build_ahead(std::vector<KernelBuild>& builds, const DeviceInfo& device, const CompileOptions& options) {
-  std::vector<GeneratedKernel> kernels;
-  std::vector<KernelBuild*> generated;
-  for (KernelBuild& b : builds) {
-    try {
-      kernels.push_back(generate_kernel(b.design, b.problem, arch_for_device(b.design, device.cc_major, device.cc_minor)));
-      generated.push_back(&b);
-    } catch (const Error& e) {
-      b.error = e.what();
-    }
-  }
-  const auto results = compile_all(kernels, options);
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (results[i].kernel) generated[i]->seconds = results[i].kernel->compile_seconds;
-    else generated[i]->error = results[i].error;
-  }
-}
-
 PrecompileReport precompile(const std::vector<Design>& designs, const std::vector<Layout>& layouts,
                             const DeviceInfo& device, const CompileOptions& options) {
   std::vector<KernelBuild> builds;

@@ -58,18 +58,6 @@ class DesignImplementation : public bench::Implementation {
   std::string detail_;
 };
 
-// A kernel to build ahead of its first use: a design for a problem (its layout, and its shape for a
-// static design), and what building it gave.
-struct KernelBuild {
-  Design design;
-  Problem problem;
-  std::optional<double> seconds;  // compile time when it built (0: taken from the cubin cache)
-  std::string error;              // why it did not
-};
-// Generates and compiles the kernels concurrently into the cubin cache, so that constructing their
-// GemmKernels later only loads them; fills in each build's seconds or error.
-void build_ahead(std::vector<KernelBuild>& builds, const DeviceInfo& device, const CompileOptions& options = {});
-
 // Builds every (design, layout) pair this GPU can run ahead (static designs are built per shape, when
 // first prepared). Returns one line per pair that failed, naming design and reason, and the compile times.
 struct PrecompileReport {

@@ -34,11 +34,6 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-std::string compile_key(const Design& design, const Problem& problem) {
-  return to_string(design) + "|" + std::string(to_string(problem.layout)) +
-         (design.static_shape ? "|" + problem.shape.to_string() : "");
-}
-
 }  // namespace
 
 GpuMeasurer::GpuMeasurer(const search::BackendOptions& options)
@@ -125,13 +120,13 @@ Measurement GpuMeasurer::measure(const Design& design, const Problem& problem, T
     load_problem(problem);
     out.seconds.operands = seconds_since(phase);
     phase = std::chrono::steady_clock::now();
-    if (prefetching_keys_.count(compile_key(design, problem))) collect_prefetch(true);
+    if (prefetching_keys_.count(search::compile_key(design, problem))) collect_prefetch(true);
     const GemmKernel& kernel = impl->kernel_for(problem);
     out.seconds.load = seconds_since(phase);
     out.source_hash = kernel.compiled().cache_key;
     // Compile time is paid once per kernel and recorded with its first measurement; a batch compiled it
     // ahead (measure_batch), the kernel object then found it in the cache.
-    const std::string key = compile_key(design, problem);
+    const std::string key = search::compile_key(design, problem);
     if (reported_.insert(key).second) {
       auto ahead = compiled_ahead_.find(key);
       out.compile_seconds = ahead != compiled_ahead_.end() ? ahead->second : kernel.compiled().compile_seconds;
@@ -189,7 +184,7 @@ std::vector<KernelBuild> GpuMeasurer::builds_for(const std::vector<Design>& desi
   std::vector<KernelBuild> builds;
   std::set<std::string> keys;
   for (const Design& d : designs) {
-    const std::string key = compile_key(d, problem);
+    const std::string key = search::compile_key(d, problem);
     if (reported_.count(key) || compiled_ahead_.count(key) || !keys.insert(key).second) continue;
     if (!DesignImplementation(d, device_, compile_options_).supports(problem)) continue;
     builds.push_back({d, d.static_shape ? problem : layout_problem(problem.layout, problem.dtype), {}, {}});
@@ -202,7 +197,7 @@ void GpuMeasurer::collect_prefetch(bool wait) {
   if (!wait && prefetching_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
   try {
     for (const KernelBuild& b : prefetching_.get())
-      if (b.seconds) compiled_ahead_[compile_key(b.design, b.problem)] = *b.seconds;
+      if (b.seconds) compiled_ahead_[search::compile_key(b.design, b.problem)] = *b.seconds;
   } catch (const std::exception&) {
     // Nothing was built ahead: each measure() compiles its own kernel and reports what fails.
   }
@@ -214,10 +209,10 @@ void GpuMeasurer::prefetch(const std::vector<Design>& designs, const Problem& pr
   if (prefetching_.valid()) return;
   std::vector<KernelBuild> builds = builds_for(designs, problem);
   if (builds.empty()) return;
-  for (const KernelBuild& b : builds) prefetching_keys_.insert(compile_key(b.design, b.problem));
+  for (const KernelBuild& b : builds) prefetching_keys_.insert(search::compile_key(b.design, b.problem));
   start_compile_service();  // from this thread, as compile_all would
   prefetching_ = std::async(std::launch::async, [this, builds = std::move(builds)]() mutable {
-    measure::build_ahead(builds, device_, compile_options_);
+    rlgemm::build_ahead(builds, device_, compile_options_);
     return std::move(builds);
   });
 }
@@ -228,15 +223,15 @@ double GpuMeasurer::build_ahead(const std::vector<Design>& designs, const Proble
   const auto start = std::chrono::steady_clock::now();
   collect_prefetch(false);
   for (const Design& d : designs)
-    if (prefetching_keys_.count(compile_key(d, problem))) {
+    if (prefetching_keys_.count(search::compile_key(d, problem))) {
       collect_prefetch(true);
       break;
     }
   std::vector<KernelBuild> builds = builds_for(designs, problem);
   if (builds.size() > 1) {
-    measure::build_ahead(builds, device_, compile_options_);  // failures: measure() reports them per candidate
+    rlgemm::build_ahead(builds, device_, compile_options_);  // failures: measure() reports them per candidate
     for (const KernelBuild& b : builds)
-      if (b.seconds) compiled_ahead_[compile_key(b.design, problem)] = *b.seconds;
+      if (b.seconds) compiled_ahead_[search::compile_key(b.design, problem)] = *b.seconds;
   }
   return seconds_since(start);
 }

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "generate/generate.h"
 #include "rlgemm/error.h"
 #include "run/driver.h"
 #include "run/module_cache.h"
@@ -127,6 +128,24 @@ void GemmKernel::launch_params(cudaStream_t stream, const LaunchPlan& p, const P
   void* args[] = {const_cast<std::byte*>(params.bytes)};
   launch_function(function_, p.grid, p.block, p.cluster, unsigned(p.smem_bytes), reinterpret_cast<CUstream>(stream),
                   args, design_.pdl);
+}
+
+void build_ahead(std::vector<KernelBuild>& builds, const DeviceInfo& device, const CompileOptions& options) {
+  std::vector<GeneratedKernel> kernels;
+  std::vector<KernelBuild*> generated;
+  for (KernelBuild& b : builds) {
+    try {
+      kernels.push_back(generate_kernel(b.design, b.problem, arch_for_device(b.design, device.cc_major, device.cc_minor)));
+      generated.push_back(&b);
+    } catch (const Error& e) {
+      b.error = e.what();
+    }
+  }
+  const auto results = compile_all(kernels, options);
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].kernel) generated[i]->seconds = results[i].kernel->compile_seconds;
+    else generated[i]->error = results[i].error;
+  }
 }
 
 }  // namespace rlgemm

@@ -13,6 +13,10 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "compile/compiler.h"
 #include "core/cuda_util.h"
 #include "generate/kernel_family.h"
@@ -78,5 +82,17 @@ class GemmKernel {
   // CTAs the device holds resident at once, for designs whose CTAs wait on each other (stream-K); 0: no cap.
   unsigned max_resident_ctas_ = 0;
 };
+
+// A kernel to build ahead of its first use: a design for a problem (its layout, and its shape for a
+// static design), and what building it gave.
+struct KernelBuild {
+  Design design;
+  Problem problem;
+  std::optional<double> seconds;  // compile time when it built (0: taken from the cubin cache)
+  std::string error;              // why it did not
+};
+// Generates and compiles the kernels concurrently into the cubin cache, so that constructing their
+// GemmKernels later only loads them; fills in each build's seconds or error.
+void build_ahead(std::vector<KernelBuild>& builds, const DeviceInfo& device, const CompileOptions& options = {});
 
 }  // namespace rlgemm

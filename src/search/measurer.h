@@ -19,6 +19,15 @@
 
 namespace rlgemm::search {
 
+// The compiled kernel that measuring `design` on `problem` needs: one per design and B layout, and one per shape for
+// a design that bakes the shape in. Backends compile each once and report its compile time with its first
+// measurement.
+inline std::string compile_key(const Design& design, const Problem& problem) {
+  std::string key = to_string(design) + "|" + std::string(to_string(problem.layout));
+  if (design.static_shape) key += "|" + problem.shape.to_string();
+  return key;
+}
+
 class Measurer {
  public:
   virtual ~Measurer() = default;

@@ -42,13 +42,6 @@ std::vector<double> noisy_rounds(double t, uint64_t seed) {
 
 double mode_factor(TimingMode mode) { return mode == TimingMode::kServer ? kSyntheticServerSlowdown : 1.0; }
 
-// The compiled kernel depends on the design and B's layout, and on the shape only when it is baked in.
-std::string compile_key(const Design& design, const Problem& problem) {
-  std::string key = to_string(design) + "|" + std::string(to_string(problem.layout));
-  if (design.static_shape) key += "|" + problem.shape.to_string();
-  return key;
-}
-
 // What NVRTC with a precompiled header costs for one kernel.
 double estimated_compile_seconds(const Design& design) { return 0.35 + 0.05 * design.stages; }
 

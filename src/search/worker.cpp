@@ -124,6 +124,28 @@ bool read_blocking_line(int fd, std::string& buffer, std::string& line) {
   }
 }
 
+// A request that names designs of a problem ("build", "prefetch"), and the designs it names.
+json designs_request(const char* op, const std::vector<Design>& designs, const Problem& problem) {
+  json message = problem_json(problem, TimingMode::kOffline);
+  message["op"] = op;
+  message["designs"] = json::array();
+  for (const Design& d : designs) message["designs"].push_back(to_string(d));
+  return message;
+}
+
+std::vector<Design> designs_of(const json& request) {
+  std::vector<Design> designs;
+  for (const json& text : request.at("designs")) designs.push_back(parse_design(text.get<std::string>()));
+  return designs;
+}
+
+// Member `member`'s share of a batch spread over `members` of a pool: designs member, member + members, ...
+std::vector<Design> share_of(const std::vector<Design>& designs, size_t member, size_t members) {
+  std::vector<Design> share;
+  for (size_t i = member; i < designs.size(); i += members) share.push_back(designs[i]);
+  return share;
+}
+
 }  // namespace
 
 // ---- the worker side ----
@@ -165,14 +187,10 @@ int serve_worker(const BackendOptions& options, int in_fd, int out_fd) {
         const Design design = parse_design(request.at("design").get<std::string>());
         reply = {{"ok", true}, {"measurement", to_json(backend->measure(design, problem, mode))}};
       } else if (op == "prefetch") {
-        std::vector<Design> designs;
-        for (const json& text : request.at("designs")) designs.push_back(parse_design(text.get<std::string>()));
-        backend->prefetch(designs, problem);
+        backend->prefetch(designs_of(request), problem);
         reply = {{"ok", true}};
       } else if (op == "build") {
-        std::vector<Design> designs;
-        for (const json& text : request.at("designs")) designs.push_back(parse_design(text.get<std::string>()));
-        reply = {{"ok", true}, {"seconds", backend->build_ahead(designs, problem)}};
+        reply = {{"ok", true}, {"seconds", backend->build_ahead(designs_of(request), problem)}};
       } else {
         reply = {{"ok", false}, {"error", "unknown worker request '" + op + "'"}, {"kind", 2}};
       }
@@ -429,18 +447,6 @@ Measurement WorkerMeasurer::measure(const Design& design, const Problem& problem
   return measurement_from_json(reply.answer.at("measurement"));
 }
 
-namespace {
-
-json designs_request(const char* op, const std::vector<Design>& designs, const Problem& problem) {
-  json message = problem_json(problem, TimingMode::kOffline);
-  message["op"] = op;
-  message["designs"] = json::array();
-  for (const Design& d : designs) message["designs"].push_back(to_string(d));
-  return message;
-}
-
-}  // namespace
-
 void WorkerMeasurer::prefetch(const std::vector<Design>& designs, const Problem& problem) {
   // Answered at once; a worker that fails here is restarted by the next request, which builds what it needs.
   (void)request(designs_request("prefetch", designs, problem), limits_.request_timeout_s);
@@ -519,11 +525,7 @@ void PoolMeasurer::prefetch(const std::vector<Design>& designs, const Problem& p
   // Each member the share of the batch that measure_batch will give it.
   if (members_.size() == 1 || designs.size() <= 1) return members_.front()->prefetch(designs, problem);
   const size_t used = std::min(members_.size(), designs.size());
-  for (size_t w = 0; w < used; ++w) {
-    std::vector<Design> share;
-    for (size_t i = w; i < designs.size(); i += used) share.push_back(designs[i]);
-    members_[w]->prefetch(share, problem);
-  }
+  for (size_t w = 0; w < used; ++w) members_[w]->prefetch(share_of(designs, w, used), problem);
 }
 
 std::vector<Measurement> PoolMeasurer::measure_batch(const std::vector<Design>& designs, const Problem& problem,
@@ -537,8 +539,7 @@ std::vector<Measurement> PoolMeasurer::measure_batch(const std::vector<Design>& 
   for (size_t w = 0; w < used; ++w) {
     threads.emplace_back([&, w] {
       try {
-        std::vector<Design> share;
-        for (size_t i = w; i < designs.size(); i += used) share.push_back(designs[i]);
+        const std::vector<Design> share = share_of(designs, w, used);
         std::vector<Measurement> results = members_[w]->measure_batch(share, problem, mode);
         if (results.size() != share.size()) fail("a pool member answered a batch with the wrong count");
         for (size_t j = 0; j < results.size(); ++j) out[w + j * used] = std::move(results[j]);
