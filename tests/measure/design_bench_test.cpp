@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "bench/correctness.h"
 #include "bench/implementation.h"
@@ -123,26 +124,22 @@ TEST(GpuBackend, TheGraphReferenceIsChosenInGpuTime) {
 
 // The tuner's path on a GPU: an isolated worker gets each batch as a "build" request, compiles its kernels at once,
 // then measures each design alone; a compile's time is reported once, with the design's first measurement.
-TEST(GpuBackend, AWorkerBuildsEachBatchAtOnceThenMeasuresEachDesign) {
-  RLGEMM_REQUIRE_GPU();
+class GpuBackendWorker : public test::GpuTestWithDir {};
+
+TEST_F(GpuBackendWorker, BuildsEachBatchAtOnceThenMeasuresEachDesign) {
   const std::filesystem::path exe = std::filesystem::path(RLGEMM_BINARY_DIR) / "rlgemm";
   if (!std::filesystem::exists(exe)) GTEST_SKIP() << "the rlgemm executable is not built in " << RLGEMM_BINARY_DIR;
-  // An empty cubin cache of its own, so that every kernel is compiled here (the worker inherits it).
-  const auto cache = std::filesystem::temp_directory_path() / ("rlgemm-build-ahead-" + std::to_string(::getpid()));
+  // An empty cubin cache of its own (the test's folder), so that every kernel is compiled here; the worker
+  // inherits it.
   const char* before = std::getenv("RLGEMM_CACHE_DIR");
-  const std::string saved = before ? before : "";
-  ::setenv("RLGEMM_CACHE_DIR", cache.c_str(), 1);
   struct Restore {
-    std::string saved;
-    bool had;
-    std::filesystem::path cache;
+    std::optional<std::string> saved;
     ~Restore() {
-      if (had) ::setenv("RLGEMM_CACHE_DIR", saved.c_str(), 1);
+      if (saved) ::setenv("RLGEMM_CACHE_DIR", saved->c_str(), 1);
       else ::unsetenv("RLGEMM_CACHE_DIR");
-      std::error_code ec;
-      std::filesystem::remove_all(cache, ec);
     }
-  } restore{saved, before != nullptr, cache};
+  } restore{before ? std::optional<std::string>(before) : std::nullopt};
+  ::setenv("RLGEMM_CACHE_DIR", dir_.c_str(), 1);
   search::MeasurerSetup setup;
   setup.backend.backend = "gpu";
   setup.worker_exe = exe.string();
