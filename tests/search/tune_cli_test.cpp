@@ -260,6 +260,54 @@ TEST(TuneCli, VerifyTunedTableScriptMeasuresEveryKernelRowBeforeWritingTheTable)
   EXPECT_EQ(store.count_measurements(), before);
 }
 
+// scripts/tune-then-bench, tuning on the cost model: one shard per GPU at once, each shape tuned once, the table
+// written from every shard's database; a second run finds every shard done, and a run with no time left tunes
+// nothing and says to run again.
+TEST(TuneCli, TuneThenBenchScriptTunesEveryShardOnceAndWritesTheTable) {
+  TempDir dir;
+  const std::string shapes = (dir / "shapes.csv").string();
+  std::ofstream(shapes) << "M,N,K\n512,4096,4096\n1024,1024,1024\n64,4096,4096\n";
+  const std::string script = std::string(RLGEMM_SOURCE_DIR) + "/scripts/tune-then-bench";
+  const std::string env = "RLGEMM=" + rlgemm_binary() + " BACKEND=synthetic ";
+  const std::string out = (dir / "t").string();
+  const std::string args = " " + shapes + " " + out + " --gpus 2 --budget 2 --no-bench --table " + out + "/table.csv";
+
+  auto r = rlgemm::testing::run_command(env + script + " " + shapes + " " + (dir / "late").string() +
+                                        " --gpus 2 --seconds 5 --no-bench");
+  EXPECT_EQ(r.code, 4) << r.output;
+  EXPECT_NE(r.output.find("run again"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "late" / "tune-0.db"));
+
+  r = rlgemm::testing::run_command(env + script + args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const int64_t per_shape = 2;
+  int64_t total = 0;
+  for (int shard : {0, 1}) {
+    EXPECT_TRUE(std::filesystem::exists(dir / "t" / ("tune-" + std::to_string(shard) + ".done")));
+    Store store(dir / "t" / ("tune-" + std::to_string(shard) + ".db"));
+    const int64_t gpu = store.gpu_id(SyntheticMeasurer().gpu());
+    for (const Shape& shape : {Shape{512, 4096, 4096}, Shape{1024, 1024, 1024}, Shape{64, 4096, 4096}}) {
+      const int64_t n = store.count_measurements(gpu, {shape, Layout::kTN}, TimingMode::kGraph);
+      EXPECT_TRUE(n == 0 || n == per_shape) << shard << ": " << n;
+      total += n;
+    }
+  }
+  EXPECT_EQ(total, 3 * per_shape);  // every shape in exactly one shard
+  const std::string table = read_text(dir / "t" / "table.csv");
+  EXPECT_NE(table.find("gpu,M,N,K,layout,design"), std::string::npos) << table;
+
+  // Again: every shard is done, nothing is measured twice.
+  r = rlgemm::testing::run_command(env + script + args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  int64_t again = 0;
+  for (int shard : {0, 1}) again += Store(dir / "t" / ("tune-" + std::to_string(shard) + ".db")).count_measurements();
+  EXPECT_EQ(again, total);
+
+  r = rlgemm::testing::run_command(env + script + " " + shapes + " " + out + " --dtype fp32");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--dtype fp32"), std::string::npos) << r.output;
+}
+
 // A policy trained on an older design space (the built-in one predates the 16- and 32-row tiles and more) warm-
 // starts a tune on today's space, its options matched by name; the policy saved after the tune is of today's.
 TEST(TuneCli, APolicyOfAnOlderSpaceWarmStartsTheTune) {
