@@ -247,6 +247,27 @@ struct Gemm {
     }
   }
 
+  // What desc_a(a, row0 + mi * 64, kk) adds to desc_a(a, row0, 0), and desc_b(b, kk) to desc_b(b, 0). A descriptor's
+  // address field is the byte address >> 4 in bits 0-13, and shared memory lies below 256 KiB, so a byte offset
+  // that is a multiple of 16 adds its >> 4 to the descriptor with no carry out of the field: each k-block builds
+  // two descriptors, and each MMA adds a constant to them (the compiler can fold nothing through the field's mask).
+  static constexpr u64 desc_a_step(int mi, int kk) {
+    if constexpr (!Cfg::kAMnMajor) {
+      const int k = kk * 16;
+      return static_cast<u64>((k / 64) * kBM * kKRowBytes + mi * 64 * kKRowBytes + (k % 64) * 2) >> 4;
+    } else {
+      return static_cast<u64>(mi * kBK * 128 + kk * 16 * 128) >> 4;
+    }
+  }
+  static constexpr u64 desc_b_step(int kk) {
+    if constexpr (!Cfg::kBMnMajor) {
+      const int k = kk * 16;
+      return static_cast<u64>((k / 64) * kBN * kKRowBytes + (k % 64) * 2) >> 4;
+    } else {
+      return static_cast<u64>(kk * 16 * 128) >> 4;
+    }
+  }
+
   // ---- consumer: epilogue helpers ---------------------------------------------------------------------
 
   // Element (row, col) of D in the kernel's view, as an offset into C.
@@ -353,6 +374,8 @@ struct Gemm {
     auto a_tile = [&](int s) { return base + s * kStageBytes; };
     auto b_tile = [&](int s) { return base + s * kStageBytes + kATileBytes; };
 
+    // The same in every thread of a warp, and said so by the shuffle: the compiler then keeps what derives from it
+    // (the consumer's rows and its A descriptors) in uniform registers, which wgmma reads its descriptors from.
     const int warpgroup = threadIdx.x / 128;
     const int wg_thread = threadIdx.x % 128;
     const u32 rank = kClusterSize > 1 ? ptx::cluster_ctarank() : 0;
@@ -415,7 +438,12 @@ struct Gemm {
       ptx::setmaxnreg_inc<232>();
       const int consumer = warpgroup - 1;
       const int warp = wg_thread / 32, lane = wg_thread % 32;
-      const int row_in_tile = Cfg::kPingpong ? 0 : consumer * kWgRows;
+      // The consumer's index again, the same in every thread of a warp and said so by the shuffle, for what decides
+      // the main loop's stages and rows of A: the compiler then keeps those in uniform registers and builds the
+      // wgmma descriptors there, where wgmma reads them, instead of moving them there before every MMA. (All of
+      // the consumer's code on it costs registers elsewhere: some designs spilled.)
+      const int uniform_consumer = __shfl_sync(0xffffffffu, consumer, 0);
+      const int row_in_tile = Cfg::kPingpong ? 0 : uniform_consumer * kWgRows;
       const u32 epi_bar = 1 + consumer;  // named barrier of this warpgroup
       element_bits* const c = static_cast<element_bits*>(p.c_ptr);
       float acc[kMmaM][kAcc];
@@ -426,7 +454,7 @@ struct Gemm {
       for (int local = 0; local < sched.units; ++local) {
         const Work w = work_unit(sched, local, clusters, rank_m, rank_n);
         const int k_iters = w.kb_end - w.kb_begin;
-        if (Cfg::kPingpong && (local % 2) != consumer) {
+        if (Cfg::kPingpong && (local % 2) != uniform_consumer) {
           // The other warpgroup's tile: skip its stages in the ring.
           stage += k_iters;
           phase ^= (stage / kStages) & 1;
@@ -440,20 +468,25 @@ struct Gemm {
           for (int i = 0; i < kAcc; ++i) acc[mi][i] = 0.f;
 
         if constexpr (Cfg::kPingpong) {
-          ptx::mbarrier_wait(turn_bar(consumer), turn_phase);
+          // A wait on a phase the compiler takes for a per-thread value would put everything after it back in
+          // vector registers. Stream-K keeps it so: its tile bookkeeping fills the uniform registers, and with
+          // this wait uniform too the 128x128 tile spilled.
+          if constexpr (kStreamK) ptx::mbarrier_wait(turn_bar(consumer), turn_phase);
+          else ptx::mbarrier_wait(turn_bar(uniform_consumer), __shfl_sync(0xffffffffu, turn_phase, 0));
           turn_phase ^= 1;
         }
         int prev_stage = 0;
         for (int it = 0; it < k_iters; ++it) {
           ptx::mbarrier_wait(full_bar(stage), phase);
           ptx::wgmma_fence();
+          const u64 da = desc_a(a_tile(stage), row_in_tile, 0);
+          const u64 db = desc_b(b_tile(stage), 0);
 #pragma unroll
           for (int kk = 0; kk < kBK / 16; ++kk) {
-            const u64 db = desc_b(b_tile(stage), kk);
 #pragma unroll
             for (int mi = 0; mi < kMmaM; ++mi)
               ptx::Wgmma<kBN>::template mma<Cfg::kAMnMajor ? 1 : 0, Cfg::kBMnMajor ? 1 : 0>(
-                  acc[mi], desc_a(a_tile(stage), row_in_tile + mi * 64, kk), db, 1);
+                  acc[mi], da + desc_a_step(mi, kk), db + desc_b_step(kk), 1);
           }
           ptx::wgmma_commit_group();
           if (it > 0) {
