@@ -56,14 +56,17 @@ void GemmKernel::load() {
       family_->plan(design_, design_.static_shape ? compiled_for_ : layout_problem(compiled_for_.layout, compiled_for_.dtype), device_);
   smem_bytes_ = layout_plan.smem_bytes;
   function_ = ModuleCache::instance().function(compiled_.cache_key, compiled_.cubin, compiled_.name, smem_bytes_);
-  if (design_.split == SplitK::kStreamK) {
-    // A stream-K tile's owner spins until the CTAs holding the rest of the tile have published their partial
-    // sums: every CTA of the grid must be resident at once, which one CTA per SM does not guarantee for
-    // clusters (they must fit within a GPC).
-    const unsigned cluster = layout_plan.cluster[0] * layout_plan.cluster[1] * layout_plan.cluster[2];
+  const unsigned cluster = layout_plan.cluster[0] * layout_plan.cluster[1] * layout_plan.cluster[2];
+  // A persistent grid is as many CTAs as the device holds at once: one per SM, which whole clusters may not
+  // reach (they must fit within a GPC). A stream-K tile's owner spins until the CTAs holding the rest of the
+  // tile have published their partial sums, so there every CTA must be resident; elsewhere a cluster left
+  // over would start only when another finished, doubling the time of its tiles. Serial split-K is not
+  // persistent (one cluster per unit, in ticket order) and keeps its grid.
+  if (design_.split == SplitK::kStreamK || (cluster > 1 && design_.split != SplitK::kSerial)) {
     const int clusters = max_active_clusters(function_, cluster, layout_plan.block[0], smem_bytes_);
     if (clusters < 1)
-      fail("kernel " + compiled_.name + ": the device cannot hold one cluster of it resident, which stream-K needs");
+      fail("kernel " + compiled_.name + ": the device cannot hold one cluster of it resident" +
+           (design_.split == SplitK::kStreamK ? ", which stream-K needs" : ""));
     max_resident_ctas_ = static_cast<unsigned>(clusters) * cluster;
   }
 }

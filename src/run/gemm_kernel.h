@@ -52,6 +52,9 @@ class GemmKernel {
   // Bytes of workspace launch() needs for this problem (0 for most designs). When the plan says
   // workspace_must_be_zero, zero it once: the kernel leaves it zeroed after every launch.
   size_t workspace_bytes(const Problem& problem) const { return plan(problem).workspace_bytes; }
+  // CTAs the device holds resident at once, which caps a persistent grid of clusters and stream-K's grid (the
+  // driver's count of active clusters, times the cluster); 0 where nothing is capped.
+  unsigned resident_ctas() const { return max_resident_ctas_; }
   void launch(cudaStream_t stream, const Problem& problem, const GemmOperands& operands) const;
 
   // A launch worked out once for one problem: its plan and its parameter block, descriptors encoded. Launching
@@ -79,7 +82,8 @@ class GemmKernel {
   CompiledKernel compiled_;
   CUfunction function_ = nullptr;
   int smem_bytes_ = 0;
-  // CTAs the device holds resident at once, for designs whose CTAs wait on each other (stream-K); 0: no cap.
+  // CTAs the device holds resident at once, for persistent grids of clusters and for stream-K, whose CTAs wait
+  // on each other; 0: no cap.
   unsigned max_resident_ctas_ = 0;
 };
 

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <random>
@@ -554,6 +555,31 @@ TEST_F(GpuGemm, StaticDesignsMatchTheReference) {
         EXPECT_THROW(kernel.plan(Problem{{shape.m + 1, shape.n, shape.k}, layout}), Error);
       }
     }
+}
+
+// A persistent grid of clusters holds no more CTAs than the device keeps resident at once (clusters must fit
+// within a GPC): a cluster left over would start only when another finished. The count goes to the log.
+TEST_F(GpuGemm, PersistentClusterGridsHoldOnlyResidentClusters) {
+  const HostProblem hp = make_problem({2048, 1032, 136}, Layout::kTN, 31);
+  for (const char* text : {"sm90.ws.coop/128x128x64/s4/c2x1/raster_m.g8/splitk1/epi_tma",
+                           "sm90.ws.pingpong/64x128x64/s5/c1x2/raster_n.g4/splitk2.parallel/epi_reg",
+                           "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_tma"}) {
+    const Design d = parse_design(text);
+    const GemmKernel kernel(d, hp.problem, device_, options_);
+    const unsigned cluster = d.cluster_m * d.cluster_n;
+    const LaunchPlan plan = kernel.plan(hp.problem);
+    std::cout << text << ": " << kernel.resident_ctas() << " CTAs resident, grid " << plan.grid[0] << " of "
+              << device_.sm_count << " SMs\n";
+    if (cluster == 1) {
+      EXPECT_EQ(kernel.resident_ctas(), 0u) << text;  // one CTA per SM: nothing to cap
+      continue;
+    }
+    ASSERT_GT(kernel.resident_ctas(), 0u) << text;
+    EXPECT_EQ(kernel.resident_ctas() % cluster, 0u) << text;
+    EXPECT_LE(plan.grid[0], kernel.resident_ctas()) << text;
+    EXPECT_EQ(plan.grid[0] % cluster, 0u) << text;
+    EXPECT_EQ(check(kernel, hp, 1), "") << text;
+  }
 }
 
 TEST_F(GpuGemm, KernelRefusesAnotherLayoutAndShortWorkspace) {
