@@ -19,7 +19,8 @@ HARNESS = re.compile(HARNESS_PATTERN, re.I)
 
 FIELDS = ["subject", "clock", "kernel", "grid", "block", "cluster", "registers", "smem_dynamic_bytes",
           "duration_us", "sm_clock_mhz", "tensor_pipe_pct", "sm_throughput_pct", "memory_throughput_pct",
-          "dram_read_mb", "dram_write_mb", "l2_mb", "achieved_occupancy_pct", "top_stalls"]
+          "dram_read_mb", "dram_write_mb", "l2_mb", "achieved_occupancy_pct", "sm_cycles", "instructions_m",
+          "top_stalls"]
 
 
 def number(text):
@@ -87,6 +88,10 @@ def main():
         stalls.sort(reverse=True)
         cluster = "x".join(str(int(metric([f"launch__cluster_dim_{d}"]) or 1)) for d in "xyz")
         l2 = metric(["lts__t_bytes.sum"], "Mbyte")
+        if l2 is None:  # exports without the byte count give the L2's 32-byte sectors
+            sectors = metric(["lts__t_sectors.sum"])
+            l2 = sectors * 32e-6 if sectors is not None else None
+        instructions = metric(["smsp__inst_executed.sum"])
         fields = [
             a.subject, a.clock, name[:160], row.get("Grid Size", ""), row.get("Block Size", ""), cluster,
             metric(["launch__registers_per_thread"]), metric(["launch__shared_mem_per_block_dynamic"]),
@@ -95,6 +100,8 @@ def main():
             metric(["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"]),
             metric(["dram__bytes_read.sum"], "Mbyte"), metric(["dram__bytes_write.sum"], "Mbyte"), l2,
             metric(["sm__warps_active.avg.pct_of_peak_sustained_active"]),
+            metric(["sm__cycles_elapsed.max", "gpc__cycles_elapsed.max"]),
+            instructions / 1e6 if instructions is not None else None,
             " ".join(f"{r}:{v:.2f}" for v, r in stalls[:5]),
         ]
         out.writerow(["" if x is None else (f"{x:.4g}" if isinstance(x, float) else x) for x in fields])
