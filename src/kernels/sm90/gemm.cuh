@@ -247,10 +247,11 @@ struct Gemm {
     }
   }
 
-  // What desc_a(a, row0 + mi * 64, kk) adds to desc_a(a, row0, 0), and desc_b(b, kk) to desc_b(b, 0). A descriptor's
-  // address field is the byte address >> 4 in bits 0-13, and shared memory lies below 256 KiB, so a byte offset
-  // that is a multiple of 16 adds its >> 4 to the descriptor with no carry out of the field: each k-block builds
-  // two descriptors, and each MMA adds a constant to them (the compiler can fold nothing through the field's mask).
+  // What desc_a(a, row0 + mi * 64, kk) adds to desc_a(a, row0, 0), and desc_b(b, kk) to desc_b(b, 0). A
+  // descriptor's address field is the byte address >> 4 in bits 0-13, and shared memory lies below 256 KiB, so a
+  // byte offset that is a multiple of 16 adds its >> 4 to the descriptor with no carry out of the field: each
+  // k-block builds two descriptors, and each MMA adds a constant to them (the compiler folds nothing through the
+  // field's mask).
   static constexpr u64 desc_a_step(int mi, int kk) {
     if constexpr (!Cfg::kAMnMajor) {
       const int k = kk * 16;
@@ -374,8 +375,6 @@ struct Gemm {
     auto a_tile = [&](int s) { return base + s * kStageBytes; };
     auto b_tile = [&](int s) { return base + s * kStageBytes + kATileBytes; };
 
-    // The same in every thread of a warp, and said so by the shuffle: the compiler then keeps what derives from it
-    // (the consumer's rows and its A descriptors) in uniform registers, which wgmma reads its descriptors from.
     const int warpgroup = threadIdx.x / 128;
     const int wg_thread = threadIdx.x % 128;
     const u32 rank = kClusterSize > 1 ? ptx::cluster_ctarank() : 0;
