@@ -6,7 +6,8 @@
 // design.cpp alone.
 //
 // Text form, fields in this order, separated by '/':
-//   sm90: sm90.ws.{coop|pingpong}/BMxBNxBK/sS/cCMxCN/raster_{m|n}.gG/SPLIT/epi_{reg|tma}[/swap][/static][/pdl][/bf16]
+//   sm90: sm90.ws.{coop|coopn|pingpong}/BMxBNxBK/sS/cCMxCN/raster_{m|n}.gG/SPLIT/epi_{reg|tma}[/swap][/static]
+//         [/pdl][/bf16]
 //   sm80: sm80/BMxBNxBK/wWMxWN/sS/{swz|pad}/raster_{m|n}.gG/SPLIT/epi_{reg|smem}[/swap][/static][/pdl][/bf16]
 //   test: test.{fault|hang|wrong}          (fault-injection designs, used by tests of the tuner's isolation)
 // where SPLIT is one of: splitk1 | splitkN.serial | splitkN.parallel | streamk, and /bf16 names the element
@@ -32,8 +33,10 @@ enum class Family {
 };
 
 enum class Sm90Schedule {
-  kCooperative,  // two consumer warpgroups share one BM x BN tile (each takes BM/2 rows)
-  kPingpong,     // two consumer warpgroups alternate whole tiles: one's epilogue overlaps the other's MMA
+  kCooperative,         // two consumer warpgroups share one BM x BN tile (each takes BM/2 rows)
+  kPingpong,            // two consumer warpgroups alternate whole tiles: one's epilogue overlaps the other's MMA
+  kCooperativeColumns,  // coopn: two consumer warpgroups share one tile, each taking BN/2 columns of all BM
+                        // rows (so BM may be 64 or 192: a warpgroup's wgmma rows are the tile's)
 };
 
 enum class Raster { kAlongM, kAlongN };  // which tile index varies fastest within a group

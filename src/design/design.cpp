@@ -172,15 +172,18 @@ Design parse_sm90(const std::vector<std::string_view>& parts, std::string_view t
   Design d;
   d.family = Family::kSm90;
   if (parts.size() < 7)
-    bad_field(text, "design", "an sm90 design has at least 7 fields: sm90.ws.{coop|pingpong}/BMxBNxBK/sS/cCMxCN/"
+    bad_field(text, "design", "an sm90 design has at least 7 fields: sm90.ws.{coop|coopn|pingpong}/BMxBNxBK/sS/cCMxCN/"
                               "raster_{m|n}.gG/SPLIT/epi_{reg|tma}");
   std::string_view head = parts[0];
   if (head == "sm90.ws.coop")
     d.schedule = Sm90Schedule::kCooperative;
   else if (head == "sm90.ws.pingpong")
     d.schedule = Sm90Schedule::kPingpong;
+  else if (head == "sm90.ws.coopn")
+    d.schedule = Sm90Schedule::kCooperativeColumns;
   else
-    bad_field(text, "schedule", "expected sm90.ws.coop or sm90.ws.pingpong, got '" + std::string(head) + "'");
+    bad_field(text, "schedule",
+              "expected sm90.ws.coop, sm90.ws.coopn or sm90.ws.pingpong, got '" + std::string(head) + "'");
   parse_tile(parts[1], text, d);
   parse_stages(parts[2], text, d);
   std::string_view cluster = parts[3];
@@ -229,7 +232,10 @@ std::string to_string(const Design& d) {
     case Family::kTest:
       return d.test == TestBehavior::kFault ? "test.fault" : d.test == TestBehavior::kHang ? "test.hang" : "test.wrong";
     case Family::kSm90:
-      return std::string(d.schedule == Sm90Schedule::kCooperative ? "sm90.ws.coop" : "sm90.ws.pingpong") + "/" +
+      return std::string(d.schedule == Sm90Schedule::kCooperative          ? "sm90.ws.coop"
+                         : d.schedule == Sm90Schedule::kCooperativeColumns ? "sm90.ws.coopn"
+                                                                           : "sm90.ws.pingpong") +
+             "/" +
              tile_text(d) + "/s" + std::to_string(d.stages) + "/c" + std::to_string(d.cluster_m) + "x" +
              std::to_string(d.cluster_n) + "/" + raster_text(d) + "/" + split_text(d) + "/" +
              epilogue_text(d.epilogue) + suffix_text(d);
@@ -260,7 +266,8 @@ Design parse_design(std::string_view text) {
   if (parts[0] == "sm80") return parse_sm80(parts, text);
   if (parts[0].substr(0, 5) == "sm90.") return parse_sm90(parts, text);
   bad_field(text, "family",
-            "the first field must be sm80, sm90.ws.coop, sm90.ws.pingpong or test.{fault|hang|wrong}, got '" +
+            "the first field must be sm80, sm90.ws.coop, sm90.ws.coopn, sm90.ws.pingpong or test.{fault|hang|wrong}, "
+            "got '" +
                 std::string(parts[0]) + "'");
 }
 
@@ -343,6 +350,13 @@ std::optional<std::string> sm90_rules(const Design& d, Layout layout, int smem_l
   if (d.schedule == Sm90Schedule::kCooperative && d.bm % 128 != 0)
     return "a cooperative design splits BM between two consumer warpgroups of 64-row wgmma: BM must be 128 or 256 "
            "(got " + std::to_string(d.bm) + ")";
+  const bool split_columns = d.schedule == Sm90Schedule::kCooperativeColumns;
+  if (split_columns && d.bn % 16 != 0)
+    return "a coopn design splits BN between two consumer warpgroups, each a wgmma N that is a multiple of 8: BN "
+           "must be a multiple of 16 (got " + std::to_string(d.bn) + ")";
+  if (split_columns && d.epilogue == Epilogue::kTma && d.bn < 128)
+    return "epi_tma stores whole 64-column chunks of each warpgroup's columns: a coopn design needs BN at least 128 "
+           "(got " + std::to_string(d.bn) + ")";
   const bool ok_cluster = (d.cluster_m == 1 && d.cluster_n == 1) || (d.cluster_m == 2 && d.cluster_n == 1) ||
                           (d.cluster_m == 1 && d.cluster_n == 2);
   if (!ok_cluster)
@@ -362,20 +376,27 @@ std::optional<std::string> sm90_rules(const Design& d, Layout layout, int smem_l
     if (d.cluster_m == 2 && !b_mn && (d.bn / 2) % 8 != 0)
       return "a 2x1 cluster multicasts half of each B tile: BN/2 must be a multiple of 8 (got BN " + std::to_string(d.bn) + ")";
     if (b_mn && d.bn % 64 != 0) return "an MN-major B tile is built of 64-column swizzle atoms: BN % 64 == 0";
+    if (b_mn && split_columns && d.bn % 128 != 0)
+      return "a coopn design gives each warpgroup BN/2 columns of an MN-major B tile, which are whole 64-column "
+             "swizzle atoms: BN must be 128 or 256 (got " + std::to_string(d.bn) + ")";
   }
   const int rows_per_warpgroup = d.schedule == Sm90Schedule::kCooperative ? d.bm / 2 : d.bm;
-  const int accumulators = rows_per_warpgroup * d.bn / 128;
+  const int cols_per_warpgroup = split_columns ? d.bn / 2 : d.bn;
+  const bool cooperative = d.schedule != Sm90Schedule::kPingpong;
+  const int accumulators = rows_per_warpgroup * cols_per_warpgroup / 128;
   // A cooperative stream-K finisher keeps its accumulators live through the partition arithmetic and the
   // contributors' fixups: with 128 accumulators per thread (256x128, 128x256) ptxas spills 16-20 bytes; 96
   // (128x192) fits.
   const bool stream_k = d.split == SplitK::kStreamK;
-  const int limit = d.schedule == Sm90Schedule::kCooperative ? (stream_k ? 96 : 168) : 128;
+  if (split_columns && d.split == SplitK::kParallel)
+    return "a coopn design does not take parallel split-K: its slices' fragments spilled with three or four m64 "
+           "blocks per warpgroup (192x128, 256x128); serial split-K and stream-K reduce in the kernel";
+  const int limit = cooperative ? (stream_k ? 96 : 168) : 128;
   if (accumulators > limit)
     return "accumulator registers per thread would spill: each consumer warpgroup holds " +
-           std::to_string(rows_per_warpgroup) + "x" + std::to_string(d.bn) + " fp32 = " + std::to_string(accumulators) +
-           " per thread, over " + std::to_string(limit) + " for the " +
-           (d.schedule == Sm90Schedule::kCooperative ? (stream_k ? "cooperative stream-K" : "cooperative") : "ping-pong") +
-           " schedule";
+           std::to_string(rows_per_warpgroup) + "x" + std::to_string(cols_per_warpgroup) + " fp32 = " +
+           std::to_string(accumulators) + " per thread, over " + std::to_string(limit) + " for the " +
+           (cooperative ? (stream_k ? "cooperative stream-K" : "cooperative") : "ping-pong") + " schedule";
   const long smem = sm90_smem_bytes(d);
   if (smem > smem_limit)
     return "shared memory over the limit: " + kib(smem) + " needed (" + std::to_string(d.stages) + " stages of " +
@@ -407,7 +428,7 @@ long sm80_smem_bytes(const Design& d, Layout layout) {
 long sm90_smem_bytes(const Design& d) {
   // The sm90 kernel's own accounting (pipeline ring, TMA-store staging chunks, barriers, alignment slack).
   const sm90::Shape shape{d.bm, d.bn, d.bk, d.stages, d.schedule == Sm90Schedule::kPingpong,
-                          d.epilogue == Epilogue::kTma};
+                          d.epilogue == Epilogue::kTma, d.schedule == Sm90Schedule::kCooperativeColumns};
   return sm90::smem_bytes(shape);
 }
 

@@ -40,7 +40,8 @@ KernelView kernel_view(const Design& d, const Problem& p) {
 }
 
 sm90::Shape shape_of(const Design& d) {
-  return sm90::Shape{d.bm, d.bn, d.bk, d.stages, d.schedule == Sm90Schedule::kPingpong, d.epilogue == Epilogue::kTma};
+  return sm90::Shape{d.bm, d.bn, d.bk, d.stages, d.schedule == Sm90Schedule::kPingpong, d.epilogue == Epilogue::kTma,
+                     d.schedule == Sm90Schedule::kCooperativeColumns};
 }
 
 int splits_of(const Design& d) {
@@ -120,7 +121,8 @@ class Sm90Family final : public KernelFamily {
       << "  static constexpr int kBM = " << d.bm << ", kBN = " << d.bn << ", kBK = " << d.bk
       << ", kStages = " << d.stages << ";\n"
       << "  static constexpr int kClusterM = " << d.cluster_m << ", kClusterN = " << d.cluster_n << ";\n"
-      << "  static constexpr bool kPingpong = " << b(d.schedule == Sm90Schedule::kPingpong) << ";\n"
+      << "  static constexpr bool kPingpong = " << b(d.schedule == Sm90Schedule::kPingpong)
+      << ", kSplitColumns = " << b(d.schedule == Sm90Schedule::kCooperativeColumns) << ";\n"
       << "  static constexpr bool kAMnMajor = " << b(v.a_mn_major) << ", kBMnMajor = " << b(v.b_mn_major)
       << ", kSwapAB = " << b(d.swap_ab) << ";\n"
       << "  static constexpr bool kRasterAlongN = " << b(d.raster == Raster::kAlongN) << ";\n"

@@ -64,7 +64,7 @@ Breakdown estimate(const SyntheticGpu& gpu, const Design& d, const Problem& prob
   double sm_rate;  // flops per cycle of the whole SM
   if (sm90) {
     const double n_eff = std::min(1.0, 0.62 + 0.38 * bn / 256.0);  // narrow wgmma N issues less per instruction
-    sm_rate = gpu.tensor_flops_per_sm_cycle * n_eff * (d.schedule == Sm90Schedule::kCooperative ? 1.0 : 0.96);
+    sm_rate = gpu.tensor_flops_per_sm_cycle * n_eff * (d.schedule != Sm90Schedule::kPingpong ? 1.0 : 0.96);
     if (!a_kmajor) sm_rate *= 0.97;
   } else {
     const double warp_eff = std::min(1.0, 0.45 + 0.55 * (d.warp_m * d.warp_n) / 4096.0 + 0.08);
@@ -90,7 +90,8 @@ Breakdown estimate(const SyntheticGpu& gpu, const Design& d, const Problem& prob
 
   // ---- accumulator pressure: a heavily loaded register file costs issue slots ----
   double pressure = 1.0;
-  const double acc = sm90 ? (d.schedule == Sm90Schedule::kCooperative ? bm / 2 : bm) * bn / 128.0
+  // Per thread: a cooperative warpgroup holds half the tile (half its rows or, coopn, half its columns).
+  const double acc = sm90 ? (d.schedule == Sm90Schedule::kPingpong ? bm : bm / 2) * bn / 128.0
                           : d.warp_m * d.warp_n / 32.0;
   if (acc > 96) pressure += (acc - 96) / 600.0;
 

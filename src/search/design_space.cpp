@@ -208,7 +208,11 @@ std::string DesignSpace::option_label(int field, int option) const {
   std::ostringstream s;
   switch (Field(field)) {
     case Field::kFamily: s << (spec_.families[option] == Family::kSm90 ? "sm90" : "sm80"); break;
-    case Field::kSchedule: s << (spec_.schedules[option] == Sm90Schedule::kCooperative ? "coop" : "pingpong"); break;
+    case Field::kSchedule:
+      s << (spec_.schedules[option] == Sm90Schedule::kCooperative          ? "coop"
+            : spec_.schedules[option] == Sm90Schedule::kCooperativeColumns ? "coopn"
+                                                                           : "pingpong");
+      break;
     case Field::kTileM: s << spec_.tile_m[option]; break;
     case Field::kTileN: s << spec_.tile_n[option]; break;
     case Field::kTileK: s << spec_.tile_k[option]; break;

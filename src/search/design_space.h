@@ -46,6 +46,7 @@ const char* field_name(Field field);
 // The options of every field. Each list must be non-empty; option labels are what a policy file records.
 struct SpaceSpec {
   std::vector<Family> families{Family::kSm90, Family::kSm80};
+  // coopn (the tile's columns split between the warpgroups) is left out until its kernels are measured on a GPU.
   std::vector<Sm90Schedule> schedules{Sm90Schedule::kCooperative, Sm90Schedule::kPingpong};
   // 16 and 32: sm80 only (wgmma tiles are 64 rows per warpgroup); decode's few tokens fill them, where a 64-row
   // tile would read and reduce mostly zeros.

@@ -636,7 +636,12 @@ SpaceSpec spec_from_signature(const std::string& signature) {
         break;
       case Field::kSchedule:
         spec.schedules.clear();
-        for (auto& l : labels) spec.schedules.push_back(l == "coop" ? Sm90Schedule::kCooperative : Sm90Schedule::kPingpong);
+        for (auto& l : labels) {
+          if (l != "coop" && l != "coopn" && l != "pingpong") throw bad("unknown schedule " + l);
+          spec.schedules.push_back(l == "coop"    ? Sm90Schedule::kCooperative
+                                   : l == "coopn" ? Sm90Schedule::kCooperativeColumns
+                                                  : Sm90Schedule::kPingpong);
+        }
         break;
       case Field::kTileM: spec.tile_m.clear(); for (auto& l : labels) spec.tile_m.push_back(to_int(l)); break;
       case Field::kTileN: spec.tile_n.clear(); for (auto& l : labels) spec.tile_n.push_back(to_int(l)); break;

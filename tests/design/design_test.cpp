@@ -38,7 +38,7 @@ std::vector<Design> valid_sm80_sweep() {
 
 std::vector<Design> valid_sm90_sweep() {
   std::vector<Design> out;
-  for (auto schedule : {Sm90Schedule::kCooperative, Sm90Schedule::kPingpong})
+  for (auto schedule : {Sm90Schedule::kCooperative, Sm90Schedule::kPingpong, Sm90Schedule::kCooperativeColumns})
     for (int bm : {64, 128, 192, 256})
       for (int bn : {64, 128, 192, 256})
         for (int bk : {32, 64, 128})
@@ -227,7 +227,8 @@ TEST(DesignRules, ValidDesignsPass) {
                            "sm90.ws.pingpong/64x256x64/s5/c1x2/raster_n.g8/splitk1/epi_tma",
                            "sm90.ws.pingpong/128x128x64/s4/c1x1/raster_m.g8/splitk3.serial/epi_reg",
                            "sm90.ws.coop/128x128x64/s4/c2x1/raster_m.g8/streamk/epi_tma",
-                           "sm90.ws.pingpong/64x64x64/s8/c1x2/raster_n.g4/streamk/epi_reg/swap", "test.wrong"})
+                           "sm90.ws.pingpong/64x64x64/s8/c1x2/raster_n.g4/streamk/epi_reg/swap",
+                           "sm90.ws.coopn/128x256x64/s3/c2x1/raster_m.g8/splitk2.serial/epi_tma", "test.wrong"})
     for (Layout layout : {Layout::kTN, Layout::kNN}) EXPECT_EQ(reason(text, layout), "") << text;
 }
 
@@ -252,6 +253,11 @@ TEST(DesignRules, RejectionsNameTheRule) {
       {"sm90.ws.coop/64x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg", "cooperative"},
       {"sm90.ws.coop/128x132x64/s4/c1x1/raster_m.g8/splitk1/epi_reg", "BN must be a multiple of 8"},
       {"sm90.ws.coop/128x264x64/s4/c1x1/raster_m.g8/splitk1/epi_reg", "BN must be a multiple of 8"},
+      // the cooperative schedule that splits columns: each warpgroup BN/2 columns of all BM rows
+      {"sm90.ws.coopn/192x200x64/s3/c1x1/raster_m.g8/splitk1/epi_reg", "multiple of 16"},
+      {"sm90.ws.coopn/192x96x64/s4/c1x1/raster_m.g8/splitk1/epi_tma", "BN at least 128"},
+      {"sm90.ws.coopn/256x192x64/s3/c1x1/raster_m.g8/splitk1/epi_reg", "256x96 fp32 = 192 per thread"},
+      {"sm90.ws.coopn/192x128x64/s4/c1x1/raster_m.g8/splitk2.parallel/epi_reg", "does not take parallel split-K"},
       // pipeline and K
       {"sm80/64x64x32/w32x32/s1/swz/raster_m.g8/splitk1/epi_reg", "stages must be 2..8"},
       {"sm90.ws.coop/128x128x64/s9/c1x1/raster_m.g8/splitk1/epi_reg", "stages must be 2..8"},
@@ -273,6 +279,10 @@ TEST(DesignRules, RejectionsNameTheRule) {
   EXPECT_NE(reason("sm90.ws.coop/128x96x64/s4/c1x1/raster_m.g8/splitk1/epi_reg", Layout::kNN).find("multiple of 64"),
             std::string::npos);
   EXPECT_EQ(reason("sm90.ws.coop/128x96x64/s4/c1x1/raster_m.g8/splitk1/epi_reg", Layout::kTN), "");
+  // coopn: each warpgroup's half of an N-major B tile is whole swizzle atoms too.
+  EXPECT_NE(reason("sm90.ws.coopn/192x192x64/s3/c1x1/raster_m.g8/splitk1/epi_tma", Layout::kNN).find("128 or 256"),
+            std::string::npos);
+  EXPECT_EQ(reason("sm90.ws.coopn/192x192x64/s3/c1x1/raster_m.g8/splitk1/epi_tma", Layout::kTN), "");
   // The limit is the caller's: an A100-sized budget rejects what an H100 accepts.
   const char* big = "sm80/128x128x64/w64x64/s6/swz/raster_m.g8/splitk1/epi_reg";  // 196608 bytes
   EXPECT_EQ(reason(big), "");

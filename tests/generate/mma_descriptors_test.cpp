@@ -20,8 +20,8 @@ struct Case {
   Layout layout;  // nn: B is N-major in shared memory (MN-major descriptors)
 };
 
-// Both schedules, the two consumer warpgroups of a cooperative tile (each its own rows of A), BK 32 to 128,
-// clusters, swap (A and B trade places), and N-major B.
+// Both schedules, the two consumer warpgroups of a cooperative tile (each its own rows of A, or its own columns
+// of B), BK 32 to 128, clusters, swap (A and B trade places), and N-major B.
 const Case kCases[] = {
     {"sm90.ws.coop/128x128x64/s5/c1x1/raster_n.g8/splitk1/epi_tma", Layout::kTN},
     {"sm90.ws.coop/256x128x32/s6/c1x1/raster_m.g8/splitk1/epi_reg", Layout::kTN},
@@ -29,6 +29,9 @@ const Case kCases[] = {
     {"sm90.ws.pingpong/128x128x64/s5/c2x1/raster_m.g8/splitk1/epi_tma", Layout::kNN},
     {"sm90.ws.pingpong/64x64x128/s6/c1x1/raster_m.g8/splitk2.serial/epi_reg/swap", Layout::kNN},
     {"sm90.ws.coop/128x256x64/s4/c1x2/raster_n.g8/splitk1/epi_tma", Layout::kNN},
+    // The tile's columns split between the warpgroups: each its own columns of B.
+    {"sm90.ws.coopn/192x192x64/s3/c1x1/raster_n.g8/splitk1/epi_tma", Layout::kTN},
+    {"sm90.ws.coopn/128x256x64/s3/c1x1/raster_m.g8/splitk1/epi_tma", Layout::kNN},
 };
 
 struct KBlock {

@@ -11,6 +11,7 @@
 #include "generate/generate.h"
 #include "kernels/sm90/params.h"
 #include "rlgemm/error.h"
+#include "support/coop_columns.h"
 #include "support/tile_widths.h"
 
 namespace rlgemm {
@@ -36,10 +37,12 @@ const std::vector<std::string> kSweepFeatures = {
     "sm90.ws.coop/128x128x64/s4/c1x2/raster_n.g4/splitk16.serial/epi_tma/pdl",
 };
 
-// The features above, then the widths beside the multiples of 64 (tests/support/tile_widths.h).
+// The features above, then the widths beside the multiples of 64 (tests/support/tile_widths.h) and the
+// cooperative schedule that splits columns (tests/support/coop_columns.h).
 std::vector<std::string> sweep() {
   std::vector<std::string> designs = kSweepFeatures;
   designs.insert(designs.end(), test::kNewTileWidthDesigns.begin(), test::kNewTileWidthDesigns.end());
+  designs.insert(designs.end(), test::kCoopColumnsDesigns.begin(), test::kCoopColumnsDesigns.end());
   return designs;
 }
 const std::vector<std::string> kSweep = sweep();

@@ -27,6 +27,7 @@
 #include "run/module_cache.h"
 #include "support/bf16.h"
 #include "support/gpu.h"
+#include "support/coop_columns.h"
 #include "support/tile_widths.h"
 
 namespace rlgemm {
@@ -366,6 +367,13 @@ const std::vector<std::string> kSm90Designs = {
 TEST_F(GpuGemm, Sm90DesignsMatchTheReferenceOnAwkwardShapes) {
   if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
   check_designs_on_awkward_shapes(*this, kSm90Designs);
+}
+
+// The cooperative schedule that splits each tile's columns between its warpgroups (192-row tiles among them),
+// in each layout its designs are valid for.
+TEST_F(GpuGemm, CooperativeColumnsMatchTheReferenceOnAwkwardShapes) {
+  if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
+  check_designs_on_awkward_shapes(*this, test::kCoopColumnsDesigns, DType::kF16, /*valid_layouts_only=*/true);
 }
 
 // The tile widths the search offers beside 64..256 in steps of 64 (search/design_space.h): narrow tiles (16, 32)

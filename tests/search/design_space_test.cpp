@@ -138,6 +138,31 @@ TEST(DesignSpace, SignatureRebuildsTheSpace) {
   EXPECT_TRUE(space.encode(parse_design("test.fault")).empty());
 }
 
+// The cooperative schedule that splits columns is a schedule option of its own ("coopn"), out of the default
+// space until its kernels are measured; a space that offers it rebuilds from its signature, and an unknown
+// schedule label is refused.
+TEST(DesignSpace, CoopColumnsIsAScheduleOptionOutOfTheDefaultSpace) {
+  EXPECT_EQ(SpaceSpec{}.schedules, (std::vector<Sm90Schedule>{Sm90Schedule::kCooperative, Sm90Schedule::kPingpong}));
+  SpaceSpec spec = testing::small_spec();
+  spec.schedules = {Sm90Schedule::kCooperative, Sm90Schedule::kCooperativeColumns, Sm90Schedule::kPingpong};
+  const DesignSpace space(spec, Layout::kTN);
+  EXPECT_NE(space.signature().find("schedule:coop coopn pingpong"), std::string::npos) << space.signature();
+  const SpaceSpec rebuilt = spec_from_signature(space.signature());
+  EXPECT_EQ(rebuilt.schedules, spec.schedules);
+  bool offered = false;
+  for (size_t i = 0; i < space.size(); ++i) {
+    const Design d = space.design(i);
+    if (d.family == Family::kSm90 && d.schedule == Sm90Schedule::kCooperativeColumns) {
+      offered = true;
+      EXPECT_FALSE(why_invalid(d, Layout::kTN)) << to_string(d);
+    }
+  }
+  EXPECT_TRUE(offered);
+  std::string bad = space.signature();
+  bad.replace(bad.find("coopn"), 5, "coopx");
+  EXPECT_THROW(spec_from_signature(bad), Error);
+}
+
 // Policy files from before the pdl field (data/policies/h100.txt) name 15 fields: their space is the same,
 // launched without pdl, and keeps its own split and tile options.
 TEST(DesignSpace, SignatureWithoutPdlRebuildsTheSpaceWithPdlOff) {

@@ -53,7 +53,7 @@ enum SplitMode : int { kSplitNone = 0, kSplitSerial = 1, kSplitParallel = 2, kSp
 
 // Expected members of a configuration (all static constexpr):
 //   int kBM, kBN, kBK, kStages, kClusterM, kClusterN, kGroup, kSplits, kSplitMode;
-//   bool kPingpong, kAMnMajor, kBMnMajor, kSwapAB, kRasterAlongN, kEpilogueTma;
+//   bool kPingpong, kSplitColumns, kAMnMajor, kBMnMajor, kSwapAB, kRasterAlongN, kEpilogueTma;
 //   int kStaticM, kStaticN, kStaticK;  // 0: taken from Params at run time
 //   bool kPdl;                          // launched as a programmatic dependent
 template <class Cfg>
@@ -62,11 +62,13 @@ struct Gemm {
   typedef ptx::u64 u64;
 
   static constexpr int kBM = Cfg::kBM, kBN = Cfg::kBN, kBK = Cfg::kBK, kStages = Cfg::kStages;
-  static constexpr Shape kShape = {kBM, kBN, kBK, kStages, Cfg::kPingpong, Cfg::kEpilogueTma};
+  static constexpr Shape kShape = {kBM, kBN, kBK, kStages, Cfg::kPingpong, Cfg::kEpilogueTma,
+                                   Cfg::kSplitColumns};
   static constexpr int kThreads = threads_per_block();
   static constexpr int kWgRows = warpgroup_rows(kShape);  // rows of a tile one consumer warpgroup owns
+  static constexpr int kWgCols = warpgroup_cols(kShape);  // and its columns: the wgmma N
   static constexpr int kMmaM = kWgRows / 64;              // m64 wgmma blocks per consumer warpgroup
-  static constexpr int kAcc = kBN / 2;                    // fp32 accumulators per thread per m64 block
+  static constexpr int kAcc = kWgCols / 2;                // fp32 accumulators per thread per m64 block
   static constexpr int kClusterSize = Cfg::kClusterM * Cfg::kClusterN;
   // Warpgroups that share each tile (and each pipeline stage).
   static constexpr int kWgPerTile = warpgroups_per_tile(kShape);
@@ -83,18 +85,23 @@ struct Gemm {
   static constexpr int kEpiBufBytes = kWgRows * 64 * 2;  // one 64-column chunk of a warpgroup's rows
 
   static_assert(kBM % 64 == 0 && kBM <= 256, "BM is a multiple of 64, at most 256");
-  static_assert(Cfg::kPingpong || kBM % 128 == 0, "cooperative tiles split BM into two multiples of 64");
+  static_assert(Cfg::kPingpong || Cfg::kSplitColumns || kBM % 128 == 0,
+                "cooperative tiles split BM into two multiples of 64");
+  static_assert(!Cfg::kSplitColumns || (!Cfg::kPingpong && kWgCols % 8 == 0),
+                "a cooperative tile split by columns gives each warpgroup BN/2 columns, a multiple of 8");
+  static_assert(!Cfg::kSplitColumns || !Cfg::kBMnMajor || kWgCols % 64 == 0,
+                "an MN-major B tile split by columns: each warpgroup takes whole 64-column swizzle atoms");
   static_assert(kBN % 8 == 0 && kBN >= 8 && kBN <= 256, "BN is a multiple of 8 in [8, 256]");
   static_assert(kBK == 32 || kBK == 64 || kBK == 128, "BK is 32, 64 or 128");
   static_assert(kStages >= 2 && kStages <= 8, "2 to 8 stages");
   static_assert(kMmaM * kAcc <= 168, "at most 168 accumulator registers per thread");
   static_assert(!Cfg::kAMnMajor || kBK >= 32, "MN-major A needs k-rows for the swizzle");
   static_assert(!Cfg::kBMnMajor || kBN % 64 == 0, "MN-major B tiles are whole 64-column swizzle atoms");
-  static_assert(!Cfg::kEpilogueTma || (kBN >= 64 && !Cfg::kSwapAB),
-                "the TMA-store epilogue needs BN at least 64, and no swap");
-  // Columns the TMA-store epilogue stores in whole 64-column chunks; the rest (BN % 64: 32 of the fitted widths
-  // 96, 160, 224; 40 of 168) go out from registers.
-  static constexpr int kTmaCols = kBN / 64 * 64;
+  static_assert(!Cfg::kEpilogueTma || (kWgCols >= 64 && !Cfg::kSwapAB),
+                "the TMA-store epilogue needs a warpgroup's columns at least 64, and no swap");
+  // A warpgroup's columns the TMA-store epilogue stores in whole 64-column chunks; the rest (32 of the fitted
+  // widths 96, 160, 224; 40 of 168) go out from registers.
+  static constexpr int kTmaCols = kWgCols / 64 * 64;
   static constexpr int kEpiBuffers = epilogue_buffers(kShape);
   static_assert(kClusterSize <= 2, "clusters of 1x1, 2x1 or 1x2");
 
@@ -235,19 +242,19 @@ struct Gemm {
     }
   }
 
-  // Descriptor of the 16 x BN B block at k16 step kk of a stage.
-  static __device__ __forceinline__ u64 desc_b(u32 b_tile, int kk) {
+  // Descriptor of the 16 x kWgCols B block at columns [col0, col0 + kWgCols) and k16 step kk of a stage.
+  static __device__ __forceinline__ u64 desc_b(u32 b_tile, int col0, int kk) {
     if constexpr (!Cfg::kBMnMajor) {
       const int k = kk * 16;
-      const u32 addr = b_tile + (k / 64) * kBN * kKRowBytes + (k % 64) * 2;
+      const u32 addr = b_tile + (k / 64) * kBN * kKRowBytes + col0 * kKRowBytes + (k % 64) * 2;
       return ptx::smem_descriptor(addr, 16, 8 * kKRowBytes, kKSwizzle);
     } else {
-      const u32 addr = b_tile + kk * 16 * 128;
+      const u32 addr = b_tile + (col0 / 64) * kBK * 128 + kk * 16 * 128;
       return ptx::smem_descriptor(addr, kBK * 128, 1024, ptx::kSwizzle128B);
     }
   }
 
-  // What desc_a(a, row0 + mi * 64, kk) adds to desc_a(a, row0, 0), and desc_b(b, kk) to desc_b(b, 0). A
+  // What desc_a(a, row0 + mi * 64, kk) adds to desc_a(a, row0, 0), and desc_b(b, col0, kk) to desc_b(b, col0, 0). A
   // descriptor's address field is the byte address >> 4 in bits 0-13, and shared memory lies below 256 KiB, so a
   // byte offset that is a multiple of 16 adds its >> 4 to the descriptor with no carry out of the field: each
   // k-block builds two descriptors, and each MMA adds a constant to them (the compiler folds nothing through the
@@ -278,8 +285,8 @@ struct Gemm {
   }
 
 
-  // Writes this thread's fragment of the tile's columns [kFirstCol, kBN) to C, bounds-checked; pairs of
-  // columns go out as one 4-byte store when C is not transposed.
+  // Writes this thread's fragment of the warpgroup's columns [kFirstCol, kWgCols) to C, bounds-checked; pairs
+  // of columns go out as one 4-byte store when C is not transposed.
   template <int kFirstCol = 0>
   static __device__ __forceinline__ void store_c(const float (&acc)[kMmaM][kAcc], element_bits* c, int row_base,
                                                  int col_base, int m, int n, int ldc, int lane) {
@@ -287,7 +294,7 @@ struct Gemm {
 #pragma unroll
     for (int mi = 0; mi < kMmaM; ++mi) {
 #pragma unroll
-      for (int j = kFirstCol / 8; j < kBN / 8; ++j) {
+      for (int j = kFirstCol / 8; j < kWgCols / 8; ++j) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = row_base + mi * 64 + h * 8;
@@ -314,14 +321,14 @@ struct Gemm {
     const int warp = wg_thread / 32, lane = wg_thread % 32;
     const int j = lane / 8;  // which of the four 8x8 matrices this lane addresses
 #pragma unroll
-    for (int q = 0; q < kBN / 64; ++q) {
+    for (int q = 0; q < kWgCols / 64; ++q) {
       const u32 buf = bufs + (q % kEpiBuffers) * kEpiBufBytes;
       // Before a buffer is written again, the TMA store that last read it must be done reading. Within a
       // tile that store is kEpiBuffers - 1 groups back; the first chunk of a tile follows the previous
       // tile's last chunk, which used the same buffer when the chunk count is not a multiple of the buffer
       // count (BN = 192: buffers 0, 1, 0 | 0 ...): then every store must be done reading.
       if (wg_thread == 0) {
-        if (q == 0 && (kBN / 64) % kEpiBuffers != 0) ptx::tma_store_wait_read<0>();
+        if (q == 0 && (kWgCols / 64) % kEpiBuffers != 0) ptx::tma_store_wait_read<0>();
         else ptx::tma_store_wait_read<kEpiBuffers - 1>();
       }
       ptx::named_barrier_sync(bar_id, 128);
@@ -442,7 +449,8 @@ struct Gemm {
       // wgmma descriptors there, where wgmma reads them, instead of moving them there before every MMA. (All of
       // the consumer's code on it costs registers elsewhere: some designs spilled.)
       const int uniform_consumer = __shfl_sync(0xffffffffu, consumer, 0);
-      const int row_in_tile = Cfg::kPingpong ? 0 : uniform_consumer * kWgRows;
+      const int row_in_tile = Cfg::kPingpong || Cfg::kSplitColumns ? 0 : uniform_consumer * kWgRows;
+      const int col_in_tile = Cfg::kSplitColumns ? uniform_consumer * kWgCols : 0;
       const u32 epi_bar = 1 + consumer;  // named barrier of this warpgroup
       element_bits* const c = static_cast<element_bits*>(p.c_ptr);
       float acc[kMmaM][kAcc];
@@ -479,12 +487,12 @@ struct Gemm {
           ptx::mbarrier_wait(full_bar(stage), phase);
           ptx::wgmma_fence();
           const u64 da = desc_a(a_tile(stage), row_in_tile, 0);
-          const u64 db = desc_b(b_tile(stage), 0);
+          const u64 db = desc_b(b_tile(stage), col_in_tile, 0);
 #pragma unroll
           for (int kk = 0; kk < kBK / 16; ++kk) {
 #pragma unroll
             for (int mi = 0; mi < kMmaM; ++mi)
-              ptx::Wgmma<kBN>::template mma<Cfg::kAMnMajor ? 1 : 0, Cfg::kBMnMajor ? 1 : 0>(
+              ptx::Wgmma<kWgCols>::template mma<Cfg::kAMnMajor ? 1 : 0, Cfg::kBMnMajor ? 1 : 0>(
                   acc[mi], da + desc_a_step(mi, kk), db + desc_b_step(kk), 1);
           }
           ptx::wgmma_commit_group();
@@ -599,12 +607,12 @@ struct Gemm {
         if (write_c) {
           // Computed here, after the fixups, so that they are not live (in registers) across them.
           const int row0 = w.tile_m * kBM + row_in_tile;  // first row of this warpgroup's part of the tile
-          const int col0 = w.tile_n * kBN;
+          const int col0 = w.tile_n * kBN + col_in_tile;
           const int row_base = row0 + warp * 16 + lane / 4;
           if constexpr (Cfg::kEpilogueTma) {
             store_c_tma(acc, p, epi_base + consumer * kEpiBuffers * kEpiBufBytes, row0, col0, wg_thread, epi_bar);
             // A fitted width's last BN % 64 columns: from registers, while the TMA stores drain.
-            if constexpr (kTmaCols < kBN) store_c<kTmaCols>(acc, c, row_base, col0, m, n, p.ldc, lane);
+            if constexpr (kTmaCols < kWgCols) store_c<kTmaCols>(acc, c, row_base, col0, m, n, p.ldc, lane);
           } else {
             store_c(acc, c, row_base, col0, m, n, p.ldc, lane);
           }

@@ -42,6 +42,7 @@ struct Shape {
   int bm, bn, bk, stages;
   bool pingpong;
   bool epilogue_tma;
+  bool split_columns = false;  // cooperative: the two consumer warpgroups split the tile's columns, not its rows
 };
 
 RLGEMM_SM90_HD constexpr int consumer_warpgroups() { return 2; }
@@ -51,16 +52,21 @@ RLGEMM_SM90_HD constexpr int threads_per_block() { return 128 * (1 + consumer_wa
 RLGEMM_SM90_HD constexpr long long cluster_tiles_along(long long extent, int tile, int cluster) {
   return ((extent + tile - 1) / tile + cluster - 1) / cluster;
 }
-// Rows of the tile that one consumer warpgroup owns.
-RLGEMM_SM90_HD constexpr int warpgroup_rows(const Shape& s) { return s.pingpong ? s.bm : s.bm / 2; }
-// Consumer warpgroups that share one tile: each owns a band of its rows, and a split-K or stream-K partial
-// slot of its own.
+// Rows and columns of the tile that one consumer warpgroup owns: a ping-pong warpgroup the whole tile, a
+// cooperative one half of its rows, or half of its columns (split_columns).
+RLGEMM_SM90_HD constexpr int warpgroup_rows(const Shape& s) { return s.pingpong || s.split_columns ? s.bm : s.bm / 2; }
+RLGEMM_SM90_HD constexpr int warpgroup_cols(const Shape& s) { return s.split_columns ? s.bn / 2 : s.bn; }
+// Consumer warpgroups that share one tile: each owns a band of its rows (or columns), and a split-K or stream-K
+// partial slot of its own.
 RLGEMM_SM90_HD constexpr int warpgroups_per_tile(const Shape& s) { return s.pingpong ? 1 : consumer_warpgroups(); }
 RLGEMM_SM90_HD constexpr int stage_bytes(const Shape& s) { return (s.bm + s.bn) * s.bk * 2; }
 // The TMA-store epilogue stages 64-column chunks of a consumer warpgroup's rows. Cooperative warpgroups
-// double-buffer them (the store of one chunk overlaps the writing of the next); ping-pong warpgroups use one
-// buffer each, since the other warpgroup's MMAs already hide their epilogue.
-RLGEMM_SM90_HD constexpr int epilogue_buffers(const Shape& s) { return s.pingpong || s.bn < 128 ? 1 : 2; }
+// double-buffer them (the store of one chunk overlaps the writing of the next) where they own at least two
+// chunks; ping-pong warpgroups use one buffer each, since the other warpgroup's MMAs already hide their
+// epilogue.
+RLGEMM_SM90_HD constexpr int epilogue_buffers(const Shape& s) {
+  return s.pingpong || warpgroup_cols(s) < 128 ? 1 : 2;
+}
 RLGEMM_SM90_HD constexpr int epilogue_bytes(const Shape& s) {
   return s.epilogue_tma ? consumer_warpgroups() * epilogue_buffers(s) * warpgroup_rows(s) * 64 * 2 : 0;
 }
