@@ -356,5 +356,20 @@ TEST(Design, DesignsFileSkipsCommentsAndNamesTheBadLine) {
   EXPECT_THROW(read_designs((dir / "rlgemm_no_such_designs.txt").string()), Error);
 }
 
+// The committed design sets (bench/designs/*.txt, the --designs files of bench runs) name only designs that can
+// be built for tn, where the runs use them.
+TEST(Design, CommittedDesignSetsAreBuildableForTn) {
+  const std::filesystem::path dir = std::filesystem::path(RLGEMM_SOURCE_DIR) / "bench" / "designs";
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".txt") continue;
+    ++files;
+    for (const Design& d : read_designs(entry.path().string()))
+      EXPECT_FALSE(why_invalid(d, Layout::kTN)) << entry.path().filename() << ": " << to_string(d) << ": "
+                                                << why_invalid(d, Layout::kTN).value_or("");
+  }
+  EXPECT_GE(files, 5);
+}
+
 }  // namespace
 }  // namespace rlgemm
