@@ -303,6 +303,14 @@ TEST(TuneCli, TuneThenBenchScriptTunesEveryShardOnceAndWritesTheTable) {
   for (int shard : {0, 1}) again += Store(dir / "t" / ("tune-" + std::to_string(shard) + ".db")).count_measurements();
   EXPECT_EQ(again, total);
 
+  // More GPUs than shapes: one shard per shape.
+  r = rlgemm::testing::run_command(env + script + " " + shapes + " " + (dir / "wide").string() +
+                                   " --gpus 5 --budget 1 --no-bench");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("3 shapes: 3 shard(s), not 5"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "wide" / "tune-2.done"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "wide" / "tune-3.db"));
+
   r = rlgemm::testing::run_command(env + script + " " + shapes + " " + out + " --dtype fp32");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--dtype fp32"), std::string::npos) << r.output;
