@@ -314,6 +314,13 @@ TEST(TuneCli, TuneThenBenchScriptTunesEveryShardOnceAndWritesTheTable) {
   r = rlgemm::testing::run_command(env + script + " " + shapes + " " + out + " --dtype fp32");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--dtype fp32"), std::string::npos) << r.output;
+  // The zero-shot run (--no-tune) measures the library only: with --no-bench too, or a table asked for, it is
+  // refused before anything starts.
+  for (const std::string& bad : {std::string(" --no-tune --no-bench"), " --no-tune --table " + out + "/t.csv"}) {
+    r = rlgemm::testing::run_command(env + script + " " + shapes + " " + (dir / "none").string() + bad);
+    EXPECT_EQ(r.code, 2) << bad << "\n" << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir / "none")) << bad;
+  }
 }
 
 // A policy trained on an older design space (the built-in one predates the 16- and 32-row tiles and more) warm-
