@@ -6,6 +6,7 @@
 #include <fstream>
 #include <vector>
 
+#include "design/sm90_shape.h"
 #include "kernels/sm90/params.h"
 #include "rlgemm/error.h"
 
@@ -380,8 +381,8 @@ std::optional<std::string> sm90_rules(const Design& d, Layout layout, int smem_l
       return "a coopn design gives each warpgroup BN/2 columns of an MN-major B tile, which are whole 64-column "
              "swizzle atoms: BN must be 128 or 256 (got " + std::to_string(d.bn) + ")";
   }
-  const int rows_per_warpgroup = d.schedule == Sm90Schedule::kCooperative ? d.bm / 2 : d.bm;
-  const int cols_per_warpgroup = split_columns ? d.bn / 2 : d.bn;
+  const sm90::Shape shape = sm90_shape(d);
+  const int rows_per_warpgroup = sm90::warpgroup_rows(shape), cols_per_warpgroup = sm90::warpgroup_cols(shape);
   const bool cooperative = d.schedule != Sm90Schedule::kPingpong;
   const int accumulators = rows_per_warpgroup * cols_per_warpgroup / 128;
   // A cooperative stream-K finisher keeps its accumulators live through the partition arithmetic and the
@@ -427,9 +428,7 @@ long sm80_smem_bytes(const Design& d, Layout layout) {
 
 long sm90_smem_bytes(const Design& d) {
   // The sm90 kernel's own accounting (pipeline ring, TMA-store staging chunks, barriers, alignment slack).
-  const sm90::Shape shape{d.bm, d.bn, d.bk, d.stages, d.schedule == Sm90Schedule::kPingpong,
-                          d.epilogue == Epilogue::kTma, d.schedule == Sm90Schedule::kCooperativeColumns};
-  return sm90::smem_bytes(shape);
+  return sm90::smem_bytes(sm90_shape(d));
 }
 
 std::optional<std::string> why_invalid(const Design& d, Layout layout, int smem_limit_bytes) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "design/sm90_shape.h"
 #include "kernels/sm90/params.h"
 #include "run/driver.h"
 
@@ -37,11 +38,6 @@ KernelView kernel_view(const Design& d, const Problem& p) {
     v.b_mn_major = nn;
   }
   return v;
-}
-
-sm90::Shape shape_of(const Design& d) {
-  return sm90::Shape{d.bm, d.bn, d.bk, d.stages, d.schedule == Sm90Schedule::kPingpong, d.epilogue == Epilogue::kTma,
-                     d.schedule == Sm90Schedule::kCooperativeColumns};
 }
 
 int splits_of(const Design& d) {
@@ -75,7 +71,7 @@ struct WorkspaceLayout {
 WorkspaceLayout workspace_layout(const Design& d, const KernelView& v, int64_t grid_ctas) {
   WorkspaceLayout w;
   if (d.split == SplitK::kNone) return w;
-  const int bands = sm90::warpgroups_per_tile(shape_of(d));
+  const int bands = sm90::warpgroups_per_tile(sm90_shape(d));
   const int64_t band_floats = int64_t(d.bm) / bands * d.bn;
   int64_t owners = 0, slots = 0;  // ints, and partial slots
   if (d.split == SplitK::kStreamK) {
@@ -161,7 +157,7 @@ class Sm90Family final : public KernelFamily {
     plan.grid[0] = static_cast<unsigned>(clusters * cluster);
     plan.block[0] = static_cast<unsigned>(sm90::threads_per_block());
     plan.cluster[0] = static_cast<unsigned>(cluster);
-    plan.smem_bytes = sm90::smem_bytes(shape_of(d));
+    plan.smem_bytes = sm90::smem_bytes(sm90_shape(d));
     if (d.split != SplitK::kNone) {
       const WorkspaceLayout w = workspace_layout(d, v, plan.grid[0]);
       plan.workspace_bytes = w.total_bytes;
@@ -178,7 +174,7 @@ class Sm90Family final : public KernelFamily {
     expect(ops.workspace_bytes >= plan.workspace_bytes,
            "the workspace is smaller than the launch plan's workspace_bytes (" + std::to_string(plan.workspace_bytes) + ")");
     const KernelView v = kernel_view(d, problem);
-    const sm90::Shape shape = shape_of(d);
+    const sm90::Shape shape = sm90_shape(d);
     const DriverApi& api = driver();
     sm90::Params p;
     std::memset(&p, 0, sizeof(p));
@@ -274,7 +270,5 @@ std::optional<std::string> sm90_unsupported(const Design& d, Layout layout) {
   // Every rule lives in why_invalid (src/design), where the search and the dispatcher see it too.
   return why_invalid(d, layout);
 }
-
-int sm90_kernel_smem_bytes(const Design& d) { return sm90::smem_bytes(shape_of(d)); }
 
 }  // namespace rlgemm

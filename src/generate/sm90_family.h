@@ -17,8 +17,4 @@ const KernelFamily& sm90_family();
 // answer (every rule, the template's own limits included, lives there). source() throws with this text.
 std::optional<std::string> sm90_unsupported(const Design& design, Layout layout);
 
-// Dynamic shared memory the generated kernel requests (pipeline ring, epilogue staging, barriers, and
-// 1024 bytes of alignment slack).
-int sm90_kernel_smem_bytes(const Design& design);
-
 }  // namespace rlgemm

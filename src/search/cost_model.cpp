@@ -6,6 +6,7 @@
 #include <string>
 #include <tuple>
 
+#include "design/sm90_shape.h"
 #include "kernels/sm90/params.h"
 #include "kernels/sm90/stream_k.h"
 #include "rlgemm/error.h"
@@ -90,8 +91,9 @@ Breakdown estimate(const SyntheticGpu& gpu, const Design& d, const Problem& prob
 
   // ---- accumulator pressure: a heavily loaded register file costs issue slots ----
   double pressure = 1.0;
-  // Per thread: a cooperative warpgroup holds half the tile (half its rows or, coopn, half its columns).
-  const double acc = sm90 ? (d.schedule == Sm90Schedule::kPingpong ? bm : bm / 2) * bn / 128.0
+  // Per thread: the consumer warpgroup's rows x columns over its 128 threads (a cooperative one holds half the
+  // tile: half its rows or, coopn, half its columns).
+  const double acc = sm90 ? double(sm90::warpgroup_rows(sm90_shape(d))) * sm90::warpgroup_cols(sm90_shape(d)) / 128.0
                           : d.warp_m * d.warp_n / 32.0;
   if (acc > 96) pressure += (acc - 96) / 600.0;
 
