@@ -230,31 +230,25 @@ struct Gemm {
 
   // ---- consumer: MMA ----------------------------------------------------------------------------------
 
-  // Descriptor of the 64 x 16 A block at rows [row0, row0+64) and k16 step kk of a stage.
-  static __device__ __forceinline__ u64 desc_a(u32 a_tile, int row0, int kk) {
-    if constexpr (!Cfg::kAMnMajor) {
-      const int k = kk * 16;
-      const u32 addr = a_tile + (k / 64) * kBM * kKRowBytes + row0 * kKRowBytes + (k % 64) * 2;
-      return ptx::smem_descriptor(addr, 16, 8 * kKRowBytes, kKSwizzle);
-    } else {
-      const u32 addr = a_tile + (row0 / 64) * kBK * 128 + kk * 16 * 128;
-      return ptx::smem_descriptor(addr, kBK * 128, 1024, ptx::kSwizzle128B);
-    }
+  // Descriptor of the 64 x 16 A block at rows [row0, row0+64) and the first k16 step of a stage; the other blocks
+  // and steps add desc_a_step to it.
+  static __device__ __forceinline__ u64 desc_a(u32 a_tile, int row0) {
+    if constexpr (!Cfg::kAMnMajor)
+      return ptx::smem_descriptor(a_tile + row0 * kKRowBytes, 16, 8 * kKRowBytes, kKSwizzle);
+    else
+      return ptx::smem_descriptor(a_tile + (row0 / 64) * kBK * 128, kBK * 128, 1024, ptx::kSwizzle128B);
   }
 
-  // Descriptor of the 16 x kWgCols B block at columns [col0, col0 + kWgCols) and k16 step kk of a stage.
-  static __device__ __forceinline__ u64 desc_b(u32 b_tile, int col0, int kk) {
-    if constexpr (!Cfg::kBMnMajor) {
-      const int k = kk * 16;
-      const u32 addr = b_tile + (k / 64) * kBN * kKRowBytes + col0 * kKRowBytes + (k % 64) * 2;
-      return ptx::smem_descriptor(addr, 16, 8 * kKRowBytes, kKSwizzle);
-    } else {
-      const u32 addr = b_tile + (col0 / 64) * kBK * 128 + kk * 16 * 128;
-      return ptx::smem_descriptor(addr, kBK * 128, 1024, ptx::kSwizzle128B);
-    }
+  // Descriptor of the 16 x kWgCols B block at columns [col0, col0 + kWgCols) and the first k16 step of a stage;
+  // the other steps add desc_b_step to it.
+  static __device__ __forceinline__ u64 desc_b(u32 b_tile, int col0) {
+    if constexpr (!Cfg::kBMnMajor)
+      return ptx::smem_descriptor(b_tile + col0 * kKRowBytes, 16, 8 * kKRowBytes, kKSwizzle);
+    else
+      return ptx::smem_descriptor(b_tile + (col0 / 64) * kBK * 128, kBK * 128, 1024, ptx::kSwizzle128B);
   }
 
-  // What desc_a(a, row0 + mi * 64, kk) adds to desc_a(a, row0, 0), and desc_b(b, col0, kk) to desc_b(b, col0, 0). A
+  // What the m64 block mi and the k16 step kk add to desc_a(a, row0), and the step kk to desc_b(b, col0). A
   // descriptor's address field is the byte address >> 4 in bits 0-13, and shared memory lies below 256 KiB, so a
   // byte offset that is a multiple of 16 adds its >> 4 to the descriptor with no carry out of the field: each
   // k-block builds two descriptors, and each MMA adds a constant to them (the compiler folds nothing through the
@@ -486,8 +480,8 @@ struct Gemm {
         for (int it = 0; it < k_iters; ++it) {
           ptx::mbarrier_wait(full_bar(stage), phase);
           ptx::wgmma_fence();
-          const u64 da = desc_a(a_tile(stage), row_in_tile, 0);
-          const u64 db = desc_b(b_tile(stage), col_in_tile, 0);
+          const u64 da = desc_a(a_tile(stage), row_in_tile);
+          const u64 db = desc_b(b_tile(stage), col_in_tile);
 #pragma unroll
           for (int kk = 0; kk < kBK / 16; ++kk) {
 #pragma unroll
