@@ -323,6 +323,33 @@ TEST(TuneCli, TuneThenBenchScriptTunesEveryShardOnceAndWritesTheTable) {
   }
 }
 
+// With CUDA_VISIBLE_DEVICES listing GPUs, tune-then-bench makes one shard per listed GPU and runs shard I on the
+// I-th of them (other GPUs are left to other work); more shards than the list holds is refused.
+TEST(TuneCli, TuneThenBenchScriptRunsShardIOnTheIthVisibleGpu) {
+  TempDir dir;
+  const std::string shapes = (dir / "shapes.csv").string();
+  std::ofstream(shapes) << "M,N,K\n512,4096,4096\n1024,1024,1024\n64,4096,4096\n";
+  const std::string wrapper = (dir / "rlgemm-wrapper").string();
+  std::ofstream(wrapper) << "#!/bin/sh\necho \"$CUDA_VISIBLE_DEVICES $*\" >> " << (dir / "devices.txt").string()
+                         << "\nexec " << rlgemm_binary() << " \"$@\"\n";
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  const std::string script = std::string(RLGEMM_SOURCE_DIR) + "/scripts/tune-then-bench";
+  const std::string env = "RLGEMM=" + wrapper + " BACKEND=synthetic CUDA_VISIBLE_DEVICES=5,7 ";
+
+  auto r = rlgemm::testing::run_command(env + script + " " + shapes + " " + (dir / "t").string() +
+                                        " --budget 1 --no-bench");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 shard(s)"), std::string::npos) << r.output;
+  const std::string devices = read_text(dir / "devices.txt");
+  EXPECT_NE(devices.find("5 tune --shapes " + shapes + " --shard 0/2"), std::string::npos) << devices;
+  EXPECT_NE(devices.find("7 tune --shapes " + shapes + " --shard 1/2"), std::string::npos) << devices;
+  EXPECT_FALSE(std::filesystem::exists(dir / "t" / "tune-2.db"));
+
+  r = rlgemm::testing::run_command(env + script + " " + shapes + " " + (dir / "u").string() + " --gpus 3");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("names only 2"), std::string::npos) << r.output;
+}
+
 // A policy trained on an older design space (the built-in one predates the 16- and 32-row tiles and more) warm-
 // starts a tune on today's space, its options matched by name; the policy saved after the tune is of today's.
 TEST(TuneCli, APolicyOfAnOlderSpaceWarmStartsTheTune) {
