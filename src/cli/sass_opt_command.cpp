@@ -12,6 +12,7 @@
 //   rlgemm sass-opt --cubin FILE --kernel NAME --params   prints the kernel's parameter block (for a SPEC)
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 
@@ -191,7 +192,8 @@ int run_tuned(const SassOptArgs& args) {
     try {
       failures += run_design(o) != 0;
     } catch (const Error& e) {
-      // A design that cannot be optimized is reported and the others go on; a lost device ends the run.
+      // A design that cannot be optimized is reported and the others go on; a lost device ends the run (its
+      // row is recorded: the same command goes on with the next kernel).
       if (e.kind() != ErrorKind::kInvalidInput) throw;
       std::fprintf(stderr, "rlgemm: %s %s %s: %s\n", o.design.c_str(), o.shape.c_str(), o.layout.c_str(), e.what());
       ++failures;
@@ -202,6 +204,44 @@ int run_tuned(const SassOptArgs& args) {
   return failures ? 1 : 0;
 }
 #endif
+
+// One sass-opt command, its options read.
+int run_sass_opt(SassOptArgs* args) {
+  auto& c = args->cubin;
+  auto& d = args->design;
+  c.actions = sass::parse_action_space(args->actions);
+  d.actions = c.actions;
+  d.evaluator = c.evaluator;
+  d.agent = c.agent;
+  d.steps = c.steps;
+  d.seed = c.seed;
+  d.confirm = c.confirm;
+  if (args->params) {
+    if (!d.design.empty() || !args->tuned.empty()) fail("--params reads --cubin and --kernel only");
+    return print_params(c);
+  }
+  if (!args->launch.empty() && (!d.design.empty() || !args->tuned.empty()))
+    fail("--launch describes a foreign kernel (--cubin, --kernel); rlgemm's designs launch themselves");
+  if (args->resume && d.csv_path.empty()) fail("--resume skips runs that --csv holds: add --csv");
+  if (!args->tuned.empty()) {
+    if (!d.design.empty() || !d.shape.empty() || !c.cubin_path.empty() || !c.out_path.empty())
+      fail("--tuned chooses the designs and shapes itself: leave out --design, --shape, --cubin and --out");
+#ifdef RLGEMM_HAVE_DISPATCH
+    return run_tuned(*args);
+#else
+    fail("--tuned needs the dispatch stage, which this build leaves out");
+#endif
+  }
+  if (d.design.empty()) {
+    if (!d.shape.empty() || !d.db_path.empty()) fail("--shape and --db go with --design");
+    return run_cubin(*args);
+  }
+  if (d.shape.empty()) fail("--design needs --shape M,N,K");
+  d.cubin_path = c.cubin_path;
+  d.kernel = c.kernel;
+  d.out_path = c.out_path;
+  return run_design(d, args->resume);
+}
 
 CommandRegistration sass_opt_registration("sass-opt", [](CLI::App& app) -> std::function<int()> {
   auto* cmd = app.add_subcommand(
@@ -255,40 +295,15 @@ CommandRegistration sass_opt_registration("sass-opt", [](CLI::App& app) -> std::
                   "A floor on the re-measured gain (fraction), besides its interval lying above zero (default 0)")
       ->check(CLI::Range(0.0, 1.0));
   return [args]() {
-    auto& c = args->cubin;
-    auto& d = args->design;
-    c.actions = sass::parse_action_space(args->actions);
-    d.actions = c.actions;
-    d.evaluator = c.evaluator;
-    d.agent = c.agent;
-    d.steps = c.steps;
-    d.seed = c.seed;
-    d.confirm = c.confirm;
-    if (args->params) {
-      if (!d.design.empty() || !args->tuned.empty()) fail("--params reads --cubin and --kernel only");
-      return print_params(c);
+    try {
+      return run_sass_opt(args.get());
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kHang) throw;
+      // The hung kernel keeps the GPU: no orderly teardown (it would wait for the kernel for ever).
+      std::fprintf(stderr, "rlgemm: error: %s\n", e.what());
+      std::fflush(nullptr);
+      std::_Exit(exit_code(ErrorKind::kHang));
     }
-    if (!args->launch.empty() && (!d.design.empty() || !args->tuned.empty()))
-      fail("--launch describes a foreign kernel (--cubin, --kernel); rlgemm's designs launch themselves");
-    if (args->resume && d.csv_path.empty()) fail("--resume skips runs that --csv holds: add --csv");
-    if (!args->tuned.empty()) {
-      if (!d.design.empty() || !d.shape.empty() || !c.cubin_path.empty() || !c.out_path.empty())
-        fail("--tuned chooses the designs and shapes itself: leave out --design, --shape, --cubin and --out");
-#ifdef RLGEMM_HAVE_DISPATCH
-      return run_tuned(*args);
-#else
-      fail("--tuned needs the dispatch stage, which this build leaves out");
-#endif
-    }
-    if (d.design.empty()) {
-      if (!d.shape.empty() || !d.db_path.empty()) fail("--shape and --db go with --design");
-      return run_cubin(*args);
-    }
-    if (d.shape.empty()) fail("--design needs --shape M,N,K");
-    d.cubin_path = c.cubin_path;
-    d.kernel = c.kernel;
-    d.out_path = c.out_path;
-    return run_design(d, args->resume);
   };
 });
 

@@ -1,10 +1,8 @@
 #include "measure/sass_evaluator.h"
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "compile/sha256.h"
 #include "measure/sass_bitwise.h"
@@ -17,6 +15,7 @@ std::string cubin_digest(const std::vector<uint8_t>& bytes) {
 }
 
 CandidateModule::~CandidateModule() {
+  if (device_hung()) return;  // an unload would wait behind the hung kernel
   try {
     ModuleCache::instance().release(key_);
   } catch (...) {  // a lost context: nothing left to unload
@@ -72,7 +71,7 @@ void GpuSassEvaluator::load_timing_inputs() {
 }
 
 GpuSassEvaluator::~GpuSassEvaluator() {
-  if (stream_) cudaStreamDestroy(stream_);
+  if (stream_ && !device_hung()) cudaStreamDestroy(stream_);
 }
 
 void GpuSassEvaluator::zero_workspaces() {
@@ -83,6 +82,11 @@ void GpuSassEvaluator::zero_workspaces() {
 }
 
 std::string GpuSassEvaluator::sticky_error(const std::string& what) {
+  // A hung kernel still runs: a synchronization would wait for it for ever.
+  if (device_hung()) {
+    if (lost_.empty()) lost_ = what + ": a kernel of this process is hung";
+    return lost_;
+  }
   // A non-sticky error (a refused launch) is cleared by reading it; a sticky one is returned by every call
   // from then on, a synchronization included.
   (void)cudaGetLastError();
@@ -96,20 +100,18 @@ std::string GpuSassEvaluator::sticky_error(const std::string& what) {
 std::string GpuSassEvaluator::wait(const std::string& what) {
   const double limit_s =
       std::max(options_.hang_seconds, reference_us_ ? 1000.0 * options_.draws * *reference_us_ * 1e-6 : 0.0);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit_s);
-  while (true) {
-    const cudaError_t status = cudaStreamQuery(stream_);
-    if (status == cudaSuccess) return "";
-    if (status != cudaErrorNotReady) {
-      const std::string sticky = sticky_error(what);
-      return sticky.empty() ? what + ": " + cudaGetErrorName(status) : sticky;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      // The kernel still runs and nothing can stop it short of destroying the context.
+  try {
+    // wait_for marks the device hung (device_hung()), so that nothing later waits behind the kernel: not the
+    // timing, not a free in a destructor.
+    wait_for(stream_, what, limit_s);
+    return "";
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::kHang) {
       lost_ = what + ": did not finish within " + std::to_string(int(limit_s)) + " s (a hang)";
       return lost_;
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    const std::string sticky = sticky_error(what);
+    return sticky.empty() ? what + ": " + e.what() : sticky;
   }
 }
 

@@ -11,7 +11,8 @@
 // A failure (the cubin does not load, the launch is refused, the output differs) is a failed Measurement:
 // the game gives -1 and ends the episode. A sticky CUDA error (illegal address, trap, misaligned access) or
 // a hang loses the CUDA context for the whole process: that candidate fails, context_lost() turns true,
-// and every later evaluate() throws Error(kRuntime) saying so, which ends the search.
+// and every later evaluate() throws Error(kRuntime) saying so, which ends the search. After a hang
+// (device_hung()) nothing waits for the device any more: not a synchronization, not a module unload.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -113,6 +114,8 @@ class GpuSassEvaluator : public sass::Evaluator, public CubinJudge {
   double reference_time_us();
   bool context_lost() const { return !lost_.empty(); }
   const std::string& context_lost_reason() const { return lost_; }
+  // The compiled cubin's time, once the first evaluation measured it (0 before).
+  double measured_reference_us() const { return reference_us_.value_or(0.0); }
   const GemmKernel& original() const { return original_; }
   const DeviceInfo& device() const { return device_; }
   int candidates_loaded() const { return loaded_; }

@@ -32,6 +32,35 @@ std::vector<uint8_t> read_file(const std::string& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// A candidate schedule faulted (a sticky error) or hung the GPU: nothing more runs in this process. The CSV
+// records the run (the compiled cubin stays: no gain, nothing changed, the reason in `changes`), so that a rerun
+// with --resume goes on with the next kernel; then Error(kHang) after a hang (the process must end without
+// waiting for the device), Error(kRuntime) after a fault.
+[[noreturn]] void stop_after_lost_context(SassOptDesignReport& report, const SassOptDesignOptions& o,
+                                          std::unique_ptr<GpuSassEvaluator> gpu) {
+  const std::string reason = gpu->context_lost_reason();
+  if (!o.csv_path.empty()) {
+    SassOptCsvRow row;
+    row.kernel = report.design;
+    row.problem = report.problem;
+    row.time_before_us = row.time_after_us = gpu->measured_reference_us();
+    row.bitwise_equal = true;  // what is kept is the compiled cubin itself
+    row.set = report.set;
+    row.actions = sass::to_string(o.actions);
+    row.changes = "stopped: " + reason;
+    append_sass_opt_csv(o.csv_path, row);
+  }
+  const bool hung = device_hung();
+  // After a hang the evaluator's buffers, stream and modules cannot be released behind the hung kernel: it is
+  // left as it is, and the process ends.
+  if (hung) (void)gpu.release();
+  throw Error(hung ? ErrorKind::kHang : ErrorKind::kRuntime,
+              "the search of " + report.design + " on " + report.problem.shape.to_string() +
+                  " stopped: a candidate schedule " + (hung ? "hung the GPU" : "lost the CUDA context") + " (" +
+                  reason + ")" + (o.csv_path.empty() ? "" : "; " + o.csv_path + " records the run") +
+                  "; this process can run nothing more on the GPU");
+}
+
 }  // namespace
 
 SassOptDesignReport run_sass_opt_design(const SassOptDesignOptions& o) {
@@ -94,12 +123,18 @@ SassOptDesignReport run_sass_opt_design(const SassOptDesignOptions& o) {
     evaluator = synthetic.get();
   }
 
-  report.game = sass::optimize_kernel(cubin, report.kernel, *evaluator, o.agent, o.steps, o.seed, o.actions, o.confirm);
-  if (!report.game.problems.empty()) {
-    report.verdict = "the best schedule did not verify";
-    return report;
+  try {
+    report.game =
+        sass::optimize_kernel(cubin, report.kernel, *evaluator, o.agent, o.steps, o.seed, o.actions, o.confirm);
+    if (!report.game.problems.empty()) {
+      report.verdict = "the best schedule did not verify";
+      return report;
+    }
+    final_check(report, gpu.get(), original_bytes, {o.final_batches, o.final_draws, o.min_gain, o.seed});
+  } catch (const Error&) {
+    if (!gpu || !gpu->context_lost()) throw;
+    stop_after_lost_context(report, o, std::move(gpu));
   }
-  final_check(report, gpu.get(), original_bytes, {o.final_batches, o.final_draws, o.min_gain, o.seed});
 
   if (report.kept && !o.out_path.empty()) {
     sass::write_file_atomically(o.out_path, report.game.patched);
