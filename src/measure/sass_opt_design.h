@@ -51,7 +51,10 @@ struct SassOptDesignReport : SassOptOutcome {
 
 // Throws Error: kInvalidInput for a design, shape or layout that does not parse or breaks a rule, or options
 // that do not fit together; kNoDevice for --evaluator gpu without a usable Hopper GPU; kRuntime for a
-// compile failure or a candidate that lost the CUDA context.
+// compile failure or a candidate that lost the CUDA context (a fault), kHang for a candidate that hung the GPU.
+// After a fault or a hang, --csv first gets the run's row: the compiled cubin kept (gain 0, bitwise equal),
+// `changes` "stopped: " and the reason, which names the saved faulting schedule; the process can then run
+// nothing more on the GPU, and after a hang it must end without waiting for the device.
 SassOptDesignReport run_sass_opt_design(const SassOptDesignOptions& options);
 
 }  // namespace rlgemm::measure
