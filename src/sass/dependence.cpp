@@ -201,23 +201,30 @@ void latency_windows(const KernelCode& code, std::vector<LatencyPair>* pairs, st
     const Instruction& a = code.at(p);
     const bool late_reader = a.mem != MemClass::kNone && a.control.read_sb == kNoScoreboard && a.uses.any();
     if (!a.fixed_latency && !late_reader) continue;
-    RegSet pending_defs = a.fixed_latency ? a.defs : RegSet();
+    RegSet pending_defs = a.fixed_latency ? a.defs : RegSet();  // until written again
+    RegSet unread = pending_defs;                                  // not read yet either
     RegSet pending_uses = late_reader ? a.uses : RegSet();
-    int had = 0;  // stall cycles from p to c
+    int had = 0;          // stall cycles from p to c
+    int first_read = -1;  // stall cycles from p to its first reader
     size_t c = p + 1;
     for (; c < n && block[c] == block[p]; ++c) {
       had += std::max(1, code.at(c - 1).control.stall);
       const Instruction& b = code.at(c);
       const bool raw = (pending_defs & b.uses).any();
       const bool war = (pending_uses & b.defs).any();
-      if (raw || war) pairs->push_back({int(p), int(c), std::min(had, raw ? a.latency : 2)});
-      // Only the first reader/writer of each register is bound by the window: later ones come later still.
-      pending_defs &= ~(b.uses | b.defs);
+      if (raw && first_read < 0) first_read = had;
+      // Every reader of the result is bound, by as much as the first one had (what ptxas found enough), so that
+      // a later reader moved above the first (readers may pass each other) does not come closer. The first
+      // writer of a late reader's sources is bound: later writers follow it.
+      if (raw || war) pairs->push_back({int(p), int(c), raw ? std::min(first_read, a.latency) : std::min(had, 2)});
+      unread &= ~(b.uses | b.defs);
+      // A guarded write may leave the result in place for the readers after it.
+      if (b.dis.predicate.empty()) pending_defs &= ~b.defs;
       pending_uses &= ~b.defs;
     }
     had += std::max(1, code.at(c - 1).control.stall);
     if (c >= n) continue;  // the kernel's end: nothing follows
-    if (pending_defs.any()) exits->push_back({int(p), -1, std::min(had, a.latency)});
+    if (unread.any()) exits->push_back({int(p), -1, std::min(had, a.latency)});
     else if (pending_uses.any()) exits->push_back({int(p), -1, std::min(had, 2)});
   }
 }

@@ -71,11 +71,13 @@ bool register_conflict(const Instruction& a, const Instruction& b);
 bool scoreboard_conflict(const Instruction& a, const Instruction& b);
 
 // A producer/consumer pair that relies on stall counts rather than a scoreboard: a fixed-latency result
-// and its reader, or a memory instruction without a read scoreboard and the next writer of its sources.
+// and each of its readers in the block (until it is written again), or a memory instruction without a read
+// scoreboard and the next writer of its sources.
 struct LatencyPair {
   int producer = 0;
   int consumer = 0;
-  int required = 0;  // minimum stall cycles between them: min(latency, what the compiled schedule had)
+  int required = 0;  // minimum stall cycles between them: min(latency, what the compiled schedule had to the
+                     // result's first reader, or to the next writer)
 };
 std::vector<LatencyPair> latency_pairs(const KernelCode& code);
 // The same windows where the consumer lies beyond the producer's basic block: a fixed-latency result (or a

@@ -212,8 +212,12 @@ int operand_width(const std::string& base, const std::vector<std::string>& mods,
   return 0;
 }
 
-// Conservative fixed latencies (cycles) of results that carry no scoreboard.
-int fixed_latency_of(const std::string& base) {
+// Conservative fixed latencies (cycles) of results that carry no scoreboard, known for the ALU and tensor
+// pipes. For the rest the compiled distance stays (kUntimedLatency): a memory instruction's result that ptxas
+// left without a scoreboard (an LDSM read 100 cycles later, a ULDC whose vector readers ptxas keeps 10 cycles
+// and more away) and R2UR's, whose readers ptxas keeps 8 and more cycles away (13 in most places) on sm_90a.
+int fixed_latency_of(const std::string& base, MemClass mem) {
+  if (mem != MemClass::kNone || base == "R2UR") return kUntimedLatency;
   if (base == "HMMA" || base == "IMMA" || base == "DMMA") return 32;
   if (base == "DADD" || base == "DMUL" || base == "DFMA") return 16;
   return 6;
@@ -346,7 +350,7 @@ Instruction analyze_instruction(const DisasmInstruction& dis, const InstructionW
                      ins.mem == MemClass::kGeneric || ins.mem == MemClass::kLocal || ins.mem == MemClass::kAtomic) &&
                     base != "HGMMA" && base != "SYNCS";
   ins.fixed_latency = ins.control.write_sb == kNoScoreboard && ins.defs.any();
-  ins.latency = fixed_latency_of(base);
+  ins.latency = fixed_latency_of(base, ins.mem);
   return ins;
 }
 

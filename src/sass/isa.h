@@ -16,6 +16,9 @@ namespace rlgemm::sass {
 
 // Register file slots: R0-R255, UR0-UR63, P0-P6, UP0-UP6 (RZ, URZ, PT and UPT carry no dependence).
 inline constexpr int kUniformBase = 256, kPredBase = 320, kUniformPredBase = 327, kRegSlots = 334;
+// The latency of a result without a scoreboard whose timing is not modelled: a window min(compiled distance,
+// latency) then keeps the compiled distance.
+inline constexpr int kUntimedLatency = 1 << 20;
 using RegSet = std::bitset<kRegSlots>;
 std::string register_name(int slot);
 
@@ -44,7 +47,8 @@ struct Instruction {
   // scoreboard: ptxas relies on memory requests completing in issue order, e.g. an LDSM without a write
   // scoreboard whose consumer waits on the next LDSM's. It keeps its order with every memory instruction.
   bool in_order = false;
-  int latency = 0;  // cycles a consumer of a fixed-latency result must stay away (conservative)
+  int latency = 0;  // cycles a consumer of a fixed-latency result must stay away (conservative; kUntimedLatency:
+                    // as far as the compiled code had it)
   // A request to the load/store pipe that executes (LDG, STG, LDS, STS, LDSM, STSM, LDGSTS, LD, ST, LDL, STL,
   // atomics; not a "@!PT" filler): ptxas never issues two of them closer than kMemoryIssueCycles.
   bool memory_pipe = false;
