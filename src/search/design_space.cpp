@@ -23,6 +23,11 @@ SpaceSpec SpaceSpec::for_gpu(int cc_major) {
 
 namespace {
 
+// A cluster whose pair of tiles lies across the raster's direction (SpaceSpec::clusters_along_raster).
+bool crosses_raster(const Design& d) {
+  return (d.cluster_m > 1 && d.raster != Raster::kAlongM) || (d.cluster_n > 1 && d.raster != Raster::kAlongN);
+}
+
 bool applies(Field field, Family family) {
   switch (field) {
     case Field::kSchedule:
@@ -65,7 +70,9 @@ DesignSpace::DesignSpace(SpaceSpec spec, Layout layout, int smem_limit_bytes)
   Point p(kFieldCount, 0);
   auto visit = [&](auto&& self, int field) -> void {
     if (field == int(Field::kPdl)) {
-      if (why_invalid(apply(p), layout_, smem_limit_bytes)) return;
+      const Design d = apply(p);
+      if (why_invalid(d, layout_, smem_limit_bytes)) return;
+      if (spec_.clusters_along_raster && crosses_raster(d)) return;
       for (int o = 0; o < option_counts_[field]; ++o) {
         p[field] = uint8_t(o);
         points_.insert(points_.end(), p.begin(), p.end());
@@ -245,6 +252,8 @@ std::string DesignSpace::signature() const {
     out += ':';
     for (int o = 0; o < option_counts_[f]; ++o) out += (o ? " " : "") + option_label(f, o);
   }
+  // The filter is named only where it is off, so that the default space keeps the signature its policies carry.
+  if (!spec_.clusters_along_raster) out += ";cluster_raster:any";
   return out;
 }
 

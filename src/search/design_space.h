@@ -1,6 +1,7 @@
 // The design space the search explores: a list of options per decision field, the valid designs among
-// their combinations (filtered by why_invalid for one layout), and the queries a sequential chooser needs:
-// which options of the next field keep at least one valid design reachable, given the options taken so far.
+// their combinations (filtered by why_invalid for one layout, and by the spec's own filters), and the queries
+// a sequential chooser needs: which options of the next field keep at least one valid design reachable, given
+// the options taken so far.
 //
 // A design is a Point: one option index per field, in field order. Fields that do not apply to the chosen
 // family (the warp tile of an sm90 design, the schedule of an sm80 design) hold option 0 and are forced.
@@ -60,6 +61,12 @@ struct SpaceSpec {
   std::vector<std::pair<int, int>> warp_tiles{{16, 16}, {16, 32}, {16, 64}, {32, 32}, {32, 64}, {64, 32}, {64, 64}};
   std::vector<int> stages{2, 3, 4, 5, 6, 8};
   std::vector<std::pair<int, int>> clusters{{1, 1}, {2, 1}, {1, 2}};
+  // A cluster pairs tiles along the raster's direction only: c2x1 (a pair along M) with raster_m, c1x2 with
+  // raster_n. Across it the pair costs what its multicast saves and more: over 482 pairs of tuned designs that
+  // differ only in their cluster (bench/results/h100/cluster-pairs.csv), c2x1 ran 0.990 of c1x1 with raster_m and
+  // 0.949 with raster_n (M >= 512), c1x2 0.983 with raster_n and 0.781 with raster_m (cluster-probe.csv: the
+  // same on six large shapes). Such designs stay valid (tables may hold them); the search does not propose them.
+  bool clusters_along_raster = true;
   std::vector<SmemLayout> smem_layouts{SmemLayout::kSwizzle, SmemLayout::kPad};
   std::vector<Raster> rasters{Raster::kAlongM, Raster::kAlongN};
   std::vector<int> groups{1, 4, 8, 16};
@@ -81,6 +88,10 @@ struct SpaceSpec {
   // kernels alone before it (and never programmatic dependent launch, which needs sm_90).
   static SpaceSpec for_gpu(int cc_major);
 };
+
+// A space's signature lists its fields' options, then the filters that are off, as items of their own:
+// "cluster_raster:any" for clusters_along_raster off. Whether a signature item is such a filter, not a field.
+inline bool is_filter_item(const std::string& item) { return item.rfind("cluster_raster:", 0) == 0; }
 
 using Point = std::vector<uint8_t>;  // one option index per field
 

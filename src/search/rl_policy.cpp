@@ -378,6 +378,7 @@ std::vector<std::vector<std::string>> Policy::option_labels() const {
   std::istringstream fields(signature_);
   std::string field;
   while (std::getline(fields, field, ';')) {
+    if (is_filter_item(field)) continue;
     labels.emplace_back();
     std::istringstream options(field.substr(field.find(':') + 1));
     std::string label;
@@ -619,6 +620,12 @@ SpaceSpec spec_from_signature(const std::string& signature) {
   std::string field;
   int index = 0;
   while (std::getline(fields, field, ';')) {
+    if (is_filter_item(field)) {
+      const std::string v = field.substr(field.find(':') + 1);
+      if (v != "any" && v != "along") throw bad("cluster_raster is 'any' or 'along', not '" + v + "'");
+      spec.clusters_along_raster = v == "along";
+      continue;
+    }
     const auto colon = field.find(':');
     if (colon == std::string::npos || index >= kFieldCount || field.substr(0, colon) != field_name(Field(index)))
       throw bad("field " + std::to_string(index) + " should be '" +

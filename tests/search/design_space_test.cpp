@@ -4,6 +4,7 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "rlgemm/error.h"
 #include "search/design_space.h"
@@ -161,6 +162,39 @@ TEST(DesignSpace, CoopColumnsIsAScheduleOptionOutOfTheDefaultSpace) {
   std::string bad = space.signature();
   bad.replace(bad.find("coopn"), 5, "coopx");
   EXPECT_THROW(spec_from_signature(bad), Error);
+}
+
+// A cluster pairs tiles along the raster's direction: the default space leaves out c2x1 with raster_n and c1x2
+// with raster_m (valid designs all the same), keeps them along it, and a spec may ask for every combination.
+TEST(DesignSpace, ClustersPairTilesAlongTheRasterOnly) {
+  const auto design = [](const char* cluster, const char* raster) {
+    return parse_design(std::string("sm90.ws.coop/128x128x64/s4/") + cluster + "/" + raster +
+                        ".g8/splitk1/epi_tma");
+  };
+  SpaceSpec spec = testing::small_spec();
+  spec.clusters_along_raster = true;
+  const DesignSpace along(spec, Layout::kTN);
+  spec.clusters_along_raster = false;
+  const DesignSpace every(spec, Layout::kTN);
+  EXPECT_LT(along.size(), every.size());
+  // The same options, so a policy serves both; the signature names the filter where it is off.
+  EXPECT_EQ(along.signature() + ";cluster_raster:any", every.signature());
+  EXPECT_EQ(DesignSpace(spec_from_signature(every.signature()), Layout::kTN).size(), every.size());
+  EXPECT_EQ(DesignSpace(spec_from_signature(along.signature()), Layout::kTN).size(), along.size());
+  for (const auto& [cluster, raster, kept] : {std::tuple{"c1x1", "raster_m", true}, {"c1x1", "raster_n", true},
+                                               {"c2x1", "raster_m", true}, {"c1x2", "raster_n", true},
+                                               {"c2x1", "raster_n", false}, {"c1x2", "raster_m", false}}) {
+    const Design d = design(cluster, raster);
+    EXPECT_FALSE(why_invalid(d, Layout::kTN)) << to_string(d);
+    EXPECT_FALSE(every.encode(d).empty()) << to_string(d);
+    EXPECT_EQ(!along.encode(d).empty(), kept) << to_string(d);
+  }
+  for (size_t i = 0; i < along.size(); ++i) {
+    const Design d = along.design(i);
+    EXPECT_FALSE(d.cluster_m > 1 && d.raster != Raster::kAlongM) << to_string(d);
+    EXPECT_FALSE(d.cluster_n > 1 && d.raster != Raster::kAlongN) << to_string(d);
+  }
+  EXPECT_TRUE(SpaceSpec{}.clusters_along_raster);
 }
 
 // Policy files from before the pdl field (data/policies/h100.txt) name 15 fields: their space is the same,

@@ -31,6 +31,9 @@ inline SpaceSpec small_spec() {
               {SplitK::kParallel, 2}, {SplitK::kParallel, 4}, {SplitK::kStreamK, 1}};
   s.static_shape = {false};
   s.pdl = {false};
+  // Every cluster with every raster: the tests tune on the cost model, which has no cost for a cluster across
+  // the raster (the GPU does).
+  s.clusters_along_raster = false;
   return s;
 }
 
