@@ -154,6 +154,7 @@ struct TuneArgs {
   std::string predictor;            // "": the built-in predictor for the GPU
   int guesses = 4;                  // the predictor's best guesses measured first on each shape
   int wave_fit = 2;                 // of the first designs, how many again with a width fitted to the waves
+  bool clusters_any_raster = false; // --clusters-any-raster: clusters across the raster's direction too
   std::string summary;              // per-model summary CSV
   std::string shard;                // --shapes: "I/N", this run's part of the list (runs on several GPUs)
 };
@@ -260,6 +261,13 @@ void report_jobs(const TuneArgs& args, const CommonArgs& a, const GpuIdentity& g
 
 // What tunes the problems: one strategy for all of them in turn, or (independent problems) a strategy per
 // problem seeded from it, rl ones each on a copy of the starting policy.
+// The design space a tune searches: the GPU's default, with clusters across the raster when asked for.
+search::SpaceSpec space_spec(const TuneArgs& args, int cc_major) {
+  search::SpaceSpec spec = search::SpaceSpec::for_gpu(cc_major);
+  spec.clusters_along_raster = !args.clusters_any_raster;
+  return spec;
+}
+
 struct Strategies {
   std::unique_ptr<search::Policy> policy;  // rl: shared, or the starting point of every problem
   std::unique_ptr<search::Policy> learned; // rl, independent, with --policy: what the problems taught
@@ -503,14 +511,14 @@ int run_tune_mpi(const TuneArgs& args) {
         if (lanes.hello(lane).error.empty()) gpu = lanes.hello(lane).gpu;
       if (!gpu) throw Error(ErrorKind::kNoDevice, "no rank can measure: rank 0: " + lanes.hello(0).error);
       gpu_used = *gpu;
-      const search::SpaceSpec spec = search::SpaceSpec::for_gpu(gpu->cc_major);
-      auto spaces = std::make_shared<search::DesignSpaces>(spec, smem_limit_or_hopper(gpu->smem_per_block_optin));
+      auto spaces = std::make_shared<search::DesignSpaces>(space_spec(args, gpu->cc_major),
+                                                           smem_limit_or_hopper(gpu->smem_per_block_optin));
       Strategies strategies = make_strategies(args, *spaces, problems.front().layout, true);
       const search::TuneOptions options = tune_options(args, problems, strategies, *gpu, spaces);
       std::fprintf(stderr, "rlgemm tune: %zu problems on %d rank%s (%s), strategy %s, database %s\n",
                    problems.size(), world.size(), world.size() == 1 ? "" : "s", gpu->name.c_str(),
                    args.strategy.c_str(), a.db.c_str());
-      outcomes = search::tune_distributed(store, lanes, strategies.factory, spec, options);
+      outcomes = search::tune_distributed(store, lanes, strategies.factory, spaces->spec(), options);
     }
     print_outcomes(outcomes, a);
     if (!args.models.empty()) {
@@ -553,7 +561,7 @@ int run_tune(const TuneArgs& args) {
   auto measurer = measurer_for(a);
   const GpuIdentity gpu = measurer->gpu();
   // The design spaces, built once for the policy, the tuner of every job and what the policy file learns.
-  auto spaces = std::make_shared<search::DesignSpaces>(search::SpaceSpec::for_gpu(gpu.cc_major),
+  auto spaces = std::make_shared<search::DesignSpaces>(space_spec(args, gpu.cc_major),
                                                        smem_limit_or_hopper(gpu.smem_per_block_optin));
   Strategies strategies = make_strategies(args, *spaces, jobs.front().problems.front().layout, args.independent);
   search::TuneOptions options = tune_options(args, jobs.front().problems, strategies, gpu, spaces);
@@ -701,6 +709,9 @@ CommandRegistration tune_registration("tune", [](CLI::App& app) -> std::function
                   "of the designs measured first on a shape, how many again with the tile width whose waves fill the "
                   "GPU, where that costs at least 5% less (0: none)")
       ->default_val(2);
+  cmd->add_flag("--clusters-any-raster", args->clusters_any_raster,
+                "search clusters across the raster's direction too (c2x1 with raster_n, c1x2 with raster_m), which "
+                "the default space leaves out");
   cmd->add_option("--summary", args->summary, "--model: write the per-model summary (wall time, gain) as CSV");
   return [args] { return run_tune(*args); };
 });

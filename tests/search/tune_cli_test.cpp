@@ -350,6 +350,27 @@ TEST(TuneCli, TuneThenBenchScriptRunsShardIOnTheIthVisibleGpu) {
   EXPECT_NE(r.output.find("names only 2"), std::string::npos) << r.output;
 }
 
+// The default space leaves out clusters across the raster's direction; --clusters-any-raster puts them back.
+TEST(TuneCli, ClustersAcrossTheRasterOnlyWhenAskedFor) {
+  TempDir dir;
+  auto across = [&](const std::string& flag) {
+    const std::string db = (dir / ("t" + flag + ".db")).string();
+    const auto r = run_rlgemm("tune --shapes 2048,4096,4096 --backend synthetic --in-process --guesses 0 --wave-fit 0 "
+                              "--strategy random --budget 40 --seed 3 " + flag + " --db " + db);
+    EXPECT_EQ(r.code, 0) << r.output;
+    Store store(db);
+    int count = 0;
+    for (const auto& row : store.measurements(store.gpu_id(SyntheticMeasurer().gpu()),
+                                              {{2048, 4096, 4096}, Layout::kTN}, TimingMode::kGraph)) {
+      const Design d = parse_design(row.design);
+      count += (d.cluster_m > 1 && d.raster != Raster::kAlongM) || (d.cluster_n > 1 && d.raster != Raster::kAlongN);
+    }
+    return count;
+  };
+  EXPECT_EQ(across(""), 0);
+  EXPECT_GT(across("--clusters-any-raster"), 0);
+}
+
 // A policy trained on an older design space (the built-in one predates the 16- and 32-row tiles and more) warm-
 // starts a tune on today's space, its options matched by name; the policy saved after the tune is of today's.
 TEST(TuneCli, APolicyOfAnOlderSpaceWarmStartsTheTune) {
