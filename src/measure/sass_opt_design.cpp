@@ -36,7 +36,7 @@ std::vector<uint8_t> read_file(const std::string& path) {
 // records the run (the compiled cubin stays: no gain, nothing changed, the reason in `changes`), so that a rerun
 // with --resume goes on with the next kernel; then Error(kHang) after a hang (the process must end without
 // waiting for the device), Error(kRuntime) after a fault.
-[[noreturn]] void stop_after_lost_context(SassOptDesignReport& report, const SassOptDesignOptions& o,
+[[noreturn]] void stop_after_lost_context(const SassOptDesignReport& report, const SassOptDesignOptions& o,
                                           std::unique_ptr<GpuSassEvaluator> gpu) {
   const std::string reason = gpu->context_lost_reason();
   if (!o.csv_path.empty()) {

@@ -7,7 +7,8 @@
 // M,N,K,layout are empty for a foreign kernel whose launch SPEC names no problem; `set` groups rows (sm80, sm90,
 // triton, ...); `actions` is the game's action space; ci_low and ci_high bound the re-measured offline gain
 // (95%, core/gain_interval.h; empty when there was nothing to re-measure); `changes` says what the best schedule
-// changed (sass::ScheduleChanges); graph_gain and its interval are the same schedule re-timed in CUDA graphs
+// changed (sass::ScheduleChanges), or, for a search that a candidate's fault or hang stopped, "stopped: " and
+// why (nothing kept); graph_gain and its interval are the same schedule re-timed in CUDA graphs
 // (the GPU's own time; empty when the offline re-measure did not keep it, or without a GPU).
 // Files of the earlier formats are rewritten in this one when a row is appended to them: first-format rows
 // (the columns up to `moves`) are marked as moves-only runs of the set their design's family names; rows of
