@@ -195,6 +195,13 @@ TEST(DesignSpace, ClustersPairTilesAlongTheRasterOnly) {
     EXPECT_FALSE(d.cluster_n > 1 && d.raster != Raster::kAlongN) << to_string(d);
   }
   EXPECT_TRUE(SpaceSpec{}.clusters_along_raster);
+  try {
+    spec_from_signature(along.signature() + ";cluster_raster:sometimes");
+    ADD_FAILURE() << "an unknown filter value was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+    EXPECT_NE(std::string(e.what()).find("cluster_raster is 'any' or 'along'"), std::string::npos) << e.what();
+  }
 }
 
 // Policy files from before the pdl field (data/policies/h100.txt) name 15 fields: their space is the same,
