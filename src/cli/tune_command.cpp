@@ -259,8 +259,6 @@ void report_jobs(const TuneArgs& args, const CommonArgs& a, const GpuIdentity& g
   }
 }
 
-// What tunes the problems: one strategy for all of them in turn, or (independent problems) a strategy per
-// problem seeded from it, rl ones each on a copy of the starting policy.
 // The design space a tune searches: the GPU's default, with clusters across the raster when asked for.
 search::SpaceSpec space_spec(const TuneArgs& args, int cc_major) {
   search::SpaceSpec spec = search::SpaceSpec::for_gpu(cc_major);
@@ -268,6 +266,8 @@ search::SpaceSpec space_spec(const TuneArgs& args, int cc_major) {
   return spec;
 }
 
+// What tunes the problems: one strategy for all of them in turn, or (independent problems) a strategy per
+// problem seeded from it, rl ones each on a copy of the starting policy.
 struct Strategies {
   std::unique_ptr<search::Policy> policy;  // rl: shared, or the starting point of every problem
   std::unique_ptr<search::Policy> learned; // rl, independent, with --policy: what the problems taught

@@ -21,12 +21,11 @@ SpaceSpec SpaceSpec::for_gpu(int cc_major) {
   return spec;
 }
 
-namespace {
-
-// A cluster whose pair of tiles lies across the raster's direction (SpaceSpec::clusters_along_raster).
-bool crosses_raster(const Design& d) {
+bool clusters_across_raster(const Design& d) {
   return (d.cluster_m > 1 && d.raster != Raster::kAlongM) || (d.cluster_n > 1 && d.raster != Raster::kAlongN);
 }
+
+namespace {
 
 bool applies(Field field, Family family) {
   switch (field) {
@@ -72,7 +71,7 @@ DesignSpace::DesignSpace(SpaceSpec spec, Layout layout, int smem_limit_bytes)
     if (field == int(Field::kPdl)) {
       const Design d = apply(p);
       if (why_invalid(d, layout_, smem_limit_bytes)) return;
-      if (spec_.clusters_along_raster && crosses_raster(d)) return;
+      if (spec_.clusters_along_raster && clusters_across_raster(d)) return;
       for (int o = 0; o < option_counts_[field]; ++o) {
         p[field] = uint8_t(o);
         points_.insert(points_.end(), p.begin(), p.end());

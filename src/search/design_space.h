@@ -89,6 +89,10 @@ struct SpaceSpec {
   static SpaceSpec for_gpu(int cc_major);
 };
 
+// Whether a design's cluster pairs tiles across its raster's direction (c2x1 with raster_n, c1x2 with raster_m):
+// what SpaceSpec::clusters_along_raster leaves out.
+bool clusters_across_raster(const Design& design);
+
 // A space's signature lists its fields' options, then the filters that are off, as items of their own:
 // "cluster_raster:any" for clusters_along_raster off. Whether a signature item is such a filter, not a field.
 inline bool is_filter_item(const std::string& item) { return item.rfind("cluster_raster:", 0) == 0; }

@@ -188,12 +188,9 @@ TEST(DesignSpace, ClustersPairTilesAlongTheRasterOnly) {
     EXPECT_FALSE(why_invalid(d, Layout::kTN)) << to_string(d);
     EXPECT_FALSE(every.encode(d).empty()) << to_string(d);
     EXPECT_EQ(!along.encode(d).empty(), kept) << to_string(d);
+    EXPECT_EQ(clusters_across_raster(d), !kept) << to_string(d);
   }
-  for (size_t i = 0; i < along.size(); ++i) {
-    const Design d = along.design(i);
-    EXPECT_FALSE(d.cluster_m > 1 && d.raster != Raster::kAlongM) << to_string(d);
-    EXPECT_FALSE(d.cluster_n > 1 && d.raster != Raster::kAlongN) << to_string(d);
-  }
+  for (size_t i = 0; i < along.size(); ++i) EXPECT_FALSE(clusters_across_raster(along.design(i))) << i;
   EXPECT_TRUE(SpaceSpec{}.clusters_along_raster);
   try {
     spec_from_signature(along.signature() + ";cluster_raster:sometimes");

@@ -362,8 +362,7 @@ TEST(TuneCli, ClustersAcrossTheRasterOnlyWhenAskedFor) {
     int count = 0;
     for (const auto& row : store.measurements(store.gpu_id(SyntheticMeasurer().gpu()),
                                               {{2048, 4096, 4096}, Layout::kTN}, TimingMode::kGraph)) {
-      const Design d = parse_design(row.design);
-      count += (d.cluster_m > 1 && d.raster != Raster::kAlongM) || (d.cluster_n > 1 && d.raster != Raster::kAlongN);
+      count += clusters_across_raster(parse_design(row.design));
     }
     return count;
   };
