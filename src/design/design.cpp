@@ -409,6 +409,8 @@ std::optional<std::string> sm90_rules(const Design& d, Layout layout, int smem_l
 
 }  // namespace
 
+static_assert(sm90::smem_per_block() == kHopperSmemPerBlock, "the sm90 kernel lays out its shared memory for this limit");
+
 long sm80_smem_bytes(const Design& d, Layout layout) {
   // The kernel's view: with swap_ab the roles of A and B exchange (A' = B, B' = A).
   const bool pad = d.smem == SmemLayout::kPad;

@@ -186,9 +186,10 @@ class Sm90Family final : public KernelFamily {
     encode_operand(api, &p.a, type, a_src, v.a_mn_major, v.m, v.k, d.bm, d.bk, d.cluster_n);
     encode_operand(api, &p.b, type, b_src, v.b_mn_major, v.n, v.k, d.bn, d.bk, d.cluster_m);
     if (d.epilogue == Epilogue::kTma) {
-      // C in the problem's view (row-major M x N): dims {N, M}; box = 64 columns x one warpgroup's rows.
+      // C in the problem's view (row-major M x N): dims {N, M}; box = 64 columns x the rows of one staged chunk
+      // (a warpgroup's rows, or one m64 block of them).
       encode(api, &p.c, type, ops.c, problem.shape.n, problem.shape.m, problem.shape.n, 64,
-             sm90::warpgroup_rows(shape), CU_TENSOR_MAP_SWIZZLE_128B);
+             sm90::epilogue_rows(shape), CU_TENSOR_MAP_SWIZZLE_128B);
     }
     p.c_ptr = ops.c;
     p.m = static_cast<int>(v.m);

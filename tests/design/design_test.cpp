@@ -7,6 +7,7 @@
 #include <fstream>
 #include <vector>
 
+#include "design/sm90_shape.h"
 #include "rlgemm/error.h"
 
 namespace rlgemm {
@@ -302,6 +303,31 @@ TEST(DesignRules, SharedMemoryAccounting) {
   const Design d = parse_design("sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma");
   EXPECT_GE(sm90_smem_bytes(d), 4 * (128 + 256) * 64 * 2);
   EXPECT_LE(sm90_smem_bytes(d), 232448);
+}
+
+// The TMA-store epilogue stages chunks of a warpgroup's whole rows where they fit beside the pipeline, and 64x64
+// pieces where they do not: coopn 192x192 with 4 stages (4 x 48 KiB) and coop 256x128 with 4 stages fit only so.
+TEST(DesignRules, EpilogueStagesPiecesWhereWholeRowsDoNotFit) {
+  const auto shape_of = [](const char* text) { return sm90_shape(parse_design(text)); };
+  const sm90::Shape coopn3 = shape_of("sm90.ws.coopn/192x192x64/s3/c1x1/raster_n.g8/splitk1/epi_tma");
+  EXPECT_EQ(sm90::epilogue_rows(coopn3), 192);
+  EXPECT_EQ(sm90::epilogue_bytes(coopn3), 2 * 192 * 64 * 2);  // one buffer each: 96 columns, one whole chunk
+  for (const char* text : {"sm90.ws.coopn/192x192x64/s4/c1x1/raster_n.g8/splitk1/epi_tma",
+                           "sm90.ws.coop/256x128x64/s4/c1x1/raster_n.g8/splitk1/epi_tma"}) {
+    const Design d = parse_design(text);
+    EXPECT_FALSE(why_invalid(d, Layout::kTN)) << text;
+    const sm90::Shape s = sm90_shape(d);
+    EXPECT_EQ(sm90::epilogue_rows(s), 64) << text;
+    EXPECT_EQ(sm90::epilogue_buffers(s), 2) << text;  // three or four pieces per warpgroup: double-buffered
+    EXPECT_EQ(sm90_smem_bytes(d), 1024 + 4 * 48 * 1024 + 2 * 2 * 64 * 64 * 2 + 2 * 4 * 8 + 64) << text;
+    EXPECT_LE(sm90_smem_bytes(d), kHopperSmemPerBlock) << text;
+  }
+  // Registers do not stage: the same stages there need no room for an epilogue.
+  EXPECT_EQ(sm90::epilogue_bytes(shape_of("sm90.ws.coopn/192x192x64/s4/c1x1/raster_n.g8/splitk1/epi_reg")), 0);
+  // Five stages of 48 KiB leave no room even for pieces.
+  const auto why = why_invalid(parse_design("sm90.ws.coop/256x128x64/s5/c1x1/raster_n.g8/splitk1/epi_tma"), Layout::kTN);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("shared memory over the limit"), std::string::npos) << *why;
 }
 
 TEST(Design, SplitKNeedsAKBlockPerSliceOnSm90) {

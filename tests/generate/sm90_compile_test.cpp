@@ -12,6 +12,7 @@
 #include "kernels/sm90/params.h"
 #include "rlgemm/error.h"
 #include "support/coop_columns.h"
+#include "support/epilogue_pieces.h"
 #include "support/tile_widths.h"
 
 namespace rlgemm {
@@ -37,12 +38,14 @@ const std::vector<std::string> kSweepFeatures = {
     "sm90.ws.coop/128x128x64/s4/c1x2/raster_n.g4/splitk16.serial/epi_tma/pdl",
 };
 
-// The features above, then the widths beside the multiples of 64 (tests/support/tile_widths.h) and the
-// cooperative schedule that splits columns (tests/support/coop_columns.h).
+// The features above, then the widths beside the multiples of 64 (tests/support/tile_widths.h), the
+// cooperative schedule that splits columns (tests/support/coop_columns.h) and the epilogue staged in 64x64 pieces
+// (tests/support/epilogue_pieces.h).
 std::vector<std::string> sweep() {
   std::vector<std::string> designs = kSweepFeatures;
   designs.insert(designs.end(), test::kNewTileWidthDesigns.begin(), test::kNewTileWidthDesigns.end());
   designs.insert(designs.end(), test::kCoopColumnsDesigns.begin(), test::kCoopColumnsDesigns.end());
+  designs.insert(designs.end(), test::kEpiloguePiecesDesigns.begin(), test::kEpiloguePiecesDesigns.end());
   return designs;
 }
 const std::vector<std::string> kSweep = sweep();

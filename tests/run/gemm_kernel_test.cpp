@@ -23,11 +23,13 @@
 #include <random>
 #include <thread>
 
+#include "design/sm90_shape.h"
 #include "run/driver.h"
 #include "run/module_cache.h"
 #include "support/bf16.h"
 #include "support/gpu.h"
 #include "support/coop_columns.h"
+#include "support/epilogue_pieces.h"
 #include "support/tile_widths.h"
 
 namespace rlgemm {
@@ -374,6 +376,18 @@ TEST_F(GpuGemm, Sm90DesignsMatchTheReferenceOnAwkwardShapes) {
 TEST_F(GpuGemm, CooperativeColumnsMatchTheReferenceOnAwkwardShapes) {
   if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
   check_designs_on_awkward_shapes(*this, test::kCoopColumnsDesigns, DType::kF16, /*valid_layouts_only=*/true);
+}
+
+// Designs whose TMA-store epilogue stages 64x64 pieces (the pipeline leaves too little shared memory for chunks
+// of a warpgroup's whole rows): a ragged edge cuts pieces of every position, and the pieces' double buffer turns
+// over within a tile and across tiles.
+TEST_F(GpuGemm, EpilogueInPiecesMatchesTheReferenceOnAwkwardShapes) {
+  if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
+  for (const auto& text : test::kEpiloguePiecesDesigns) {
+    const sm90::Shape shape = sm90_shape(parse_design(text));
+    ASSERT_LT(sm90::epilogue_rows(shape), sm90::warpgroup_rows(shape)) << text;
+  }
+  check_designs_on_awkward_shapes(*this, test::kEpiloguePiecesDesigns, DType::kF16, /*valid_layouts_only=*/true);
 }
 
 // The tile widths the search offers beside 64..256 in steps of 64 (search/design_space.h): narrow tiles (16, 32)

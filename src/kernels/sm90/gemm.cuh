@@ -82,7 +82,10 @@ struct Gemm {
   static constexpr int kATileBytes = kBM * kBK * 2;
   static constexpr int kBTileBytes = kBN * kBK * 2;
   static constexpr int kStageBytes = kATileBytes + kBTileBytes;
-  static constexpr int kEpiBufBytes = kWgRows * 64 * 2;  // one 64-column chunk of a warpgroup's rows
+  // The TMA-store epilogue's staged chunk: 64 columns of the warpgroup's rows, or of one m64 block of them where
+  // the pipeline leaves too little shared memory (params.h's epilogue_rows).
+  static constexpr int kEpiRows = epilogue_rows(kShape);
+  static constexpr int kEpiBufBytes = kEpiRows * 64 * 2;
 
   static_assert(kBM % 64 == 0 && kBM <= 256, "BM is a multiple of 64, at most 256");
   static_assert(Cfg::kPingpong || Cfg::kSplitColumns || kBM % 128 == 0,
@@ -307,44 +310,52 @@ struct Gemm {
     }
   }
 
-  // stmatrix each whole 64-column chunk of the warpgroup's rows into a swizzled buffer, then one thread stores
-  // it with TMA. A buffer is reused once the store kEpiBuffers chunks back has read it. Columns past the last
-  // whole chunk (kTmaCols) are the caller's to store.
+  // stmatrix each whole 64-column chunk of the warpgroup's rows (or of each m64 block of them: kEpiRows) into a
+  // swizzled buffer, then one thread stores it with TMA. A buffer is reused once the store kEpiBuffers chunks
+  // back has read it. Columns past the last whole chunk (kTmaCols) are the caller's to store.
   static __device__ __forceinline__ void store_c_tma(const float (&acc)[kMmaM][kAcc], const Params& p, u32 bufs,
                                                      int row0, int col0, int wg_thread, u32 bar_id) {
     const int warp = wg_thread / 32, lane = wg_thread % 32;
     const int j = lane / 8;  // which of the four 8x8 matrices this lane addresses
+    constexpr int kRowChunks = kWgRows / kEpiRows, kBlocksPerChunk = kMmaM / kRowChunks;
+    constexpr int kChunks = kTmaCols / 64 * kRowChunks;
+    static_assert(kChunks == epilogue_chunks(kShape), "the chunks params.h counts");
 #pragma unroll
     for (int q = 0; q < kWgCols / 64; ++q) {
-      const u32 buf = bufs + (q % kEpiBuffers) * kEpiBufBytes;
-      // Before a buffer is written again, the TMA store that last read it must be done reading. Within a
-      // tile that store is kEpiBuffers - 1 groups back; the first chunk of a tile follows the previous
-      // tile's last chunk, which used the same buffer when the chunk count is not a multiple of the buffer
-      // count (BN = 192: buffers 0, 1, 0 | 0 ...): then every store must be done reading.
-      if (wg_thread == 0) {
-        if (q == 0 && (kWgCols / 64) % kEpiBuffers != 0) ptx::tma_store_wait_read<0>();
-        else ptx::tma_store_wait_read<kEpiBuffers - 1>();
-      }
-      ptx::named_barrier_sync(bar_id, 128);
 #pragma unroll
-      for (int mi = 0; mi < kMmaM; ++mi) {
-        const int row = mi * 64 + warp * 16 + (j & 1) * 8 + lane % 8;
-#pragma unroll
-        for (int pair = 0; pair < 4; ++pair) {
-          const int c = q * 8 + pair * 2;  // first of the two 8-column blocks
-          const int chunk = pair * 2 + (j >> 1);
-          const u32 addr = buf + row * 128 + ((chunk ^ (row % 8)) * 16);
-          ptx::stmatrix_x4(addr, pack_elements(acc[mi][4 * c], acc[mi][4 * c + 1]),
-                           pack_elements(acc[mi][4 * c + 2], acc[mi][4 * c + 3]),
-                           pack_elements(acc[mi][4 * c + 4], acc[mi][4 * c + 5]),
-                           pack_elements(acc[mi][4 * c + 6], acc[mi][4 * c + 7]));
+      for (int r = 0; r < kRowChunks; ++r) {
+        const int chunk_index = q * kRowChunks + r;
+        const u32 buf = bufs + (chunk_index % kEpiBuffers) * kEpiBufBytes;
+        // Before a buffer is written again, the TMA store that last read it must be done reading. Within a
+        // tile that store is kEpiBuffers - 1 groups back; the first chunk of a tile follows the previous
+        // tile's last chunk, which used the same buffer when the chunk count is not a multiple of the buffer
+        // count (3 chunks: buffers 0, 1, 0 | 0 ...): then every store must be done reading.
+        if (wg_thread == 0) {
+          if (chunk_index == 0 && kChunks % kEpiBuffers != 0) ptx::tma_store_wait_read<0>();
+          else ptx::tma_store_wait_read<kEpiBuffers - 1>();
         }
-      }
-      ptx::fence_proxy_async_smem();
-      ptx::named_barrier_sync(bar_id, 128);
-      if (wg_thread == 0) {
-        ptx::tma_store_2d(&p.c, buf, col0 + q * 64, row0);
-        ptx::tma_store_commit();
+        ptx::named_barrier_sync(bar_id, 128);
+#pragma unroll
+        for (int b = 0; b < kBlocksPerChunk; ++b) {
+          const int mi = r * kBlocksPerChunk + b;
+          const int row = b * 64 + warp * 16 + (j & 1) * 8 + lane % 8;  // in the chunk
+#pragma unroll
+          for (int pair = 0; pair < 4; ++pair) {
+            const int c = q * 8 + pair * 2;  // first of the two 8-column blocks
+            const int col16 = pair * 2 + (j >> 1);
+            const u32 addr = buf + row * 128 + ((col16 ^ (row % 8)) * 16);
+            ptx::stmatrix_x4(addr, pack_elements(acc[mi][4 * c], acc[mi][4 * c + 1]),
+                             pack_elements(acc[mi][4 * c + 2], acc[mi][4 * c + 3]),
+                             pack_elements(acc[mi][4 * c + 4], acc[mi][4 * c + 5]),
+                             pack_elements(acc[mi][4 * c + 6], acc[mi][4 * c + 7]));
+          }
+        }
+        ptx::fence_proxy_async_smem();
+        ptx::named_barrier_sync(bar_id, 128);
+        if (wg_thread == 0) {
+          ptx::tma_store_2d(&p.c, buf, col0 + q * 64, row0 + r * kEpiRows);
+          ptx::tma_store_commit();
+        }
       }
     }
   }

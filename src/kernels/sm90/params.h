@@ -60,17 +60,37 @@ RLGEMM_SM90_HD constexpr int warpgroup_cols(const Shape& s) { return s.split_col
 // partial slot of its own.
 RLGEMM_SM90_HD constexpr int warpgroups_per_tile(const Shape& s) { return s.pingpong ? 1 : consumer_warpgroups(); }
 RLGEMM_SM90_HD constexpr int stage_bytes(const Shape& s) { return (s.bm + s.bn) * s.bk * 2; }
-// The TMA-store epilogue stages 64-column chunks of a consumer warpgroup's rows. Cooperative warpgroups
-// double-buffer them (the store of one chunk overlaps the writing of the next) where they own at least two
-// chunks; ping-pong warpgroups use one buffer each, since the other warpgroup's MMAs already hide their
-// epilogue.
-RLGEMM_SM90_HD constexpr int epilogue_buffers(const Shape& s) {
+// The opt-in shared memory per block of an H100 or H200 (227 KiB): the budget the kernel's layout is chosen for.
+RLGEMM_SM90_HD constexpr int smem_per_block() { return 232448; }
+RLGEMM_SM90_HD constexpr int barrier_bytes(const Shape& s) { return 2 * s.stages * 8 + 16 * 4; }
+// The TMA-store epilogue stages 64-column chunks of a consumer warpgroup's rows and stores each by TMA. A chunk
+// spans the warpgroup's rows, unless the pipeline's stages leave too little room for those chunks: then each
+// chunk is one m64 block of rows (a 64x64 piece; more stores, an eighth to a quarter of the staging).
+RLGEMM_SM90_HD constexpr int whole_rows_epilogue_buffers(const Shape& s) {
   return s.pingpong || warpgroup_cols(s) < 128 ? 1 : 2;
 }
-RLGEMM_SM90_HD constexpr int epilogue_bytes(const Shape& s) {
-  return s.epilogue_tma ? consumer_warpgroups() * epilogue_buffers(s) * warpgroup_rows(s) * 64 * 2 : 0;
+RLGEMM_SM90_HD constexpr bool whole_rows_epilogue_fits(const Shape& s) {
+  return 1024 + s.stages * stage_bytes(s) +
+             consumer_warpgroups() * whole_rows_epilogue_buffers(s) * warpgroup_rows(s) * 64 * 2 + barrier_bytes(s) <=
+         smem_per_block();
 }
-RLGEMM_SM90_HD constexpr int barrier_bytes(const Shape& s) { return 2 * s.stages * 8 + 16 * 4; }
+// Rows of one staged chunk (and of the TMA-store box).
+RLGEMM_SM90_HD constexpr int epilogue_rows(const Shape& s) {
+  return whole_rows_epilogue_fits(s) ? warpgroup_rows(s) : 64;
+}
+// Chunks a consumer warpgroup stages per tile.
+RLGEMM_SM90_HD constexpr int epilogue_chunks(const Shape& s) {
+  return warpgroup_cols(s) / 64 * (warpgroup_rows(s) / epilogue_rows(s));
+}
+// Cooperative warpgroups double-buffer the chunks (the store of one overlaps the writing of the next) where they
+// stage at least two; ping-pong warpgroups use one buffer each, since the other warpgroup's MMAs already hide
+// their epilogue.
+RLGEMM_SM90_HD constexpr int epilogue_buffers(const Shape& s) {
+  return whole_rows_epilogue_fits(s) ? whole_rows_epilogue_buffers(s) : (s.pingpong || epilogue_chunks(s) < 2 ? 1 : 2);
+}
+RLGEMM_SM90_HD constexpr int epilogue_bytes(const Shape& s) {
+  return s.epilogue_tma ? consumer_warpgroups() * epilogue_buffers(s) * epilogue_rows(s) * 64 * 2 : 0;
+}
 // Dynamic shared memory to request: 1024 bytes of slack to align the swizzled tiles to 1024 bytes.
 RLGEMM_SM90_HD constexpr int smem_bytes(const Shape& s) {
   return 1024 + s.stages * stage_bytes(s) + epilogue_bytes(s) + barrier_bytes(s);
