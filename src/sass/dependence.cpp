@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <regex>
 
 namespace rlgemm::sass {
 
@@ -192,11 +193,46 @@ int stall_distance(const KernelCode& code, const std::vector<int>& order, const 
 
 namespace {
 
+// The blocks control may enter from block `k` (slots [begin, end)): the next one (taken as a successor even
+// after an unconditional branch: it only adds windows) and the targets of its control-flow instructions.
+std::vector<int> successor_blocks(const KernelCode& code, size_t begin, size_t end) {
+  static const std::regex hex(R"(0x[0-9a-fA-F]+)");
+  const auto& block = code.block_of();
+  std::vector<int> next;
+  if (end < code.size()) next.push_back(block[end]);
+  for (size_t i = begin; i < end; ++i) {
+    const auto& ins = code.at(i);
+    if (!ins.dis.control_flow) continue;
+    for (std::sregex_iterator it(ins.dis.operands.begin(), ins.dis.operands.end(), hex), e; it != e; ++it) {
+      const uint64_t target = std::stoull((*it)[0], nullptr, 16);
+      if (target % kInstructionBytes == 0 && target / kInstructionBytes < code.size())
+        next.push_back(block[target / kInstructionBytes]);
+    }
+  }
+  std::sort(next.begin(), next.end());
+  next.erase(std::unique(next.begin(), next.end()), next.end());
+  return next;
+}
+
+// Whether `b` waits until `producer` has completed, results written and sources read: an HGMMA's
+// accumulators are complete after "WARPGROUP.DEPBAR.LE gsb0, 0x0" (wgmma.wait_group 0, which PTX requires
+// before the accumulators are accessed; ptxas reads them only after such a wait), however far it is.
+bool waits_for(const Instruction& producer, const Instruction& b) {
+  if (producer.base() != "HGMMA" || b.dis.opcode.rfind("WARPGROUP.DEPBAR", 0) != 0) return false;
+  const auto ops = split_operands(b.dis.operands);
+  return ops.size() == 2 && ops[1] == "0x0";
+}
+
 // The fixed-latency windows of the compiled code: each producer's first reader (or next writer, for a late
-// reader's sources) in its block, and the producers still pending when their block ends (consumer -1).
-void latency_windows(const KernelCode& code, std::vector<LatencyPair>* pairs, std::vector<LatencyPair>* exits) {
+// reader's sources) in its block, the producers still pending when their block ends (consumer -1), and the
+// readers at the head of a successor block that the block-end window leaves short (entry windows).
+void latency_windows(const KernelCode& code, std::vector<LatencyPair>* pairs, std::vector<LatencyPair>* exits,
+                     std::vector<LatencyPair>* entries = nullptr) {
   const size_t n = code.size();
   const auto& block = code.block_of();
+  std::vector<size_t> block_begin;
+  for (size_t i = 0; i < n; ++i)
+    if (i == 0 || block[i] != block[i - 1]) block_begin.push_back(i);
   for (size_t p = 0; p < n; ++p) {
     const Instruction& a = code.at(p);
     const bool late_reader = a.mem != MemClass::kNone && a.control.read_sb == kNoScoreboard && a.uses.any();
@@ -204,28 +240,79 @@ void latency_windows(const KernelCode& code, std::vector<LatencyPair>* pairs, st
     RegSet pending_defs = a.fixed_latency ? a.defs : RegSet();  // until written again
     RegSet unread = pending_defs;                                  // not read yet either
     RegSet pending_uses = late_reader ? a.uses : RegSet();
-    int had = 0;          // stall cycles from p to c
-    int first_read = -1;  // stall cycles from p to its first reader
+    // Predicate results not yet read as a guard (nor overwritten): a guard read needs more than a.latency
+    // (kGuardPredicateLatency).
+    RegSet unguarded;
+    for (int k = kPredBase; k < kRegSlots; ++k) unguarded[size_t(k)] = pending_defs[size_t(k)];
+    int had = 0;           // stall cycles from p to c
+    int first_read = -1;   // stall cycles from p to its first reader
     size_t c = p + 1;
     for (; c < n && block[c] == block[p]; ++c) {
       had += std::max(1, code.at(c - 1).control.stall);
       const Instruction& b = code.at(c);
+      if (waits_for(a, b)) pending_defs.reset(), unread.reset(), unguarded.reset(), pending_uses.reset();
       const bool raw = (pending_defs & b.uses).any();
       const bool war = (pending_uses & b.defs).any();
+      const bool guard = b.guard >= 0 && pending_defs[size_t(b.guard)];
       if (raw && first_read < 0) first_read = had;
       // Every reader of the result is bound, by as much as the first one had (what ptxas found enough), so that
       // a later reader moved above the first (readers may pass each other) does not come closer. The first
-      // writer of a late reader's sources is bound: later writers follow it.
-      if (raw || war) pairs->push_back({int(p), int(c), raw ? std::min(first_read, a.latency) : std::min(had, 2)});
+      // writer of a late reader's sources is bound: later writers follow it. A reader of the result as its
+      // guard predicate is bound by the guard's latency as well (kGuardPredicateLatency), each by as much as
+      // it had itself: an ELECT, a BRA.U.ANY or a BRA that issued 12 cycles after the PLOP3/ISETP/ELECT
+      // writing its guard hung or faulted an H100 where every window of a.latency cycles held, and a first
+      // guard read closer than that (ptxas reads a VOTEU's uniform predicate as a guard 5 cycles after it)
+      // says nothing of the later ones.
+      int required = raw ? std::min(first_read, a.latency) : std::min(had, 2);
+      if (guard) required = std::max(required, std::min(had, kGuardPredicateLatency));
+      if (raw || war) pairs->push_back({int(p), int(c), required});
       unread &= ~(b.uses | b.defs);
+      if (guard) unguarded.reset(size_t(b.guard));
       // A guarded write may leave the result in place for the readers after it.
-      if (b.dis.predicate.empty()) pending_defs &= ~b.defs;
+      if (b.dis.predicate.empty()) pending_defs &= ~b.defs, unguarded &= ~b.defs;
       pending_uses &= ~b.defs;
     }
     had += std::max(1, code.at(c - 1).control.stall);
     if (c >= n) continue;  // the kernel's end: nothing follows
-    if (unread.any()) exits->push_back({int(p), -1, std::min(had, a.latency)});
-    else if (pending_uses.any()) exits->push_back({int(p), -1, std::min(had, 2)});
+    // The next block's first instructions may read the result, a late reader's sources, or a predicate as
+    // their guard (a loop's "@P0 BRA" back to its head, a predicate set before a label).
+    int required = 0;
+    if (unread.any()) required = std::min(had, a.latency);
+    if (unguarded.any()) required = std::max(required, std::min(had, kGuardPredicateLatency));
+    if (pending_uses.any()) required = std::max(required, std::min(had, 2));
+    if (required > 0) exits->push_back({int(p), -1, required});
+    // Entry windows. The block-end window keeps `required` cycles before the end, all the compiled code had
+    // where that was less than the latency: the rest of the latency lies at the head of the successor,
+    // before the reader there, e.g. ELECT (a block of its own) and the "@P2 PLOP3" three instructions into
+    // the next block that reads its predicate as a guard. The readers of a pending result in a successor,
+    // until the result is written again (or waited for: waits_for), keep min(the first reader's compiled
+    // distance from the block's start, the latency not yet covered) cycles from that start (consumer = the
+    // reader, counted from its block's first slot): as inside a block, a later reader is bound by as much
+    // as the first one had, what ptxas found enough. A reader of a pending predicate as its guard keeps
+    // min(its own distance, the guard latency not yet covered), as inside a block. (Each reader's own distance froze whole epilogues: the
+    // F2FPs and STGs hundreds of cycles into the block after the main loop, behind its
+    // "WARPGROUP.DEPBAR.LE gsb0, 0x0", kept their distance from the loop's last HGMMA, which has no modelled
+    // latency.)
+    if (!entries || required == 0) continue;
+    for (int t : successor_blocks(code, block_begin[size_t(block[p])], c)) {
+      RegSet results = unread, guards = unguarded;
+      int d = 0;                // stall cycles from the successor's first slot to r
+      int first_result = -1;    // ... to the first reader of a pending result
+      for (size_t r = block_begin[size_t(t)]; r < n && block[r] == t && (results | guards).any(); ++r) {
+        const Instruction& b = code.at(r);
+        if (waits_for(a, b)) break;
+        const bool reads = (results & b.uses).any();
+        const bool guarded = b.guard >= 0 && guards[size_t(b.guard)];
+        if (reads && first_result < 0) first_result = d;
+        int bound = 0;
+        if (reads && a.latency > required) bound = std::min(first_result, a.latency - required);
+        if (guarded && kGuardPredicateLatency > required)
+          bound = std::max(bound, std::min(d, kGuardPredicateLatency - required));
+        if (bound > 0) entries->push_back({int(p), int(r), bound});
+        if (b.dis.predicate.empty()) results &= ~b.defs, guards &= ~b.defs;
+        d += std::max(1, b.control.stall);
+      }
+    }
   }
 }
 
@@ -241,6 +328,12 @@ std::vector<LatencyPair> exit_windows(const KernelCode& code) {
   std::vector<LatencyPair> pairs, exits;
   latency_windows(code, &pairs, &exits);
   return exits;
+}
+
+std::vector<LatencyPair> entry_windows(const KernelCode& code) {
+  std::vector<LatencyPair> pairs, exits, entries;
+  latency_windows(code, &pairs, &exits, &entries);
+  return entries;
 }
 
 std::vector<std::string> check_controls(const KernelCode& code, const std::vector<int>& order,
@@ -338,6 +431,13 @@ std::vector<std::string> check_invariants(const KernelCode& code, const std::vec
     if (d < e.required)
       problems.push_back("latency window: " + std::to_string(e.producer) + " only " + std::to_string(d) +
                          " cycles before its block's end, needs " + std::to_string(e.required));
+  }
+  for (const auto& e : entry_windows(code)) {
+    const int d = cycles(spacing.block_begin[size_t(block[e.consumer])], slot_of[e.consumer]);
+    if (d < e.required)
+      problems.push_back("latency window: " + std::to_string(e.consumer) + " only " + std::to_string(d) +
+                         " cycles after its block's start, needs " + std::to_string(e.required) + " (producer " +
+                         std::to_string(e.producer) + " in a block before)");
   }
   return problems;
 }

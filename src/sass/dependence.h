@@ -85,6 +85,13 @@ std::vector<LatencyPair> latency_pairs(const KernelCode& code);
 // the block's end (consumer = -1), min(latency, what the compiled schedule had), since the next block's
 // first instructions may be its consumers.
 std::vector<LatencyPair> exit_windows(const KernelCode& code);
+// The rest of such a window at the head of each block that may follow (the next block and branch targets):
+// where the block-end window is shorter than the latency (ELECT ends its block one cycle after it issues),
+// each reader of the pending result in the successor, until the result is written again or waited for (an
+// HGMMA's accumulators after "WARPGROUP.DEPBAR.LE gsb0, 0x0"), stays `required` cycles from its block's
+// first slot: min(the first such reader's compiled distance from there, the latency not yet covered).
+// `producer` names the instruction in the block before, `consumer` the reader.
+std::vector<LatencyPair> entry_windows(const KernelCode& code);
 
 // A scoreboard takes effect a cycle after its setter issues: ptxas keeps a setter's stall at 2 or more
 // where a waiter might follow. A setter's stall stays at least min(compiled stall, kScoreboardSetupCycles).
@@ -94,8 +101,8 @@ inline constexpr int kScoreboardSetupCycles = 2;
 int stall_distance(const KernelCode& code, const std::vector<int>& order, const std::vector<int>& slot_of, int from, int to);
 
 // Compares `order` against the compiled order: same dependence graph, same blocks per slot, pinned and
-// fence instructions in place, every latency pair and block-end window (exit_windows) still far enough
-// apart, memory requests spaced, in the stall counts of `controls` (per original index; nullptr: the
+// fence instructions in place, every latency pair, block-end window (exit_windows) and block-start window
+// (entry_windows) still far enough apart, memory requests spaced, in the stall counts of `controls` (per original index; nullptr: the
 // compiled ones). Returns the violations (empty: ok).
 std::vector<std::string> check_invariants(const KernelCode& code, const std::vector<int>& order,
                                           const std::vector<ControlFields>* controls = nullptr);

@@ -56,6 +56,7 @@ std::string to_string(const Move& m) {
 Schedule::Schedule(const KernelCode& code, ActionSpace space) : code_(&code), space_(space) {
   pairs_ = latency_pairs(code);
   exits_ = exit_windows(code);
+  entries_ = entry_windows(code);
   pairs_by_instruction_.resize(code.size());
   for (size_t i = 0; i < pairs_.size(); ++i) {
     pairs_by_instruction_[pairs_[i].producer].push_back(int(i));
@@ -194,6 +195,17 @@ std::string Schedule::why_illegal_stall(const Move& m) const {
       return "latency window: " + code.at(e.producer).dis.text() + " would leave " + std::to_string(d - less) +
              " cycles before its block's end (fixed latency, consumers may follow), needs " + std::to_string(e.required);
   }
+  // And the rest of such a window at the head of the next block, before the reader there.
+  for (const auto& e : entries_) {
+    const int to = slot_of_[e.consumer];
+    if (to <= s || code.block_of()[to] != int(k)) continue;
+    int d = 0;
+    for (int slot = spacing_.block_begin[k]; slot < to; ++slot) d += cycles(slot);
+    if (d - less < e.required)
+      return "latency window: " + code.at(e.consumer).dis.text() + " would come " + std::to_string(d - less) +
+             " cycles after its block's start, where its producer " + code.at(e.producer).dis.text() +
+             " in a block before needs " + std::to_string(e.required);
+  }
   std::vector<ControlFields> changed = controls_;
   changed[m.instruction].stall = now;
   const std::string spacing = issue_spacing_violation(code, spacing_, [&](int slot) { return order_[slot]; }, s, s, &changed);
@@ -289,6 +301,15 @@ std::string Schedule::why_illegal_move(const Move& m) const {
     if (cycles < e.required)
       return "latency window: " + code.at(e.producer).dis.text() + " would leave " + std::to_string(cycles) +
              " cycles before its block's end, needs " + std::to_string(e.required);
+  }
+  // And for the readers at the block's head of a result pending at the end of a block before.
+  for (const auto& e : entries_) {
+    if (e.consumer != m.instruction && e.consumer != other) continue;
+    int cycles = 0;
+    for (int slot = spacing_.block_begin[k]; slot < slot_after(e.consumer); ++slot) cycles += std::max(1, controls_[id_at(slot)].stall);
+    if (cycles < e.required)
+      return "latency window: " + code.at(e.consumer).dis.text() + " would come " + std::to_string(cycles) +
+             " cycles after its block's start, needs " + std::to_string(e.required);
   }
   // Memory issue spacing: two load/store-pipe requests stay kMemoryIssueCycles apart, as ptxas keeps them.
   const std::string spacing = issue_spacing_violation(code, spacing_, id_at, std::min(s, t), std::max(s, t), &controls_);

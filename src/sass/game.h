@@ -82,6 +82,7 @@ class Schedule {
   std::vector<int> actors_;
   std::vector<ControlFields> controls_;
   std::vector<LatencyPair> exits_;  // exit_windows(): fixed-latency results still pending at their block's end
+  std::vector<LatencyPair> entries_;  // entry_windows(): their readers at the head of a following block
   std::vector<int> order_;
   std::vector<int> slot_of_;
   std::vector<LatencyPair> pairs_;

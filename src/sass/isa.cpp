@@ -215,9 +215,13 @@ int operand_width(const std::string& base, const std::vector<std::string>& mods,
 // Conservative fixed latencies (cycles) of results that carry no scoreboard, known for the ALU and tensor
 // pipes. For the rest the compiled distance stays (kUntimedLatency): a memory instruction's result that ptxas
 // left without a scoreboard (an LDSM read 100 cycles later, a ULDC whose vector readers ptxas keeps 10 cycles
-// and more away) and R2UR's, whose readers ptxas keeps 8 and more cycles away (13 in most places) on sm_90a.
+// and more away), R2UR's, whose readers ptxas keeps 8 and more cycles away (13 in most places) on sm_90a,
+// and the results of barrier, convergence and unknown instructions (ELECT's predicate and uniform register,
+// BMOV, LEPC...), which issue to units whose latency rlgemm does not know. (A predicate read as a guard has a
+// longer window of its own: kGuardPredicateLatency.)
 int fixed_latency_of(const std::string& base, MemClass mem) {
   if (mem != MemClass::kNone || base == "R2UR") return kUntimedLatency;
+  if (!plain_opcodes().count(base) && base != "HGMMA") return kUntimedLatency;
   if (base == "HMMA" || base == "IMMA" || base == "DMMA") return 32;
   if (base == "DADD" || base == "DMUL" || base == "DFMA") return 16;
   return 6;
@@ -310,23 +314,31 @@ Instruction analyze_instruction(const DisasmInstruction& dis, const InstructionW
   if (!dis.predicate.empty()) {
     RegToken g = parse_register(dis.predicate.substr(1));
     add_range(ins.uses, g.slot, 1);
+    if (g.is_predicate) ins.guard = g.slot;
     // "@!PT" never executes: a filler that ptxas places, not worth moving.
   }
   const auto ops = split_operands(dis.operands);
   // Destinations: the leading register operand, then the predicate operands right after it (carry-outs,
-  // second compare results); LOP3/SHFL-like forms "P, R, ..." also write the general register.
+  // second compare results); LOP3/SHFL-like forms "P, R, ..." also write the general register. A form that
+  // starts with a predicate writes two at most ("ISETP P0, PT, R4, ...", "PLOP3.LUT P0, PT, P1, PT, UP0, ...":
+  // Pd and Pq, the rest are its sources), one after a register at most two (IADD3's carries "R4, P0, P1").
+  // VOTE's last operand is the predicate it votes on ("VOTEU.ALL UP0, P2", "VOTE.ANY R5, PT, P0"): a source.
+  // (Taking every leading predicate as a destination hid PLOP3's and VOTEU's predicate sources from the
+  // dependence graph and the latency windows: a schedule whose one shortened stall brought "PLOP3.LUT P0, PT,
+  // PT, PT, UP0" 5 cycles after the UISETP writing UP0, 6 compiled, faulted an H100; see fault_schedules_test.)
   size_t dest_end = 0;
   if (!cls.no_dest && !ops.empty() && parse_register(ops[0]).is_register) {
     dest_end = 1;
     const bool first_pred = parse_register(ops[0]).is_predicate;
-    while (dest_end < ops.size() && parse_register(ops[dest_end]).is_predicate) ++dest_end;
+    size_t most = first_pred ? 2 : 3;
+    if (base == "VOTE" || base == "VOTEU") most = std::min(most, ops.size() - 1);
+    while (dest_end < most && dest_end < ops.size() && parse_register(ops[dest_end]).is_predicate) ++dest_end;
     if (first_pred && dest_end < ops.size() && (base == "LOP3" || base == "ULOP3" || base == "SHFL" || base == "LEA" ||
                                                 base == "IADD3" || base == "UIADD3")) {
       RegToken r = parse_register(ops[dest_end]);
       if (r.is_register && !r.is_predicate) ++dest_end;
     }
-    // Compare-like forms end their destinations at the first source; "VOTE R, P, Psrc" over-approximates
-    // Psrc as a destination too, which only adds constraints.
+    // Compare-like forms end their destinations at the first source.
   }
   const bool bulk = ins.mem == MemClass::kBulk;
   for (size_t i = 0; i < ops.size(); ++i) {

@@ -19,6 +19,15 @@ inline constexpr int kUniformBase = 256, kPredBase = 320, kUniformPredBase = 327
 // The latency of a result without a scoreboard whose timing is not modelled: a window min(compiled distance,
 // latency) then keeps the compiled distance.
 inline constexpr int kUntimedLatency = 1 << 20;
+// A predicate read as a guard ("@P0 BRA", "@P0 ELECT", "@P2 PLOP3") needs a longer distance than the same
+// predicate read as a source (likely because a guard is read earlier in the pipeline; the H100 faults of
+// schedules that brought guard reads to 12 cycles say so too): ptxas keeps every guard read of a fixed-latency
+// predicate at least 13 cycles after its producer in the sm_80/sm_90a kernels rlgemm reads (thousands of reads, none closer), while
+// the same predicates as plain sources (SEL, carries, ISETP's combine) are read 4 cycles after. (Not every
+// uniform predicate: ptxas guards uniform instructions with a VOTEU's UP0 5 cycles after it, which the
+// min() below keeps.) A guard read of a fixed-latency predicate stays min(compiled distance,
+// kGuardPredicateLatency) away.
+inline constexpr int kGuardPredicateLatency = 13;
 using RegSet = std::bitset<kRegSlots>;
 std::string register_name(int slot);
 
@@ -49,6 +58,7 @@ struct Instruction {
   bool in_order = false;
   int latency = 0;  // cycles a consumer of a fixed-latency result must stay away (conservative; kUntimedLatency:
                     // as far as the compiled code had it)
+  int guard = -1;   // register slot of the guard predicate ("@P0", "@!UP1"), -1 for none or PT
   // A request to the load/store pipe that executes (LDG, STG, LDS, STS, LDSM, STSM, LDGSTS, LD, ST, LDL, STL,
   // atomics; not a "@!PT" filler): ptxas never issues two of them closer than kMemoryIssueCycles.
   bool memory_pipe = false;

@@ -271,11 +271,13 @@ TEST(ControlActions, AgentsPlayEveryActionSpaceAndTheResultVerifies) {
         ASSERT_EQ(decode_control(text.words[s]), r.search.best_controls[r.search.best_order[s]]) << agent;
     }
   }
-  // Shorter stalls are faster in the latency model: annealing over control fields alone finds some, and
-  // the gain is all control fields (the order is the compiled one).
+  // Shorter stalls are faster in the latency model: a greedy search over control fields alone finds some,
+  // and the gain is all control fields (the order is the compiled one). (The stalls of the elect-one loops
+  // and of the branches' guard windows, which paid most in the model, are not to be shortened: the few
+  // that may are in straight-line code, which a random walk seldom keeps.)
   RLGEMM_SASS_CUBIN(wgmma, "wgmma_tma_gemm");
   const Cubin hopper = Cubin::load(wgmma);
-  const SassOptReport r = optimize_kernel(hopper, "wgmma_tma_gemm", model, "anneal", 300, 5, ActionSpace::kControl);
+  const SassOptReport r = optimize_kernel(hopper, "wgmma_tma_gemm", model, "greedy", 600, 5, ActionSpace::kControl);
   EXPECT_TRUE(r.problems.empty());
   EXPECT_GT(r.search.gain(), 0.0);
   for (size_t s = 0; s < r.search.best_order.size(); ++s) ASSERT_EQ(r.search.best_order[s], int(s));

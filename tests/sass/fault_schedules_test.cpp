@@ -284,5 +284,295 @@ TEST(FaultSchedules, EveryAgentStopsWhenNothingMayMove) {
   }
 }
 
+// ---- Control-field faults -------------------------------------------------------------------------------
+// The control-field game (stall, yield and reuse actions) hung or faulted an H100 on every sm90 kernel it
+// played, and once on an sm80 kernel (compiled for sm_90a), each time with a stall shortened by one cycle
+// inside a window where a predicate written by a fixed-latency instruction is read as a guard, from 13 cycles
+// (all ptxas ever leaves) to 12:
+//  - the elect-one loop around every TMA copy ("@P0 ELECT P1; ...; UTMALDG; @P1 PLOP3.LUT P0, ..., P1;
+//    PLOP3.LUT P1; @P0 BRA.U.ANY"): the UTMALDG's stall 10 -> 9 brings the PLOP3 12 cycles after the ELECT
+//    whose predicate guards it (a hang: the loop never sees its thread done), the second PLOP3's 11 -> 10
+//    brings the BRA.U.ANY 12 cycles after the PLOP3 writing its guard, and the stall of the instruction before
+//    the loop's ELECT, 12 -> 11, the ELECT 12 cycles after the PLOP3 setting its guard;
+//  - "ISETP.NE.AND P0, PT, R53, RZ, PT" (S13) -> "@P0 BRA": 12 -> 11 (cudaErrorIllegalAddress).
+// The game allowed them: it bound those readers by the 6-cycle ALU latency, and ELECT ends a block, so its
+// reader three instructions into the next one was bound by nothing. Rules: kGuardPredicateLatency and
+// entry_windows (dependence.h). The windows are replayed on the compiled originals, one change at a time,
+// where this build compiles the code they were recorded on.
+struct ControlFault {
+  const char* design;
+  size_t instructions;
+  std::vector<std::pair<int, const char*>> anchors;
+  int instruction;  // the instruction whose stall was shortened by one cycle
+};
+
+const ControlFault kControlFaults[] = {
+    // The UTMALDG between an ELECT and the PLOP3 its predicate guards.
+    {"sm90.ws.pingpong/128x64x64/s6/c1x1/raster_m.g8/splitk1/epi_reg/swap",
+     1288,
+     {{1123, "@P0 ELECT P1,URZ,PT"}, {1125, "UTMALDG.2D [UR16],[UR12]"}, {1126, "@P1 PLOP3.LUT P0,PT,P1,PT,PT,0x8,0x0"}},
+     1125},
+    // The PLOP3 between "@P1 PLOP3.LUT P0" and the "@P0 BRA.U.ANY" that closes the loop.
+    {"sm90.ws.pingpong/128x64x64/s6/c1x1/raster_m.g8/splitk1/epi_reg/swap",
+     1288,
+     {{1014, "@P1 PLOP3.LUT P0,PT,P1,PT,PT,0x8,0x0"}, {1015, "PLOP3.LUT P1,PT,PT,PT,PT,0x8,0x0"}},
+     1015},
+    // The UIADD3 between the PLOP3 setting P0 and the "@P0 ELECT" that opens the loop.
+    {"sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/splitk1/epi_reg",
+     1128,
+     {{991, "PLOP3.LUT P0,PT,PT,PT,PT,0x80,0x0"}, {992, "UIADD3 UR24,UR24,0x2000,URZ"}, {993, "@P0 ELECT P1,URZ,PT"}},
+     992},
+    // The ISETP whose predicate the next instruction, a branch, reads as its guard.
+    {"sm80/64x64x64/w32x32/s4/swz/raster_m.g8/splitk2.serial/epi_reg", 784, {{5, "ISETP.NE.AND P0,PT,R53,RZ,PT"}}, 5},
+};
+
+TEST(FaultSchedules, TheRecordedControlFaultsAreRefused) {
+  RLGEMM_REQUIRE_NVDISASM();
+  int replayed = 0;
+  for (const ControlFault& fc : kControlFaults) {
+    const FaultCase as_case{fc.design, fc.instructions, fc.anchors, {}};
+    std::string why;
+    Loaded k;
+    try {
+      k = load_original(as_case, &why);
+    } catch (const std::exception& e) {
+      GTEST_SKIP() << "cannot compile " << fc.design << ": " << e.what();
+    }
+    if (!k.code) continue;  // not the code the fault was recorded on
+    ++replayed;
+    const KernelCode& code = *k.code;
+    const Schedule schedule(code, ActionSpace::kBoth);
+    const std::string refused = schedule.why_illegal({fc.instruction, -1, ActionKind::kStall});
+    EXPECT_NE(refused.find("latency window"), std::string::npos)
+        << fc.design << ": stall -1 of " << code.at(fc.instruction).dis.text() << ": " << refused;
+    std::vector<ControlFields> controls;
+    for (const auto& ins : code.instructions()) controls.push_back(ins.control);
+    --controls[size_t(fc.instruction)].stall;
+    std::vector<int> identity(code.size());
+    for (size_t i = 0; i < identity.size(); ++i) identity[i] = int(i);
+    EXPECT_TRUE(check_controls(code, identity, controls).empty());  // a legal encoding: the windows are the rule
+    const auto problems = check_invariants(code, identity, &controls);
+    EXPECT_TRUE(mentions(problems, "latency window")) << fc.design << ": " << code.at(fc.instruction).dis.text();
+  }
+  if (replayed == 0) GTEST_SKIP() << "this build compiles none of the kernels the faults were recorded on";
+}
+
+// The rule in this build's kernels, whatever their register allocation: in the compiled schedule, no legal
+// stall decrease brings an instruction that reads a predicate as its guard closer to the fixed-latency
+// instruction that wrote it than min(13, the compiled distance), within a block or across the start of the
+// block (ELECT ends its block; its reader lies a few instructions into the next). Checked here against the
+// compiled code directly, not through the game's windows.
+TEST(FaultSchedules, NoLegalStallDecreaseShortensAGuardPredicateWindow) {
+  RLGEMM_REQUIRE_NVDISASM();
+  std::vector<std::pair<std::string, KernelCode>> kernels;
+  for (const char* design : {"sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/splitk1/epi_reg",
+                             "sm80/64x64x64/w32x32/s4/swz/raster_m.g8/splitk2.serial/epi_reg"}) {
+    try {
+      Loaded k = load_compiled(design);
+      kernels.emplace_back(design, *k.code);
+    } catch (const std::exception& e) {
+      GTEST_SKIP() << "cannot compile " << design << ": " << e.what();
+    }
+  }
+  for (const char* name : kSassKernels) {
+    RLGEMM_SASS_CUBIN(path, name);
+    kernels.emplace_back(name, KernelCode::load(Cubin::load(path), name));
+  }
+  int windows = 0, elect = 0;
+  for (const auto& [name, code] : kernels) {
+    const int n = int(code.size());
+    // (writer, reader) of every guard predicate a fixed-latency instruction wrote, found backwards from the
+    // reader through straight-line code (a branch that is not taken falls through; an unconditional one ends
+    // the search).
+    std::vector<std::pair<int, int>> guards;
+    for (int c = 0; c < n; ++c) {
+      const int g = code.at(c).guard;
+      if (g < 0) continue;
+      for (int w = c - 1; w >= 0 && w >= c - 32; --w) {
+        const Instruction& x = code.at(w);
+        if ((x.base() == "BRA" || x.base() == "EXIT") && x.dis.predicate.empty()) break;
+        if (!x.defs[size_t(g)]) continue;
+        if (x.fixed_latency) guards.emplace_back(w, c);
+        break;
+      }
+    }
+    auto distance = [&](int from, int to, int shortened) {
+      int d = 0;
+      for (int i = from; i < to; ++i) d += std::max(1, code.at(i).control.stall - (i == shortened ? 1 : 0));
+      return d;
+    };
+    const Schedule schedule(code, ActionSpace::kControl);
+    for (const auto& [w, c] : guards) {
+      ++windows;
+      elect += code.at(w).base() == "ELECT";
+      const int compiled = distance(w, c, -1);
+      for (int i = w; i < c; ++i) {
+        if (code.at(i).control.stall <= 1 || !schedule.legal({i, -1, ActionKind::kStall})) continue;
+        EXPECT_GE(distance(w, c, i), std::min(compiled, 13))
+            << name << ": stall -1 of " << code.at(i).dis.text() << " brings " << code.at(c).dis.text() << " closer to "
+            << code.at(w).dis.text();
+      }
+    }
+  }
+  EXPECT_GT(windows, 0);
+  EXPECT_GT(elect, 0) << "no elect-one loop in the kernels";
+}
+
+// ---- A predicate source taken for a destination ------------------------------------------------------
+// The control-field game (moves and control actions, PPO) on sm90.ws.pingpong/64x128x64/s6/c1x1/raster_m.g8/
+// splitk1/epi_reg (64x12288x16384) raised cudaErrorLaunchFailure at the first draw of a candidate that changed
+// 30 instructions' fields: 15 stall increases, 14 yield flips, one reuse flag cleared, and one stall decrease,
+// "UISETP.GE.U32.AND UP0, UPT, UR6, 0x3, UPT" S03 -> S02, which brought
+// "PLOP3.LUT P0, PT, PT, PT, UP0, 0x80, 0x0" (two instructions on) 5 cycles after the UISETP writing the UP0 it
+// reads, where ptxas had 6, the ALU latency. The game allowed it because it took every predicate at the head
+// of the operand list for a destination: UP0 was a result of the PLOP3, not a source, and no latency window
+// bound the pair. (That the decrease caused the fault is inferred: it is the one change that shortens a
+// distance, and a stale UP0 sends the "@!P0 BRA" after the PLOP3, which picks the main loop's unrolled path
+// by the k-tile count, the wrong way; the other changes only lengthen stalls or flip yield and reuse hints.)
+// Rule: a form starting with a predicate writes two at most, VOTE's last operand is read (isa.cpp).
+const FaultCase kPlop3Source{
+    "sm90.ws.pingpong/64x128x64/s6/c1x1/raster_m.g8/splitk1/epi_reg",
+    1216,
+    {{177, "USEL UR11,UR20,0x1,!UP0"},
+     {179, "UISETP.GE.U32.AND UP0,UPT,UR6,0x3,UPT"},
+     {180, "UMOV UR6,URZ"},
+     {181, "PLOP3.LUT P0,PT,PT,PT,UP0,0x80,0x0"},
+     {182, "@!P0 BRA 0x1840"},
+     {690, "ISETP.GE.OR P6,PT,R3.reuse,UR17,P0"}},
+    {}};
+
+struct ControlChange {
+  int instruction;
+  int stall;          // added to the compiled stall
+  bool flip_yield;
+  bool clear_reuse;
+};
+
+// The recorded candidate's fields against the compiled ones (read off the faulting cubin's .text).
+const ControlChange kPlop3SourceChanges[] = {
+    {7, 0, true, false},    {48, 1, false, false},  {122, 0, true, false},  {131, 0, true, false},
+    {166, 1, false, false}, {179, -1, false, false}, {189, 1, false, false}, {250, 1, false, false},
+    {306, 1, false, false}, {362, 2, false, false}, {433, 1, false, false}, {447, 0, true, false},
+    {469, 1, false, false}, {523, 0, true, false},  {559, 1, false, false}, {647, 0, true, false},
+    {663, 0, true, false},  {683, 0, true, false},  {690, 0, true, true},   {693, 0, true, false},
+    {758, 1, false, false}, {763, 0, true, false},  {890, 1, false, false}, {896, 1, false, false},
+    {919, 1, false, false}, {941, 0, true, false},  {949, 0, true, false},  {977, 0, true, false},
+    {1097, 1, false, false}, {1211, 1, false, false}};
+
+TEST(FaultSchedules, ThePlop3ThatReadsAUniformPredicateKeepsItsWindow) {
+  RLGEMM_LOAD_FAULT_CASE(k, kPlop3Source);
+  const KernelCode& code = *k.code;
+  const Instruction& plop = code.at(181);
+  EXPECT_TRUE(plop.uses.test(kUniformPredBase + 0)) << "UP0 is a source of " << plop.dis.text();
+  EXPECT_FALSE(plop.defs.test(kUniformPredBase + 0)) << "UP0 is no result of " << plop.dis.text();
+  // The game refuses the one stall decrease of the recorded candidate.
+  const Schedule schedule(code, ActionSpace::kBoth);
+  const std::string refused = schedule.why_illegal({179, -1, ActionKind::kStall});
+  EXPECT_NE(refused.find("latency window"), std::string::npos) << refused;
+  // The whole recorded candidate: a legal encoding, and that window is the one rule it breaks.
+  std::vector<ControlFields> controls;
+  for (const auto& ins : code.instructions()) controls.push_back(ins.control);
+  for (const ControlChange& c : kPlop3SourceChanges) {
+    ControlFields& f = controls[size_t(c.instruction)];
+    f.stall += c.stall;
+    if (c.flip_yield) f.yield = !f.yield;
+    if (c.clear_reuse) f.reuse = 0;
+  }
+  std::vector<int> identity(code.size());
+  for (size_t i = 0; i < identity.size(); ++i) identity[i] = int(i);
+  EXPECT_TRUE(check_controls(code, identity, controls).empty());
+  const auto problems = check_invariants(code, identity, &controls);
+  ASSERT_EQ(problems.size(), 1u) << (problems.empty() ? "no problem reported" : problems.front());
+  EXPECT_EQ(problems[0], "latency window: 179->181 only 5 cycles apart, needs 6");
+}
+
+// The rule in this build's kernels, whatever their register allocation: every predicate source of a PLOP3
+// or a VOTE (read off the text, not through the parser) is a use, no destination, and no legal stall decrease
+// brings the reader closer to the fixed-latency instruction that wrote it than min(6, the compiled distance).
+TEST(FaultSchedules, NoLegalStallDecreaseShortensAPredicateSourceWindow) {
+  RLGEMM_REQUIRE_NVDISASM();
+  std::vector<std::pair<std::string, KernelCode>> kernels;
+  for (const char* design : {kPlop3Source.design, "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg"}) {
+    try {
+      Loaded k = load_compiled(design);
+      kernels.emplace_back(design, *k.code);
+    } catch (const std::exception& e) {
+      GTEST_SKIP() << "cannot compile " << design << ": " << e.what();
+    }
+  }
+  for (const char* name : kSassKernels) {
+    RLGEMM_SASS_CUBIN(path, name);
+    kernels.emplace_back(name, KernelCode::load(Cubin::load(path), name));
+  }
+  static const std::regex predicate(R"(^!?(U?P)([0-6])$)");
+  int windows = 0;
+  for (const auto& [name, code] : kernels) {
+    const int n = int(code.size());
+    const Schedule schedule(code, ActionSpace::kControl);
+    for (int c = 0; c < n; ++c) {
+      const Instruction& reader = code.at(c);
+      const std::string base = reader.base();
+      if (base != "PLOP3" && base != "UPLOP3" && base != "VOTE" && base != "VOTEU") continue;
+      const auto ops = split_operands(reader.dis.operands);
+      std::vector<std::string> sources;
+      if (base == "VOTE" || base == "VOTEU") sources.push_back(ops.back());
+      else for (size_t i = 2; i < ops.size(); ++i) sources.push_back(ops[i]);
+      for (const std::string& op : sources) {
+        std::smatch m;
+        if (!std::regex_match(op, m, predicate)) continue;
+        const int slot = (m[1] == "UP" ? kUniformPredBase : kPredBase) + std::stoi(m[2]);
+        EXPECT_TRUE(reader.uses.test(size_t(slot))) << name << ": " << reader.dis.text() << " reads " << op;
+        if (reader.dis.predicate.empty()) EXPECT_FALSE(reader.defs.test(size_t(slot))) << name << ": " << reader.dis.text();
+        const auto& block = code.block_of();
+        for (int w = c - 1; w >= 0 && block[w] == block[c]; --w) {
+          const Instruction& x = code.at(w);
+          if (!x.defs[size_t(slot)]) continue;
+          if (!x.fixed_latency || x.latency >= kUntimedLatency) break;
+          ++windows;
+          auto distance = [&](int shortened) {
+            int d = 0;
+            for (int i = w; i < c; ++i) d += std::max(1, code.at(i).control.stall - (i == shortened ? 1 : 0));
+            return d;
+          };
+          const int compiled = distance(-1);
+          for (int i = w; i < c; ++i) {
+            if (code.at(i).control.stall <= 1 || !schedule.legal({i, -1, ActionKind::kStall})) continue;
+            EXPECT_GE(distance(i), std::min(compiled, x.latency))
+                << name << ": stall -1 of " << code.at(i).dis.text() << " brings " << reader.dis.text() << " closer to "
+                << x.dis.text();
+          }
+          break;
+        }
+      }
+    }
+  }
+  EXPECT_GT(windows, 0);
+}
+
+// The entry windows end where the code waits for an HGMMA ("WARPGROUP.DEPBAR.LE gsb0, 0x0"): the epilogue after
+// the main loop, which reads the accumulators hundreds of cycles into its block behind that wait, is not bound
+// to the loop's last HGMMA (whose latency is not modelled, so each reader would keep its whole compiled distance
+// from the block's start). In this build's cooperative kernel that leaves its one legal memory move (an
+// epilogue STG one slot down), which every window of the compiled code allows, and which the short GPU search
+// in tests/measure (sass_evaluator_test) needs to evaluate anything beyond the compiled schedule.
+TEST(FaultSchedules, EntryWindowsEndAtTheWaitForAnHgmma) {
+  RLGEMM_LOAD_COMPILED(k, "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg");
+  const KernelCode& code = *k.code;
+  const auto& block = code.block_of();
+  for (const auto& e : entry_windows(code)) {
+    if (code.at(e.producer).base() != "HGMMA") continue;
+    for (int i = e.consumer - 1; i >= 0 && block[i] == block[e.consumer]; --i)
+      EXPECT_FALSE(code.at(i).dis.opcode.rfind("WARPGROUP.DEPBAR", 0) == 0 && code.at(i).dis.text().find("gsb0,0x0") != std::string::npos)
+          << "an entry window from " << code.at(e.producer).dis.text() << " past " << code.at(i).dis.text() << " to "
+          << code.at(e.consumer).dis.text();
+  }
+  bool waited = false;
+  for (size_t i = 0; i < code.size(); ++i)
+    waited |= code.at(i).dis.opcode.rfind("WARPGROUP.DEPBAR", 0) == 0 && code.at(i).dis.text().find("gsb0,0x0") != std::string::npos;
+  EXPECT_TRUE(waited) << "the kernel waits for its HGMMAs";
+  const Schedule schedule(code);
+  EXPECT_FALSE(schedule.legal_moves().empty());
+}
+
 }  // namespace
 }  // namespace rlgemm::sass

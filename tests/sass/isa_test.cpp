@@ -74,6 +74,26 @@ TEST(Isa, PredicatesAndCarries) {
   const auto wide = make("IMAD.WIDE.U32", "R2,R3,0x4,R4");
   EXPECT_EQ(wide.defs, regs({2, 3}));
   EXPECT_TRUE(wide.uses.test(5));
+  // Predicate logic writes Pd (and Pq); the predicates after them are its sources.
+  const auto plop = make("PLOP3.LUT", "P0,PT,PT,PT,UP0,0x80,0x0");
+  EXPECT_EQ(plop.defs, regs({kPredBase + 0}));
+  EXPECT_EQ(plop.uses, regs({kUniformPredBase + 0}));
+  const auto plop2 = make("PLOP3.LUT", "P0,PT,P1,PT,PT,0x8,0x0", "@P1");
+  EXPECT_EQ(plop2.defs, regs({kPredBase + 0}));
+  EXPECT_EQ(plop2.uses, regs({kPredBase + 0, kPredBase + 1}));
+  EXPECT_EQ(plop2.guard, kPredBase + 1);
+  const auto fsetp = make("FSETP.GT.AND", "P0,P1,R2,R3,P2");
+  EXPECT_EQ(fsetp.defs, regs({kPredBase + 0, kPredBase + 1}));
+  EXPECT_EQ(fsetp.uses, regs({2, 3, kPredBase + 2}));
+  // VOTE's last operand is the predicate it votes on.
+  const auto voteu = make("VOTEU.ALL", "UP0,P2");
+  EXPECT_EQ(voteu.defs, regs({kUniformPredBase + 0}));
+  EXPECT_EQ(voteu.uses, regs({kPredBase + 2}));
+  const auto vote = make("VOTE.ANY", "R5,PT,P0");
+  EXPECT_EQ(vote.defs, regs({5}));
+  EXPECT_EQ(vote.uses, regs({kPredBase + 0}));
+  const auto carries = make("IADD3", "R4,P0,P1,R2,R3,RZ");
+  EXPECT_EQ(carries.defs, regs({4, kPredBase + 0, kPredBase + 1}));
 }
 
 TEST(Isa, BarriersAndUnknownOpcodesAreFences) {
