@@ -115,6 +115,30 @@ Loaded load_compiled(const char* design) {
   return out;
 }
 
+// The kernels of `designs` compiled here, then the test kernels (tests/sass/kernels); empty, with the reason in
+// *why, where one of them cannot be built.
+std::vector<std::pair<std::string, KernelCode>> designs_and_test_kernels(std::initializer_list<const char*> designs,
+                                                                         std::string* why) {
+  std::vector<std::pair<std::string, KernelCode>> kernels;
+  for (const char* design : designs) {
+    try {
+      kernels.emplace_back(design, *load_compiled(design).code);
+    } catch (const std::exception& e) {
+      *why = std::string("cannot compile ") + design + ": " + e.what();
+      return {};
+    }
+  }
+  for (const char* name : kSassKernels) {
+    const std::string path = ::rlgemm::sass::testing::compiled_cubin(name, why);
+    if (path.empty()) {
+      *why = "cannot build the test cubin: " + *why;
+      return {};
+    }
+    kernels.emplace_back(name, KernelCode::load(Cubin::load(path), name));
+  }
+  return kernels;
+}
+
 Loaded load_original(const FaultCase& fc, std::string* why) {
   Loaded out = load_compiled(fc.design);
   if (out.code->size() != fc.instructions) {
@@ -364,20 +388,11 @@ TEST(FaultSchedules, TheRecordedControlFaultsAreRefused) {
 // compiled code directly, not through the game's windows.
 TEST(FaultSchedules, NoLegalStallDecreaseShortensAGuardPredicateWindow) {
   RLGEMM_REQUIRE_NVDISASM();
-  std::vector<std::pair<std::string, KernelCode>> kernels;
-  for (const char* design : {"sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/splitk1/epi_reg",
-                             "sm80/64x64x64/w32x32/s4/swz/raster_m.g8/splitk2.serial/epi_reg"}) {
-    try {
-      Loaded k = load_compiled(design);
-      kernels.emplace_back(design, *k.code);
-    } catch (const std::exception& e) {
-      GTEST_SKIP() << "cannot compile " << design << ": " << e.what();
-    }
-  }
-  for (const char* name : kSassKernels) {
-    RLGEMM_SASS_CUBIN(path, name);
-    kernels.emplace_back(name, KernelCode::load(Cubin::load(path), name));
-  }
+  std::string why;
+  const auto kernels = designs_and_test_kernels({"sm90.ws.pingpong/64x64x64/s8/c1x1/raster_m.g8/splitk1/epi_reg",
+                                                 "sm80/64x64x64/w32x32/s4/swz/raster_m.g8/splitk2.serial/epi_reg"},
+                                                &why);
+  if (kernels.empty()) GTEST_SKIP() << why;
   int windows = 0, elect = 0;
   for (const auto& [name, code] : kernels) {
     const int n = int(code.size());
@@ -491,19 +506,10 @@ TEST(FaultSchedules, ThePlop3ThatReadsAUniformPredicateKeepsItsWindow) {
 // brings the reader closer to the fixed-latency instruction that wrote it than min(6, the compiled distance).
 TEST(FaultSchedules, NoLegalStallDecreaseShortensAPredicateSourceWindow) {
   RLGEMM_REQUIRE_NVDISASM();
-  std::vector<std::pair<std::string, KernelCode>> kernels;
-  for (const char* design : {kPlop3Source.design, "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg"}) {
-    try {
-      Loaded k = load_compiled(design);
-      kernels.emplace_back(design, *k.code);
-    } catch (const std::exception& e) {
-      GTEST_SKIP() << "cannot compile " << design << ": " << e.what();
-    }
-  }
-  for (const char* name : kSassKernels) {
-    RLGEMM_SASS_CUBIN(path, name);
-    kernels.emplace_back(name, KernelCode::load(Cubin::load(path), name));
-  }
+  std::string why;
+  const auto kernels =
+      designs_and_test_kernels({kPlop3Source.design, "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg"}, &why);
+  if (kernels.empty()) GTEST_SKIP() << why;
   static const std::regex predicate(R"(^!?(U?P)([0-6])$)");
   int windows = 0;
   for (const auto& [name, code] : kernels) {
