@@ -6,10 +6,14 @@ pytest counts inside ctest's python.pytest, and the final SUMMARY line.
     gpu_check_results.py --rerun PASS1.xml                  names pass 2 runs again, one per line
     gpu_check_results.py [--gpu G] [--commit C] [--expected NAMES] PASS1.xml [PASS2.xml [PYTEST.xml]]
                                                             the summary; exit 1 when a test failed
+    gpu_check_results.py --not-carried CTEST.json           names of the tests whose executable is missing (a
+                                                            carried build packed with CARRY_SKIP), one per line;
+                                                            CTEST.json: `ctest --show-only=json-v1`
 
 Standard library only.
 """
 import argparse
+import json
 import os
 import re
 import sys
@@ -105,16 +109,26 @@ def summary(files, gpu="", commit="", expected=()):
     return lines, bool(by["failed"])
 
 
+def not_carried(path):
+    """Tests of ctest's JSON listing whose executable does not exist here (ctest lists such a test without its
+    command)."""
+    with open(path) as f:
+        listing = json.load(f)
+    return [t["name"] for t in listing.get("tests", [])
+            if not t.get("command") or not os.path.exists(t["command"][0])]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rerun", action="store_true", help="list the tests pass 2 runs again")
+    p.add_argument("--not-carried", action="store_true", help="list the tests whose executable is missing")
     p.add_argument("--gpu", default="")
     p.add_argument("--commit", default="")
     p.add_argument("--expected", help="a file of the names pass 2 ran, one per line")
     p.add_argument("files", nargs="+")
     a = p.parse_args(argv)
-    if a.rerun:
-        for name in rerun(a.files[0]):
+    if a.rerun or a.not_carried:
+        for name in (rerun if a.rerun else not_carried)(a.files[0]):
             print(name)
         return 0
     expected = []

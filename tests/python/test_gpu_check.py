@@ -1,5 +1,7 @@
 """scripts/gpu_check_results.py, scripts/gpu-check's reading of JUnit files: statuses and skip reasons from ctest
 and pytest, which tests the GPU pass runs again, and the summary. Standard library only."""
+import json
+
 import pytest
 
 
@@ -96,3 +98,16 @@ def test_gpu_check_reads_pytest_junit(results, tmp_path):
         "tests.python.test_ops::test_mm": ("passed", ""),
         "tests.python.test_ops::test_gpu": ("skipped", "needs a CUDA GPU"),
         "tests.python.test_ops::test_bad": ("failed", "boom")}
+
+
+def test_gpu_check_lists_the_tests_whose_executable_a_slim_carry_left_out(results, tmp_path):
+    present = tmp_path / "test_core"
+    present.write_text("")
+    listing = {"kind": "ctestInfo", "tests": [
+        {"name": "Problem.ParsesValidShapes", "command": [str(present), "--gtest_filter=Problem.ParsesValidShapes"]},
+        {"name": "Mpi.Ranks", "command": [str(tmp_path / "test_search_mpi"), "--gtest_filter=Mpi.Ranks"]},
+        {"name": "Store.Lists"},  # ctest lists a test whose executable it cannot find without a command
+    ]}
+    path = tmp_path / "tests.json"
+    path.write_text(json.dumps(listing))
+    assert results.not_carried(str(path)) == ["Mpi.Ranks", "Store.Lists"]
