@@ -233,6 +233,11 @@ void latency_windows(const KernelCode& code, std::vector<LatencyPair>* pairs, st
   std::vector<size_t> block_begin;
   for (size_t i = 0; i < n; ++i)
     if (i == 0 || block[i] != block[i - 1]) block_begin.push_back(i);
+  // Each block's successors, found once (entry windows only).
+  std::vector<std::vector<int>> successors;
+  if (entries)
+    for (size_t k = 0; k < block_begin.size(); ++k)
+      successors.push_back(successor_blocks(code, block_begin[k], k + 1 < block_begin.size() ? block_begin[k + 1] : n));
   for (size_t p = 0; p < n; ++p) {
     const Instruction& a = code.at(p);
     const bool late_reader = a.mem != MemClass::kNone && a.control.read_sb == kNoScoreboard && a.uses.any();
@@ -289,12 +294,12 @@ void latency_windows(const KernelCode& code, std::vector<LatencyPair>* pairs, st
     // distance from the block's start, the latency not yet covered) cycles from that start (consumer = the
     // reader, counted from its block's first slot): as inside a block, a later reader is bound by as much
     // as the first one had, what ptxas found enough. A reader of a pending predicate as its guard keeps
-    // min(its own distance, the guard latency not yet covered), as inside a block. (Each reader's own distance froze whole epilogues: the
-    // F2FPs and STGs hundreds of cycles into the block after the main loop, behind its
-    // "WARPGROUP.DEPBAR.LE gsb0, 0x0", kept their distance from the loop's last HGMMA, which has no modelled
-    // latency.)
+    // min(its own distance, the guard latency not yet covered), as inside a block. (Each reader's own distance
+    // froze whole epilogues: the F2FPs and STGs hundreds of cycles into the block after the main loop, behind
+    // its "WARPGROUP.DEPBAR.LE gsb0, 0x0", kept their distance from the loop's last HGMMA, which has no
+    // modelled latency.)
     if (!entries || required == 0) continue;
-    for (int t : successor_blocks(code, block_begin[size_t(block[p])], c)) {
+    for (int t : successors[size_t(block[p])]) {
       RegSet results = unread, guards = unguarded;
       int d = 0;                // stall cycles from the successor's first slot to r
       int first_result = -1;    // ... to the first reader of a pending result

@@ -69,9 +69,13 @@ RLGEMM_SM90_HD constexpr int barrier_bytes(const Shape& s) { return 2 * s.stages
 RLGEMM_SM90_HD constexpr int whole_rows_epilogue_buffers(const Shape& s) {
   return s.pingpong || warpgroup_cols(s) < 128 ? 1 : 2;
 }
+// Dynamic shared memory to request with `epilogue` bytes of staging: 1024 bytes of slack to align the swizzled
+// tiles to 1024 bytes, the stages, the staging, the barriers.
+RLGEMM_SM90_HD constexpr int smem_bytes_with(const Shape& s, int epilogue) {
+  return 1024 + s.stages * stage_bytes(s) + epilogue + barrier_bytes(s);
+}
 RLGEMM_SM90_HD constexpr bool whole_rows_epilogue_fits(const Shape& s) {
-  return 1024 + s.stages * stage_bytes(s) +
-             consumer_warpgroups() * whole_rows_epilogue_buffers(s) * warpgroup_rows(s) * 64 * 2 + barrier_bytes(s) <=
+  return smem_bytes_with(s, consumer_warpgroups() * whole_rows_epilogue_buffers(s) * warpgroup_rows(s) * 64 * 2) <=
          smem_per_block();
 }
 // Rows of one staged chunk (and of the TMA-store box).
@@ -91,10 +95,8 @@ RLGEMM_SM90_HD constexpr int epilogue_buffers(const Shape& s) {
 RLGEMM_SM90_HD constexpr int epilogue_bytes(const Shape& s) {
   return s.epilogue_tma ? consumer_warpgroups() * epilogue_buffers(s) * epilogue_rows(s) * 64 * 2 : 0;
 }
-// Dynamic shared memory to request: 1024 bytes of slack to align the swizzled tiles to 1024 bytes.
-RLGEMM_SM90_HD constexpr int smem_bytes(const Shape& s) {
-  return 1024 + s.stages * stage_bytes(s) + epilogue_bytes(s) + barrier_bytes(s);
-}
+// Dynamic shared memory to request.
+RLGEMM_SM90_HD constexpr int smem_bytes(const Shape& s) { return smem_bytes_with(s, epilogue_bytes(s)); }
 
 }  // namespace sm90
 }  // namespace rlgemm
