@@ -20,7 +20,7 @@ HARNESS = re.compile(HARNESS_PATTERN, re.I)
 FIELDS = ["subject", "clock", "kernel", "grid", "block", "cluster", "registers", "smem_dynamic_bytes",
           "duration_us", "sm_clock_mhz", "tensor_pipe_pct", "sm_throughput_pct", "memory_throughput_pct",
           "dram_read_mb", "dram_write_mb", "l2_mb", "achieved_occupancy_pct", "sm_cycles", "instructions_m",
-          "top_stalls"]
+          "top_stalls", "tma_delivered_mb", "l2_sm_read_mb", "l2_fabric_mb", "lrc_read_mb"]
 
 
 def number(text):
@@ -92,6 +92,10 @@ def main():
             sectors = metric(["lts__t_sectors.sum"])
             l2 = sectors * 32e-6 if sectors is not None else None
         instructions = metric(["smsp__inst_executed.sum"])
+
+        def sectors_mb(name):
+            v = metric([name])
+            return v * 32e-6 if v is not None else None
         fields = [
             a.subject, a.clock, name[:160], row.get("Grid Size", ""), row.get("Block Size", ""), cluster,
             metric(["launch__registers_per_thread"]), metric(["launch__shared_mem_per_block_dynamic"]),
@@ -103,6 +107,13 @@ def main():
             metric(["sm__cycles_elapsed.max", "gpc__cycles_elapsed.max"]),
             instructions / 1e6 if instructions is not None else None,
             " ".join(f"{r}:{v:.2f}" for v, r in stalls[:5]),
+            # What the SMs received from TMA loads; what the L2 read for the SMs; the traffic between the L2's two
+            # partitions; and what the L2 request coalescer took from the L2 to deliver the SMs' reads (one read
+            # serves every CTA of a multicast, and requests of several SMs for the same sectors close in time).
+            sectors_mb("l1tex__m_xbar2l1tex_read_sectors_mem_global_op_tma_ld.sum"),
+            sectors_mb("lts__t_sectors_srcunit_tex_op_read.sum"),
+            sectors_mb("lts__t_sectors_srcunit_ltcfabric.sum"),
+            sectors_mb("lrc__lts2lrc_sectors_op_read.sum"),
         ]
         out.writerow(["" if x is None else (f"{x:.4g}" if isinstance(x, float) else x) for x in fields])
 

@@ -374,8 +374,6 @@ std::optional<std::string> sm90_rules(const Design& d, Layout layout, int smem_l
     const bool a_mn = d.swap_ab && nn, b_mn = !d.swap_ab && nn;
     if (d.cluster_n == 2 && a_mn && d.bk / 2 < 8) return "BK too small to split an MN-major A tile across the cluster";
     if (d.cluster_m == 2 && b_mn && d.bk / 2 < 8) return "BK too small to split an MN-major B tile across the cluster";
-    if (d.cluster_m == 2 && !b_mn && (d.bn / 2) % 8 != 0)
-      return "a 2x1 cluster multicasts half of each B tile: BN/2 must be a multiple of 8 (got BN " + std::to_string(d.bn) + ")";
     if (b_mn && d.bn % 64 != 0) return "an MN-major B tile is built of 64-column swizzle atoms: BN % 64 == 0";
     if (b_mn && split_columns && d.bn % 128 != 0)
       return "a coopn design gives each warpgroup BN/2 columns of an MN-major B tile, which are whole 64-column "
@@ -387,17 +385,22 @@ std::optional<std::string> sm90_rules(const Design& d, Layout layout, int smem_l
   const int accumulators = rows_per_warpgroup * cols_per_warpgroup / 128;
   // A cooperative stream-K finisher keeps its accumulators live through the partition arithmetic and the
   // contributors' fixups: with 128 accumulators per thread (256x128, 128x256) ptxas spills 16-20 bytes; 96
-  // (128x192) fits.
+  // (128x192) fits. A ping-pong warpgroup holds a whole tile: up to 168 accumulators (128x168, the tile of
+  // cuBLASLt's fastest kernel on 2048x11008x4096; 192x112; 256x80) fit without a split of K. With one, they
+  // spilled: parallel split-K's fragments 8-1760 bytes from 136 accumulators on, stream-K 20-380 bytes from 144,
+  // serial split-K 8 bytes at 168 (the sm90 compile sweep, tests/generate/sm90_compile_test.cpp, holds the rule).
   const bool stream_k = d.split == SplitK::kStreamK;
   if (split_columns && d.split == SplitK::kParallel)
     return "a coopn design does not take parallel split-K: its slices' fragments spilled with three or four m64 "
            "blocks per warpgroup (192x128, 256x128); serial split-K and stream-K reduce in the kernel";
-  const int limit = cooperative ? (stream_k ? 96 : 168) : 128;
+  const int limit = cooperative ? (stream_k ? 96 : 168) : (d.split == SplitK::kNone ? 168 : 128);
   if (accumulators > limit)
     return "accumulator registers per thread would spill: each consumer warpgroup holds " +
            std::to_string(rows_per_warpgroup) + "x" + std::to_string(cols_per_warpgroup) + " fp32 = " +
            std::to_string(accumulators) + " per thread, over " + std::to_string(limit) + " for the " +
-           (cooperative ? (stream_k ? "cooperative stream-K" : "cooperative") : "ping-pong") + " schedule";
+           (cooperative ? (stream_k ? "cooperative stream-K" : "cooperative")
+                       : (d.split == SplitK::kNone ? "ping-pong" : "ping-pong split-K")) +
+           " schedule";
   const long smem = sm90_smem_bytes(d);
   if (smem > smem_limit)
     return "shared memory over the limit: " + kib(smem) + " needed (" + std::to_string(d.stages) + " stages of " +

@@ -246,13 +246,14 @@ class Sm90Family final : public KernelFamily {
                                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   }
 
-  // A kernel operand with `rows` rows (M' or N') and depth k. K-major: stored rows x k, box {min(BK,64),
-  // tile_rows / parts}. MN-major: stored k x rows, box {64, BK / parts}. `parts` CTAs of a cluster share it.
+  // A kernel operand with `rows` rows (M' or N') and depth k. K-major: stored rows x k, box {min(BK,64), the
+  // rows of one part} (sm90::multicast_part_rows: tile_rows / parts, rounded up to whole swizzle atoms). MN-major:
+  // stored k x rows, box {64, BK / parts}. `parts` CTAs of a cluster share it.
   static void encode_operand(const DriverApi& api, sm90::TensorMapBytes* map, CUtensorMapDataType type,
                              const void* base, bool mn_major, int64_t rows, int64_t k, int tile_rows, int bk, int parts) {
     if (!mn_major) {
       const int box_k = std::min(bk, 64);
-      encode(api, map, type, base, k, rows, k, box_k, tile_rows / parts,
+      encode(api, map, type, base, k, rows, k, box_k, sm90::multicast_part_rows(tile_rows, parts),
              box_k * 2 == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
     } else {
       encode(api, map, type, base, rows, k, rows, 64, bk / parts, CU_TENSOR_MAP_SWIZZLE_128B);

@@ -50,9 +50,11 @@ std::optional<Design> wave_fitted(const Design& design, const Problem& problem, 
   for (int width : widths) {
     Design fitted = design;
     fitted.bn = width;
-    if (width == design.bn || width < 64 || 3 * width < 2 * design.bn ||
-        why_invalid(fitted, problem.layout, smem_limit_bytes) || why_unfit(fitted, problem))
-      continue;
+    if (width == design.bn || width < 64 || 3 * width < 2 * design.bn) continue;
+    // A wider tile's stages may not fit in shared memory: the most stages that do, down to 3 (ping-pong 128x128
+    // with six stages fits to 128x168 with five).
+    while (fitted.stages > 3 && why_invalid(fitted, problem.layout, smem_limit_bytes)) --fitted.stages;
+    if (why_invalid(fitted, problem.layout, smem_limit_bytes) || why_unfit(fitted, problem)) continue;
     const long long cost = fit_cost(fitted, problem, sm_count);
     if (cost < best_cost || (cost == best_cost && best && width > best->bn)) {
       best = fitted;

@@ -44,7 +44,8 @@ long long fit_cost(const Design& design, const Problem& problem, int sm_count);
 
 // `design` with the width among `widths` whose fit_cost on `problem` is least, where that is at least `min_gain`
 // cheaper than the design's own width (ties: the wider tile, which reads each operand less often) and the design
-// stays valid for the problem's layout; nullopt otherwise, and for designs without waves of whole tiles. Only
+// stays valid for the problem's layout, with fewer stages (down to 3) where a wider tile's do not fit in shared
+// memory; nullopt otherwise, and for designs without waves of whole tiles. Only
 // widths of at least 64 and two thirds of the design's own are tried: a far narrower tile reads its operands more
 // often per multiply-add than the fixed cost says. Throws Error(kInvalidInput) when sm_count < 1.
 std::optional<Design> wave_fitted(const Design& design, const Problem& problem, int sm_count,

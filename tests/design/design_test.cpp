@@ -330,6 +330,52 @@ TEST(DesignRules, EpilogueStagesPiecesWhereWholeRowsDoNotFit) {
   EXPECT_NE(why->find("shared memory over the limit"), std::string::npos) << *why;
 }
 
+// A 2x1 cluster's CTAs each multicast a part of the shared K-major tile that starts on a whole 8-row swizzle
+// atom: halves of 168 rows (84) round up to 88, the second part starts at row 80, and each CTA receives 176 rows.
+TEST(DesignRules, MulticastPartsStartOnWholeSwizzleAtoms) {
+  EXPECT_EQ(sm90::multicast_part_rows(168, 2), 88);
+  EXPECT_EQ(sm90::multicast_part_first_row(168, 2, 0), 0);
+  EXPECT_EQ(sm90::multicast_part_first_row(168, 2, 1), 80);
+  EXPECT_EQ(sm90::multicast_rows_received(168, 2), 176);
+  // Halves of whole atoms do not overlap.
+  EXPECT_EQ(sm90::multicast_part_rows(128, 2), 64);
+  EXPECT_EQ(sm90::multicast_part_first_row(128, 2, 1), 64);
+  EXPECT_EQ(sm90::multicast_rows_received(128, 2), 128);
+  // A tile that is not shared is one part.
+  EXPECT_EQ(sm90::multicast_part_rows(168, 1), 168);
+  EXPECT_EQ(sm90::multicast_rows_received(168, 1), 168);
+  for (int rows = 16; rows <= 256; rows += 8) {
+    const int part = sm90::multicast_part_rows(rows, 2);
+    EXPECT_EQ(part % 8, 0) << rows;
+    EXPECT_EQ(sm90::multicast_part_first_row(rows, 2, 1) % 8, 0) << rows;
+    EXPECT_EQ(sm90::multicast_part_first_row(rows, 2, 1) + part, rows) << rows;  // the parts cover the tile
+    EXPECT_LE(sm90::multicast_rows_received(rows, 2) - rows, 8) << rows;         // and overlap by one atom at most
+  }
+  EXPECT_FALSE(why_invalid(parse_design("sm90.ws.pingpong/128x168x64/s5/c2x1/raster_m.g8/splitk1/epi_tma"), Layout::kTN));
+}
+
+// A ping-pong warpgroup holds its whole tile: up to 168 accumulators per thread without a split of K, 128 with
+// one (its fragments or the stream-K fixups spilled past that).
+TEST(DesignRules, PingpongTilesHoldUpTo168AccumulatorsWithoutASplitOfK) {
+  for (const char* text : {"sm90.ws.pingpong/128x168x64/s5/c1x1/raster_m.g8/splitk1/epi_tma",
+                           "sm90.ws.pingpong/192x112x64/s4/c2x1/raster_m.g8/splitk1/epi_tma",
+                           "sm90.ws.pingpong/256x80x64/s4/c1x1/raster_m.g8/splitk1/epi_reg/swap"})
+    EXPECT_FALSE(why_invalid(parse_design(text), Layout::kTN)) << text;
+  for (const char* text : {"sm90.ws.pingpong/128x176x64/s4/c1x1/raster_m.g8/splitk1/epi_tma",
+                           "sm90.ws.pingpong/128x144x64/s4/c1x1/raster_m.g8/splitk2.parallel/epi_tma",
+                           "sm90.ws.pingpong/128x144x64/s4/c1x1/raster_m.g8/splitk2.serial/epi_tma",
+                           "sm90.ws.pingpong/128x144x64/s4/c1x1/raster_m.g8/streamk/epi_tma"}) {
+    const auto why = why_invalid(parse_design(text), Layout::kTN);
+    ASSERT_TRUE(why) << text;
+    EXPECT_NE(why->find("accumulator registers per thread would spill"), std::string::npos) << *why;
+  }
+  const auto split = why_invalid(parse_design("sm90.ws.pingpong/128x144x64/s4/c1x1/raster_m.g8/streamk/epi_tma"),
+                                 Layout::kTN);
+  EXPECT_NE(split->find("over 128 for the ping-pong split-K schedule"), std::string::npos) << *split;
+  // 128x128 with a split of K stays valid.
+  EXPECT_FALSE(why_invalid(parse_design("sm90.ws.pingpong/128x128x64/s5/c1x2/raster_n.g4/streamk/epi_tma"), Layout::kTN));
+}
+
 TEST(Design, SplitKNeedsAKBlockPerSliceOnSm90) {
   const Design d = parse_design("sm90.ws.pingpong/64x64x128/s6/c1x1/raster_m.g8/splitk4.parallel/epi_reg");
   ASSERT_FALSE(why_invalid(d, Layout::kTN));

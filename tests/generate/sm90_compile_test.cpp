@@ -13,6 +13,8 @@
 #include "rlgemm/error.h"
 #include "support/coop_columns.h"
 #include "support/epilogue_pieces.h"
+#include "support/pingpong_wide.h"
+#include "support/multicast_overlap.h"
 #include "support/tile_widths.h"
 
 namespace rlgemm {
@@ -39,13 +41,16 @@ const std::vector<std::string> kSweepFeatures = {
 };
 
 // The features above, then the widths beside the multiples of 64 (tests/support/tile_widths.h), the
-// cooperative schedule that splits columns (tests/support/coop_columns.h) and the epilogue staged in 64x64 pieces
-// (tests/support/epilogue_pieces.h).
+// cooperative schedule that splits columns (tests/support/coop_columns.h), the epilogue staged in 64x64 pieces
+// (tests/support/epilogue_pieces.h), ping-pong tiles of more than 128 accumulators (tests/support/pingpong_wide.h)
+// and 2x1 clusters whose B tile's multicast halves overlap (tests/support/multicast_overlap.h).
 std::vector<std::string> sweep() {
   std::vector<std::string> designs = kSweepFeatures;
   designs.insert(designs.end(), test::kNewTileWidthDesigns.begin(), test::kNewTileWidthDesigns.end());
   designs.insert(designs.end(), test::kCoopColumnsDesigns.begin(), test::kCoopColumnsDesigns.end());
   designs.insert(designs.end(), test::kEpiloguePiecesDesigns.begin(), test::kEpiloguePiecesDesigns.end());
+  designs.insert(designs.end(), test::kPingpongWideDesigns.begin(), test::kPingpongWideDesigns.end());
+  designs.insert(designs.end(), test::kMulticastOverlapDesigns.begin(), test::kMulticastOverlapDesigns.end());
   return designs;
 }
 const std::vector<std::string> kSweep = sweep();

@@ -30,6 +30,8 @@
 #include "support/gpu.h"
 #include "support/coop_columns.h"
 #include "support/epilogue_pieces.h"
+#include "support/pingpong_wide.h"
+#include "support/multicast_overlap.h"
 #include "support/tile_widths.h"
 
 namespace rlgemm {
@@ -388,6 +390,28 @@ TEST_F(GpuGemm, EpilogueInPiecesMatchesTheReferenceOnAwkwardShapes) {
     ASSERT_LT(sm90::epilogue_rows(shape), sm90::warpgroup_rows(shape)) << text;
   }
   check_designs_on_awkward_shapes(*this, test::kEpiloguePiecesDesigns, DType::kF16, /*valid_layouts_only=*/true);
+}
+
+// Ping-pong tiles of 129-168 accumulators per warpgroup thread (128x168 is cuBLASLt's tile on 2048x11008x4096):
+// the whole tile in one warpgroup's registers, both epilogues, clusters along M and N, swap.
+TEST_F(GpuGemm, WidePingpongTilesMatchTheReferenceOnAwkwardShapes) {
+  if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
+  for (const auto& text : test::kPingpongWideDesigns) {
+    const sm90::Shape shape = sm90_shape(parse_design(text));
+    ASSERT_GT(sm90::warpgroup_rows(shape) * sm90::warpgroup_cols(shape) / 128, 128) << text;
+  }
+  check_designs_on_awkward_shapes(*this, test::kPingpongWideDesigns, DType::kF16, /*valid_layouts_only=*/true);
+}
+
+// 2x1 clusters whose B tile halves are not whole swizzle atoms: the CTAs multicast overlapping parts, and each
+// stage's full barrier expects the overlap's bytes too (a wrong count hangs or reads a stage early).
+TEST_F(GpuGemm, OverlappingMulticastPartsMatchTheReferenceOnAwkwardShapes) {
+  if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
+  for (const auto& text : test::kMulticastOverlapDesigns) {
+    const Design d = parse_design(text);
+    ASSERT_NE((d.bn / 2) % 8, 0) << text;
+  }
+  check_designs_on_awkward_shapes(*this, test::kMulticastOverlapDesigns, DType::kF16, /*valid_layouts_only=*/true);
 }
 
 // The tile widths the search offers beside 64..256 in steps of 64 (search/design_space.h): narrow tiles (16, 32)

@@ -111,6 +111,12 @@ struct Gemm {
   // Multicast splits a shared tile between the CTAs of the cluster.
   static constexpr int kAParts = Cfg::kClusterN;  // A is shared by the CTAs along N
   static constexpr int kBParts = Cfg::kClusterM;
+  // Bytes a stage's full barrier expects: the tiles, and the rows that overlapping parts of a K-major tile bring
+  // twice (multicast_part_rows in sm90/params.h; MN-major tiles split their k-rows, which divide evenly).
+  static constexpr int kStageTxBytes =
+      kStageBytes +
+      (Cfg::kAMnMajor ? 0 : (multicast_rows_received(kBM, kAParts) - kBM) * kKRowBytes * kKAtoms) +
+      (Cfg::kBMnMajor ? 0 : (multicast_rows_received(kBN, kBParts) - kBN) * kKRowBytes * kKAtoms);
 
   static constexpr bool kStreamK = Cfg::kSplitMode == kSplitStreamK;
   static_assert(!kStreamK || Cfg::kSplits == 1, "stream-K divides k-blocks itself: kSplits is 1");
@@ -211,11 +217,13 @@ struct Gemm {
                                                        int part) {
     constexpr unsigned short kAllCtas = (1u << kClusterSize) - 1;
     if constexpr (!kMnMajor) {
-      constexpr int kPartRows = kRows / kParts;
+      // Parts start on whole swizzle atoms; where kRows / kParts is not a multiple of 8 they overlap
+      // (multicast_part_rows in sm90/params.h), and the stage's expected bytes count the overlap (kStageTxBytes).
+      const int first = multicast_part_first_row(kRows, kParts, part);
 #pragma unroll
       for (int atom = 0; atom < kKAtoms; ++atom) {
-        const u32 to = dst + atom * kRows * kKRowBytes + part * kPartRows * kKRowBytes;
-        const int c0 = k0 + atom * 64, c1 = row0 + part * kPartRows;
+        const u32 to = dst + atom * kRows * kKRowBytes + first * kKRowBytes;
+        const int c0 = k0 + atom * 64, c1 = row0 + first;
         if constexpr (kParts > 1) ptx::tma_load_2d_multicast(to, map, bar, c0, c1, kAllCtas);
         else ptx::tma_load_2d(to, map, bar, c0, c1);
       }
@@ -435,7 +443,7 @@ struct Gemm {
           const Work w = work_unit(sched, local, clusters, rank_m, rank_n);
           for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
             ptx::mbarrier_wait(empty_bar(stage), phase ^ 1);
-            ptx::mbarrier_arrive_expect_tx(full_bar(stage), kStageBytes);
+            ptx::mbarrier_arrive_expect_tx(full_bar(stage), kStageTxBytes);
             load_operand<Cfg::kAMnMajor, kBM, kAParts>(a_tile(stage), &p.a, full_bar(stage), w.tile_m * kBM,
                                                        kb * kBK, rank_n);
             load_operand<Cfg::kBMnMajor, kBN, kBParts>(b_tile(stage), &p.b, full_bar(stage), w.tile_n * kBN,

@@ -98,5 +98,24 @@ RLGEMM_SM90_HD constexpr int epilogue_bytes(const Shape& s) {
 // Dynamic shared memory to request.
 RLGEMM_SM90_HD constexpr int smem_bytes(const Shape& s) { return smem_bytes_with(s, epilogue_bytes(s)); }
 
+// Rows of a K-major operand tile of `tile_rows` rows that each of the `parts` CTAs of a cluster loads and
+// multicasts (the rows of its TMA box). A part starts on a whole swizzle atom of 8 rows, so where tile_rows / parts
+// is not a multiple of 8 (BN 168: 84) the parts round up to one (88) and the last starts tile_rows - part_rows
+// rows in (80): the parts overlap by parts x part_rows - tile_rows rows, which arrive twice with the same bytes.
+RLGEMM_SM90_HD constexpr int multicast_part_rows(int tile_rows, int parts) {
+  return parts <= 1 ? tile_rows : (tile_rows / parts + 7) / 8 * 8;
+}
+// The first row of part `part` (part * part_rows where the parts divide the tile evenly).
+RLGEMM_SM90_HD constexpr int multicast_part_first_row(int tile_rows, int parts, int part) {
+  return parts * multicast_part_rows(tile_rows, parts) == tile_rows ||
+                 part * multicast_part_rows(tile_rows, parts) < tile_rows - multicast_part_rows(tile_rows, parts)
+             ? part * multicast_part_rows(tile_rows, parts)
+             : tile_rows - multicast_part_rows(tile_rows, parts);
+}
+// Rows a CTA receives of such a tile per k-atom: the tile's, and the overlap again.
+RLGEMM_SM90_HD constexpr int multicast_rows_received(int tile_rows, int parts) {
+  return parts <= 1 ? tile_rows : parts * multicast_part_rows(tile_rows, parts);
+}
+
 }  // namespace sm90
 }  // namespace rlgemm
