@@ -20,7 +20,7 @@ HARNESS = re.compile(HARNESS_PATTERN, re.I)
 FIELDS = ["subject", "clock", "kernel", "grid", "block", "cluster", "registers", "smem_dynamic_bytes",
           "duration_us", "sm_clock_mhz", "tensor_pipe_pct", "sm_throughput_pct", "memory_throughput_pct",
           "dram_read_mb", "dram_write_mb", "l2_mb", "achieved_occupancy_pct", "sm_cycles", "instructions_m",
-          "top_stalls", "tma_delivered_mb", "l2_sm_read_mb", "l2_fabric_mb", "lrc_read_mb"]
+          "top_stalls", "tma_delivered_mb", "l2_sm_read_mb", "l2_fabric_mb", "lrc_read_mb", "st_global_mb"]
 
 
 def number(text):
@@ -114,6 +114,8 @@ def main():
             sectors_mb("lts__t_sectors_srcunit_tex_op_read.sum"),
             sectors_mb("lts__t_sectors_srcunit_ltcfabric.sum"),
             sectors_mb("lrc__lts2lrc_sectors_op_read.sum"),
+            # What the threads stored to global memory themselves (an epilogue from registers), not by TMA.
+            sectors_mb("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"),
         ]
         out.writerow(["" if x is None else (f"{x:.4g}" if isinstance(x, float) else x) for x in fields])
 

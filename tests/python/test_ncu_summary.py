@@ -52,20 +52,21 @@ def test_multicast_columns_what_the_sms_received_and_what_the_l2_read(tmp_path):
     raw = tmp_path / "raw.csv"
     columns = COLUMNS + ["l1tex__m_xbar2l1tex_read_sectors_mem_global_op_tma_ld.sum",
                          "lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_ltcfabric.sum",
-                         "lrc__lts2lrc_sectors_op_read.sum"]
+                         "lrc__lts2lrc_sectors_op_read.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"]
     with open(raw, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(columns)
-        w.writerow(UNITS + ["sector", "sector", "sector", "sector"])
+        w.writerow(UNITS + ["sector", "sector", "sector", "sector", "sector"])
         w.writerow(["1", "rlgemm_sm90_ws_coopn_192x192x64_s4_c1x2", "(132, 1, 1)", "(384, 1, 1)", "168", "250.0",
                     "400,000", "46,079,111", "25,000,000", "236.9", "3.6", "3.1",
-                    "62,717,952", "38,976,996", "6,750,174", "38,083,094"])
+                    "62,717,952", "38,976,996", "6,750,174", "38,083,094", "665,600"])
     r = summary(raw)[0]
     assert abs(float(r["tma_delivered_mb"]) - 62717952 * 32e-6) < 1
     assert abs(float(r["l2_sm_read_mb"]) - 38976996 * 32e-6) < 1
     assert abs(float(r["l2_fabric_mb"]) - 6750174 * 32e-6) < 1
     assert abs(float(r["lrc_read_mb"]) - 38083094 * 32e-6) < 1
+    assert abs(float(r["st_global_mb"]) - 665600 * 32e-6) < 0.01
     # an export without them leaves the columns empty
     export(raw, [["1", "k", "(1, 1, 1)", "(1, 1, 1)", "1", "1.0", "1", "1", "1", "1", "0", "0"]])
     r = summary(raw)[0]
-    assert all(r[c] == "" for c in ("tma_delivered_mb", "l2_sm_read_mb", "l2_fabric_mb", "lrc_read_mb"))
+    assert all(r[c] == "" for c in ("tma_delivered_mb", "l2_sm_read_mb", "l2_fabric_mb", "lrc_read_mb", "st_global_mb"))
