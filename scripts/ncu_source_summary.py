@@ -15,15 +15,16 @@ import collections
 import csv
 import sys
 
+from ncu_summary import number as parsed_number
+
 SAMPLES = "Warp Stall Sampling (All Samples)"
 EXECUTED = "Instructions Executed"
 
 
 def number(text):
-    try:
-        return float(str(text).replace(",", ""))
-    except ValueError:
-        return 0.0
+    """A cell's value; 0 for an empty or non-numeric cell."""
+    value = parsed_number(text)
+    return 0.0 if value is None else value
 
 
 def opcode(source):
