@@ -87,15 +87,14 @@ def main():
                 stalls.append((number(v), m.group(1)))
         stalls.sort(reverse=True)
         cluster = "x".join(str(int(metric([f"launch__cluster_dim_{d}"]) or 1)) for d in "xyz")
-        l2 = metric(["lts__t_bytes.sum"], "Mbyte")
-        if l2 is None:  # exports without the byte count give the L2's 32-byte sectors
-            sectors = metric(["lts__t_sectors.sum"])
-            l2 = sectors * 32e-6 if sectors is not None else None
-        instructions = metric(["smsp__inst_executed.sum"])
-
-        def sectors_mb(name):
+        def sectors_mb(name):  # a count of 32-byte sectors, in MB
             v = metric([name])
             return v * 32e-6 if v is not None else None
+
+        l2 = metric(["lts__t_bytes.sum"], "Mbyte")
+        if l2 is None:  # exports without the byte count give the L2's 32-byte sectors
+            l2 = sectors_mb("lts__t_sectors.sum")
+        instructions = metric(["smsp__inst_executed.sum"])
         fields = [
             a.subject, a.clock, name[:160], row.get("Grid Size", ""), row.get("Block Size", ""), cluster,
             metric(["launch__registers_per_thread"]), metric(["launch__shared_mem_per_block_dynamic"]),

@@ -107,14 +107,12 @@ RLGEMM_SM90_HD constexpr int multicast_part_rows(int tile_rows, int parts) {
 }
 // The first row of part `part` (part * part_rows where the parts divide the tile evenly).
 RLGEMM_SM90_HD constexpr int multicast_part_first_row(int tile_rows, int parts, int part) {
-  return parts * multicast_part_rows(tile_rows, parts) == tile_rows ||
-                 part * multicast_part_rows(tile_rows, parts) < tile_rows - multicast_part_rows(tile_rows, parts)
-             ? part * multicast_part_rows(tile_rows, parts)
-             : tile_rows - multicast_part_rows(tile_rows, parts);
+  const int rows = multicast_part_rows(tile_rows, parts);
+  return parts * rows == tile_rows || part * rows < tile_rows - rows ? part * rows : tile_rows - rows;
 }
 // Rows a CTA receives of such a tile per k-atom: the tile's, and the overlap again.
 RLGEMM_SM90_HD constexpr int multicast_rows_received(int tile_rows, int parts) {
-  return parts <= 1 ? tile_rows : parts * multicast_part_rows(tile_rows, parts);
+  return parts * multicast_part_rows(tile_rows, parts);
 }
 
 }  // namespace sm90
