@@ -45,6 +45,7 @@ std::string suffix_text(const Design& d) {
   std::string s;
   if (d.swap_ab) s += "/swap";
   if (d.static_shape) s += "/static";
+  if (d.l2_promotion != 256) s += "/l2p" + std::to_string(d.l2_promotion);
   if (d.pdl) s += "/pdl";
   if (d.dtype != DType::kF16) s += "/" + std::string(to_string(d.dtype));
   return s;
@@ -153,12 +154,23 @@ void parse_epilogue(std::string_view token, std::string_view text, Design& d, bo
                   std::string(token) + "'");
 }
 
-// Optional trailing flags, in canonical order: swap, static, pdl, then the element type (bf16; fp16 is the
+// Optional trailing flags, in canonical order: swap, static, l2pP, pdl, then the element type (bf16; fp16 is the
 // default and never written, so that every design has one text).
 void parse_flags(const std::vector<std::string_view>& parts, size_t first, std::string_view text, Design& d) {
   size_t i = first;
   if (i < parts.size() && parts[i] == "swap") d.swap_ab = true, ++i;
   if (i < parts.size() && parts[i] == "static") d.static_shape = true, ++i;
+  if (i < parts.size() && parts[i].substr(0, 3) == "l2p") {
+    const std::string_view value = parts[i].substr(3);
+    if (value == "0") d.l2_promotion = 0;
+    else if (value == "64") d.l2_promotion = 64;
+    else if (value == "128") d.l2_promotion = 128;
+    else
+      bad_field(text, "L2 promotion",
+                "expected l2p0, l2p64 or l2p128 (256 bytes is the default and is not written), got '" +
+                    std::string(parts[i]) + "'");
+    ++i;
+  }
   if (i < parts.size() && parts[i] == "pdl") d.pdl = true, ++i;
   if (i < parts.size() && parts[i] == "bf16") d.dtype = DType::kBF16, ++i;
   if (i < parts.size() && parts[i] == "fp16")
@@ -166,7 +178,8 @@ void parse_flags(const std::vector<std::string_view>& parts, size_t first, std::
   if (i < parts.size())
     bad_field(text, "flags",
               "unexpected '" + std::string(parts[i]) +
-                  "' (only /swap, then /static, then /pdl, then the element type /bf16 may follow the epilogue)");
+                  "' (only /swap, then /static, then /l2pP, then /pdl, then the element type /bf16 may follow the "
+                  "epilogue)");
 }
 
 Design parse_sm90(const std::vector<std::string_view>& parts, std::string_view text) {
@@ -300,6 +313,8 @@ std::string kib(long bytes) { return std::to_string(bytes) + " bytes (" + std::t
 
 std::optional<std::string> sm80_rules(const Design& d, Layout layout, int smem_limit) {
   if (d.cluster_m != 1 || d.cluster_n != 1) return "clusters are an sm90 feature; sm80 designs use 1x1";
+  if (d.l2_promotion != 256)
+    return "/l2pP sets the L2 promotion of TMA tensor maps, an sm90 feature: sm80 designs load with cp.async";
   if (d.split == SplitK::kStreamK) return "stream-K needs the persistent sm90 tile scheduler; sm80 offers serial and parallel split-K";
   if (d.epilogue == Epilogue::kTma) return "epi_tma is an sm90 epilogue; sm80 offers epi_reg and epi_smem";
   // Powers of two: tile rows split evenly into 16-byte chunks per thread and swizzle phases.
@@ -358,22 +373,29 @@ std::optional<std::string> sm90_rules(const Design& d, Layout layout, int smem_l
   if (split_columns && d.epilogue == Epilogue::kTma && d.bn < 128)
     return "epi_tma stores whole 64-column chunks of each warpgroup's columns: a coopn design needs BN at least 128 "
            "(got " + std::to_string(d.bn) + ")";
-  const bool ok_cluster = (d.cluster_m == 1 && d.cluster_n == 1) || (d.cluster_m == 2 && d.cluster_n == 1) ||
-                          (d.cluster_m == 1 && d.cluster_n == 2);
-  if (!ok_cluster)
-    return "cluster must be 1x1, 2x1 or 1x2 (got " + std::to_string(d.cluster_m) + "x" + std::to_string(d.cluster_n) + ")";
+  // A cluster shares B tiles along M and A tiles along N (both in a 2x2 cluster); each extent is 1, 2 or 4 and
+  // the cluster at most 4 CTAs, which every GPC of an H100 or H200 holds several of.
+  auto cluster_extent = [](int e) { return e == 1 || e == 2 || e == 4; };
+  if (!cluster_extent(d.cluster_m) || !cluster_extent(d.cluster_n) || d.cluster_m * d.cluster_n > 4)
+    return "cluster must be CMxCN with CM and CN 1, 2 or 4 and at most 4 CTAs: 1x1, 2x1, 1x2, 2x2, 4x1 or 1x4 (got " +
+           std::to_string(d.cluster_m) + "x" + std::to_string(d.cluster_n) + ")";
   if (d.epilogue == Epilogue::kSmem) return "epi_smem is an sm80 epilogue; sm90 offers epi_reg and epi_tma";
+  if (d.l2_promotion != 0 && d.l2_promotion != 64 && d.l2_promotion != 128 && d.l2_promotion != 256)
+    return "the L2 promotion of a tensor map is 0, 64, 128 or 256 bytes (got " + std::to_string(d.l2_promotion) + ")";
   if (d.epilogue == Epilogue::kTma && d.bn < 64)
     return "epi_tma stores whole 64-column chunks by TMA (a wider tile's last BN % 64 columns from registers): BN "
            "must be at least 64 (got " + std::to_string(d.bn) + ")";
   if (d.epilogue == Epilogue::kTma && d.swap_ab)
     return "epi_tma does not transpose: a swapped design (C^T = B^T A^T) stores from registers, use epi_reg";
   {
-    // A tile shared by a cluster is loaded in halves: rows of a K-major tile, k-rows of an MN-major one.
+    // A tile shared by a cluster is loaded in parts, one per sharing CTA: rows of a K-major tile, k-rows of an
+    // MN-major one (at least 8 of them).
     const bool nn = layout == Layout::kNN;
     const bool a_mn = d.swap_ab && nn, b_mn = !d.swap_ab && nn;
-    if (d.cluster_n == 2 && a_mn && d.bk / 2 < 8) return "BK too small to split an MN-major A tile across the cluster";
-    if (d.cluster_m == 2 && b_mn && d.bk / 2 < 8) return "BK too small to split an MN-major B tile across the cluster";
+    if (a_mn && d.bk / d.cluster_n < 8)
+      return "BK too small to split an MN-major A tile across the cluster: BK / CN must be at least 8";
+    if (b_mn && d.bk / d.cluster_m < 8)
+      return "BK too small to split an MN-major B tile across the cluster: BK / CM must be at least 8";
     if (b_mn && d.bn % 64 != 0) return "an MN-major B tile is built of 64-column swizzle atoms: BN % 64 == 0";
     if (b_mn && split_columns && d.bn % 128 != 0)
       return "a coopn design gives each warpgroup BN/2 columns of an MN-major B tile, which are whole 64-column "

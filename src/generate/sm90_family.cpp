@@ -183,13 +183,14 @@ class Sm90Family final : public KernelFamily {
     const void* a_src = d.swap_ab ? ops.b : ops.a;
     const void* b_src = d.swap_ab ? ops.a : ops.b;
     const CUtensorMapDataType type = tensor_map_type(d.dtype);
-    encode_operand(api, &p.a, type, a_src, v.a_mn_major, v.m, v.k, d.bm, d.bk, d.cluster_n);
-    encode_operand(api, &p.b, type, b_src, v.b_mn_major, v.n, v.k, d.bn, d.bk, d.cluster_m);
+    const CUtensorMapL2promotion promotion = l2_promotion(d.l2_promotion);
+    encode_operand(api, &p.a, type, a_src, v.a_mn_major, v.m, v.k, d.bm, d.bk, d.cluster_n, promotion);
+    encode_operand(api, &p.b, type, b_src, v.b_mn_major, v.n, v.k, d.bn, d.bk, d.cluster_m, promotion);
     if (d.epilogue == Epilogue::kTma) {
       // C in the problem's view (row-major M x N): dims {N, M}; box = 64 columns x the rows of one staged chunk
       // (a warpgroup's rows, or one m64 block of them).
       encode(api, &p.c, type, ops.c, problem.shape.n, problem.shape.m, problem.shape.n, 64,
-             sm90::epilogue_rows(shape), CU_TENSOR_MAP_SWIZZLE_128B);
+             sm90::epilogue_rows(shape), CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
     }
     p.c_ptr = ops.c;
     p.m = static_cast<int>(v.m);
@@ -230,10 +231,22 @@ class Sm90Family final : public KernelFamily {
   }
 
  private:
+  // Design::l2_promotion (bytes) as the driver's enumerator.
+  static CUtensorMapL2promotion l2_promotion(int bytes) {
+    switch (bytes) {
+      case 0: return CU_TENSOR_MAP_L2_PROMOTION_NONE;
+      case 64: return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+      case 128: return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+      case 256: return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+    }
+    fail("L2 promotion of " + std::to_string(bytes) + " bytes: 0, 64, 128 or 256");
+  }
+
   // 2D tensor map of 16-bit elements over a row-major matrix of `rows` x `inner` elements with `ld` elements
   // per row.
   static void encode(const DriverApi& api, sm90::TensorMapBytes* map, CUtensorMapDataType type, const void* base,
-                     int64_t inner, int64_t rows, int64_t ld, int box_inner, int box_rows, CUtensorMapSwizzle swizzle) {
+                     int64_t inner, int64_t rows, int64_t ld, int box_inner, int box_rows, CUtensorMapSwizzle swizzle,
+                     CUtensorMapL2promotion promotion) {
     static_assert(sizeof(sm90::TensorMapBytes) == sizeof(CUtensorMap), "tensor map size");
     const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(rows)};
     const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
@@ -242,7 +255,7 @@ class Sm90Family final : public KernelFamily {
     RLGEMM_CU_CHECK(api.cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(map), type,
                                                2, const_cast<void*>(base), dims, strides, box, element_strides,
                                                CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                               promotion,
                                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   }
 
@@ -250,13 +263,14 @@ class Sm90Family final : public KernelFamily {
   // rows of one part} (sm90::multicast_part_rows: tile_rows / parts, rounded up to whole swizzle atoms). MN-major:
   // stored k x rows, box {64, BK / parts}. `parts` CTAs of a cluster share it.
   static void encode_operand(const DriverApi& api, sm90::TensorMapBytes* map, CUtensorMapDataType type,
-                             const void* base, bool mn_major, int64_t rows, int64_t k, int tile_rows, int bk, int parts) {
+                             const void* base, bool mn_major, int64_t rows, int64_t k, int tile_rows, int bk, int parts,
+                             CUtensorMapL2promotion promotion) {
     if (!mn_major) {
       const int box_k = std::min(bk, 64);
       encode(api, map, type, base, k, rows, k, box_k, sm90::multicast_part_rows(tile_rows, parts),
-             box_k * 2 == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
+             box_k * 2 == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B, promotion);
     } else {
-      encode(api, map, type, base, rows, k, rows, 64, bk / parts, CU_TENSOR_MAP_SWIZZLE_128B);
+      encode(api, map, type, base, rows, k, rows, 64, bk / parts, CU_TENSOR_MAP_SWIZZLE_128B, promotion);
     }
   }
 };

@@ -80,8 +80,8 @@ Breakdown estimate(const SyntheticGpu& gpu, const Design& d, const Problem& prob
   const double cta_rate = sm_rate / ctas_per_sm;
   const double mma_cycles = 2 * bm * bn * bk / cta_rate;
   double a_bytes = bm * bk * 2, b_bytes = bn * bk * 2;
-  if (sm90 && d.cluster_m == 2) b_bytes *= 0.5;  // B tile multicast to the CTA pair along M
-  if (sm90 && d.cluster_n == 2) a_bytes *= 0.5;
+  if (sm90) b_bytes /= d.cluster_m;  // B tile multicast to the CTAs of a cluster column (along M)
+  if (sm90) a_bytes /= d.cluster_n;  // A tile to those of a cluster row
   const double l2_per_cta_cycle = gpu.l2_bytes_per_s / gpu.clock_hz / slots;
   const double load_cycles = (a_bytes + b_bytes) / l2_per_cta_cycle;
   // Little's law: stages-1 loads in flight must cover the memory latency (the TMA producer of sm90 keeps

@@ -22,6 +22,7 @@ SpaceSpec SpaceSpec::for_gpu(int cc_major) {
 }
 
 bool clusters_across_raster(const Design& d) {
+  if (d.cluster_m > 1 && d.cluster_n > 1) return false;  // a 2x2 cluster runs along both directions
   return (d.cluster_m > 1 && d.raster != Raster::kAlongM) || (d.cluster_n > 1 && d.raster != Raster::kAlongN);
 }
 

@@ -89,8 +89,8 @@ struct SpaceSpec {
   static SpaceSpec for_gpu(int cc_major);
 };
 
-// Whether a design's cluster pairs tiles across its raster's direction (c2x1 with raster_n, c1x2 with raster_m):
-// what SpaceSpec::clusters_along_raster leaves out.
+// Whether a design's cluster lines up tiles across its raster's direction (c2x1 or c4x1 with raster_n, c1x2 or
+// c1x4 with raster_m; a 2x2 cluster runs along both): what SpaceSpec::clusters_along_raster leaves out.
 bool clusters_across_raster(const Design& design);
 
 // A space's signature lists its fields' options, then the filters that are off, as items of their own:

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -213,6 +214,35 @@ TEST(DesignText, PdlFollowsStaticAndPrecedesTheElementType) {
     EXPECT_NE(parse_error(wrong).find("flags"), std::string::npos) << wrong;
 }
 
+// /l2pP (the operands' tensor-map L2 promotion, when not the default 256 bytes) follows /static and precedes /pdl;
+// it is an sm90 feature.
+TEST(DesignText, L2PromotionFollowsStaticAndPrecedesPdl) {
+  const std::string base = "sm90.ws.pingpong/128x168x64/s5/c2x1/raster_m.g8/splitk1/epi_tma";
+  EXPECT_EQ(parse_design(base).l2_promotion, 256);
+  for (auto [text, bytes] : {std::pair{base + "/l2p0", 0}, std::pair{base + "/l2p64/pdl/bf16", 64},
+                             std::pair{base + "/static/l2p128", 128},
+                             std::pair{std::string("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/streamk/epi_reg/swap/l2p0"), 0}}) {
+    const Design d = parse_design(text);
+    EXPECT_EQ(d.l2_promotion, bytes) << text;
+    EXPECT_EQ(to_string(d), text);
+    Design standard = d;
+    standard.l2_promotion = 256;
+    EXPECT_NE(standard, d);
+    EXPECT_EQ(to_string(standard).find("l2p"), std::string::npos);
+    EXPECT_FALSE(why_invalid(d, Layout::kTN)) << text;
+  }
+  for (const std::string wrong : {base + "/l2p0/static", base + "/pdl/l2p0", base + "/l2p0/l2p64"})
+    EXPECT_NE(parse_error(wrong).find("flags"), std::string::npos) << wrong;
+  for (const std::string wrong : {base + "/l2p256", base + "/l2p32", base + "/l2p"})
+    EXPECT_NE(parse_error(wrong).find("L2 promotion"), std::string::npos) << wrong;
+  Design odd = parse_design(base);
+  odd.l2_promotion = 32;
+  EXPECT_NE(why_invalid(odd, Layout::kTN).value_or("").find("0, 64, 128 or 256"), std::string::npos);
+  const auto sm80 = why_invalid(parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg/l2p0"),
+                                Layout::kTN);
+  EXPECT_NE(sm80.value_or("").find("sm90 feature"), std::string::npos) << sm80.value_or("");
+}
+
 Design sm80(const char* text) { return parse_design(text); }
 
 std::string reason(const std::string& text, Layout layout = Layout::kTN, int limit = 232448) {
@@ -265,8 +295,9 @@ TEST(DesignRules, RejectionsNameTheRule) {
       {"sm80/64x64x16/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg", "BK must be 32, 64 or 128"},
       {"sm90.ws.coop/128x128x256/s2/c1x1/raster_m.g8/splitk1/epi_reg", "BK must be 32, 64 or 128"},
       // clusters, splits, features of the other family
-      {"sm90.ws.coop/128x128x64/s4/c2x2/raster_m.g8/splitk1/epi_reg", "cluster must be 1x1, 2x1 or 1x2"},
-      {"sm90.ws.coop/128x128x64/s4/c4x1/raster_m.g8/splitk1/epi_reg", "cluster must be 1x1, 2x1 or 1x2"},
+      {"sm90.ws.coop/128x128x64/s4/c4x2/raster_m.g8/splitk1/epi_reg", "at most 4 CTAs"},
+      {"sm90.ws.coop/128x128x64/s4/c3x1/raster_m.g8/splitk1/epi_reg", "CM and CN 1, 2 or 4"},
+      {"sm90.ws.coop/128x128x64/s4/c1x8/raster_m.g8/splitk1/epi_reg", "CM and CN 1, 2 or 4"},
       {"sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1.serial/epi_reg", "needs 2..64 splits"},
       {"sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk0.parallel/epi_reg", "needs 2..64 splits"},
       {"sm80/64x64x32/w32x32/s4/swz/raster_m.g8/streamk/epi_reg", "stream-K"},
@@ -352,6 +383,39 @@ TEST(DesignRules, MulticastPartsStartOnWholeSwizzleAtoms) {
     EXPECT_LE(sm90::multicast_rows_received(rows, 2) - rows, 8) << rows;         // and overlap by one atom at most
   }
   EXPECT_FALSE(why_invalid(parse_design("sm90.ws.pingpong/128x168x64/s5/c2x1/raster_m.g8/splitk1/epi_tma"), Layout::kTN));
+  // Four parts (a 4x1 or 1x4 cluster): whole atoms, the last flush with the tile's end, covering it.
+  EXPECT_EQ(sm90::multicast_part_rows(168, 4), 48);
+  EXPECT_EQ(sm90::multicast_part_first_row(168, 4, 2), 96);
+  EXPECT_EQ(sm90::multicast_part_first_row(168, 4, 3), 120);
+  EXPECT_EQ(sm90::multicast_rows_received(168, 4), 192);
+  for (int rows = 32; rows <= 256; rows += 8) {
+    std::vector<int> covered(rows, 0);
+    for (int part = 0; part < 4; ++part) {
+      const int first = sm90::multicast_part_first_row(rows, 4, part);
+      EXPECT_EQ(first % 8, 0) << rows;
+      for (int r = first; r < first + sm90::multicast_part_rows(rows, 4); ++r) {
+        ASSERT_LT(r, rows) << rows << " part " << part;
+        covered[r] = 1;
+      }
+    }
+    EXPECT_EQ(std::count(covered.begin(), covered.end(), 1), rows) << rows;
+  }
+}
+
+// Clusters of up to four CTAs: a 2x2 cluster shares both operands, 4x1 and 1x4 one operand four ways. An MN-major
+// tile is split by k-rows, at least 8 per part.
+TEST(DesignRules, ClustersOfFourShareTheirTilesInParts) {
+  for (const char* text : {"sm90.ws.coop/128x128x64/s5/c2x2/raster_m.g8/splitk1/epi_tma",
+                           "sm90.ws.pingpong/128x168x64/s5/c2x2/raster_m.g8/splitk1/epi_tma",
+                           "sm90.ws.coop/128x256x64/s4/c4x1/raster_m.g8/splitk1/epi_tma",
+                           "sm90.ws.coopn/192x192x64/s4/c1x4/raster_n.g8/splitk1/epi_tma"})
+    EXPECT_FALSE(why_invalid(parse_design(text), Layout::kTN)) << text;
+  // nn: B (or, swapped, A) is MN-major; BK 32 in four parts is 8 k-rows each.
+  for (const char* text : {"sm90.ws.coop/128x128x32/s5/c4x1/raster_m.g8/splitk1/epi_tma",
+                           "sm90.ws.coop/128x128x32/s5/c1x4/raster_n.g8/splitk1/epi_reg/swap"}) {
+    const auto why = why_invalid(parse_design(text), Layout::kNN);
+    EXPECT_FALSE(why) << text << ": " << why.value_or("");
+  }
 }
 
 // A ping-pong warpgroup holds its whole tile: up to 168 accumulators per thread without a split of K, 128 with

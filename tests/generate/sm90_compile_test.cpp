@@ -11,6 +11,7 @@
 #include "generate/generate.h"
 #include "kernels/sm90/params.h"
 #include "rlgemm/error.h"
+#include "support/cluster_four.h"
 #include "support/coop_columns.h"
 #include "support/epilogue_pieces.h"
 #include "support/pingpong_wide.h"
@@ -43,7 +44,8 @@ const std::vector<std::string> kSweepFeatures = {
 // The features above, then the widths beside the multiples of 64 (tests/support/tile_widths.h), the
 // cooperative schedule that splits columns (tests/support/coop_columns.h), the epilogue staged in 64x64 pieces
 // (tests/support/epilogue_pieces.h), ping-pong tiles of more than 128 accumulators (tests/support/pingpong_wide.h)
-// and 2x1 clusters whose B tile's multicast halves overlap (tests/support/multicast_overlap.h).
+// 2x1 clusters whose B tile's multicast halves overlap (tests/support/multicast_overlap.h) and clusters of four
+// CTAs (tests/support/cluster_four.h).
 std::vector<std::string> sweep() {
   std::vector<std::string> designs = kSweepFeatures;
   designs.insert(designs.end(), test::kNewTileWidthDesigns.begin(), test::kNewTileWidthDesigns.end());
@@ -51,6 +53,7 @@ std::vector<std::string> sweep() {
   designs.insert(designs.end(), test::kEpiloguePiecesDesigns.begin(), test::kEpiloguePiecesDesigns.end());
   designs.insert(designs.end(), test::kPingpongWideDesigns.begin(), test::kPingpongWideDesigns.end());
   designs.insert(designs.end(), test::kMulticastOverlapDesigns.begin(), test::kMulticastOverlapDesigns.end());
+  designs.insert(designs.end(), test::kClusterFourDesigns.begin(), test::kClusterFourDesigns.end());
   return designs;
 }
 const std::vector<std::string> kSweep = sweep();

@@ -32,6 +32,7 @@
 #include "support/epilogue_pieces.h"
 #include "support/pingpong_wide.h"
 #include "support/multicast_overlap.h"
+#include "support/cluster_four.h"
 #include "support/tile_widths.h"
 
 namespace rlgemm {
@@ -352,7 +353,7 @@ void check_designs_on_awkward_shapes(GpuGemm& t, const std::vector<std::string>&
 TEST_F(GpuGemm, Sm80DesignsMatchTheReferenceOnAwkwardShapes) { check_designs_on_awkward_shapes(*this, kDesigns); }
 
 // Hopper designs: both consumer arrangements, clusters along M and N, both epilogues, swap, BK 32/64/128,
-// serial and parallel split-K, stream-K.
+// serial and parallel split-K, stream-K, tensor maps without L2 promotion or with 64 bytes.
 const std::vector<std::string> kSm90Designs = {
     "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg",
     "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma",
@@ -366,6 +367,8 @@ const std::vector<std::string> kSm90Designs = {
     "sm90.ws.coop/128x128x64/s4/c2x1/raster_m.g8/streamk/epi_tma",
     "sm90.ws.pingpong/64x128x32/s6/c1x1/raster_n.g4/streamk/epi_reg/swap",
     "sm90.ws.pingpong/128x128x64/s5/c1x2/raster_n.g4/streamk/epi_tma",
+    "sm90.ws.pingpong/128x128x64/s5/c2x1/raster_m.g8/splitk1/epi_tma/l2p0",
+    "sm90.ws.coop/128x128x64/s4/c1x1/raster_n.g4/splitk2.serial/epi_reg/swap/l2p64",
 };
 
 TEST_F(GpuGemm, Sm90DesignsMatchTheReferenceOnAwkwardShapes) {
@@ -412,6 +415,18 @@ TEST_F(GpuGemm, OverlappingMulticastPartsMatchTheReferenceOnAwkwardShapes) {
     ASSERT_NE((d.bn / 2) % 8, 0) << text;
   }
   check_designs_on_awkward_shapes(*this, test::kMulticastOverlapDesigns, DType::kF16, /*valid_layouts_only=*/true);
+}
+
+// Clusters of four CTAs: 2x2 multicasts both operands, 4x1 and 1x4 one operand in four overlapping parts. A
+// stage's empty barrier counts the consumers of the CTA's cluster row and column (a wrong count hangs, or lets
+// a producer overwrite a stage a peer still reads: wrong results under load).
+TEST_F(GpuGemm, ClustersOfFourMatchTheReferenceOnAwkwardShapes) {
+  if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
+  for (const auto& text : test::kClusterFourDesigns) {
+    const Design d = parse_design(text);
+    ASSERT_EQ(d.cluster_m * d.cluster_n, 4) << text;
+  }
+  check_designs_on_awkward_shapes(*this, test::kClusterFourDesigns, DType::kF16, /*valid_layouts_only=*/true);
 }
 
 // The tile widths the search offers beside 64..256 in steps of 64 (search/design_space.h): narrow tiles (16, 32)

@@ -191,6 +191,12 @@ TEST(DesignSpace, ClustersPairTilesAlongTheRasterOnly) {
     EXPECT_EQ(clusters_across_raster(d), !kept) << to_string(d);
   }
   for (size_t i = 0; i < along.size(); ++i) EXPECT_FALSE(clusters_across_raster(along.design(i))) << i;
+  // Lines of four like pairs; a 2x2 cluster runs along both directions.
+  EXPECT_TRUE(clusters_across_raster(design("c4x1", "raster_n")));
+  EXPECT_TRUE(clusters_across_raster(design("c1x4", "raster_m")));
+  EXPECT_FALSE(clusters_across_raster(design("c4x1", "raster_m")));
+  EXPECT_FALSE(clusters_across_raster(design("c2x2", "raster_m")));
+  EXPECT_FALSE(clusters_across_raster(design("c2x2", "raster_n")));
   EXPECT_TRUE(SpaceSpec{}.clusters_along_raster);
   try {
     spec_from_signature(along.signature() + ";cluster_raster:sometimes");

@@ -9,7 +9,9 @@
 //
 // The grid is persistent (at most one CTA per SM); CTAs walk the work units (cluster tile x K slice) with a
 // grid stride, in a grouped raster order that keeps the A and B panels of concurrently running tiles in L2.
-// A cluster of two CTAs along M shares B tiles (each CTA loads half and multicasts it), along N shares A.
+// A cluster of CM x CN CTAs (CM, CN in 1, 2, 4; at most 4 CTAs): the CTAs of a cluster column (same tile column)
+// share B tiles, those of a cluster row share A tiles; each CTA loads its part of a shared tile and multicasts it
+// to its row or column. A 2x2 cluster shares both operands, so each CTA loads half of its A and half of its B.
 // The producer and the consumers of a CTA walk the same unit sequence (Schedule, work_unit).
 //
 // K reductions across CTAs, in the epilogue, through an fp32 workspace whose flags are zero between launches:
@@ -106,11 +108,30 @@ struct Gemm {
   // widths 96, 160, 224; 40 of 168) go out from registers.
   static constexpr int kTmaCols = kWgCols / 64 * 64;
   static constexpr int kEpiBuffers = epilogue_buffers(kShape);
-  static_assert(kClusterSize <= 2, "clusters of 1x1, 2x1 or 1x2");
+  static_assert((Cfg::kClusterM == 1 || Cfg::kClusterM == 2 || Cfg::kClusterM == 4) &&
+                    (Cfg::kClusterN == 1 || Cfg::kClusterN == 2 || Cfg::kClusterN == 4) && kClusterSize <= 4,
+                "clusters of CM x CN CTAs, CM and CN 1, 2 or 4, at most 4 CTAs");
 
-  // Multicast splits a shared tile between the CTAs of the cluster.
-  static constexpr int kAParts = Cfg::kClusterN;  // A is shared by the CTAs along N
-  static constexpr int kBParts = Cfg::kClusterM;
+  // Multicast splits a shared tile between the CTAs of the cluster. CTA rank r sits at (r % CM, r / CM).
+  static constexpr int kAParts = Cfg::kClusterN;  // A is shared by the CTAs along N (a cluster row)
+  static constexpr int kBParts = Cfg::kClusterM;  // B by the CTAs along M (a cluster column)
+  // The CTAs of cluster row rank_m, and of cluster column rank_n, as multicast masks.
+  static __device__ __forceinline__ unsigned short cluster_row_mask(int rank_m) {
+    unsigned short mask = 0;
+#pragma unroll
+    for (int j = 0; j < Cfg::kClusterN; ++j) mask |= static_cast<unsigned short>(1u << (rank_m + Cfg::kClusterM * j));
+    return mask;
+  }
+  static __device__ __forceinline__ unsigned short cluster_column_mask(int rank_n) {
+    return static_cast<unsigned short>(((1u << Cfg::kClusterM) - 1) << (Cfg::kClusterM * rank_n));
+  }
+  // The CTAs whose producers write into a CTA's stages, the same as those its own producer writes into: its
+  // cluster row (A) and its cluster column (B). A stage's empty barrier waits for every consumer warpgroup of
+  // each.
+  static constexpr int kStageWriters = Cfg::kClusterM + Cfg::kClusterN - 1;
+  static __device__ __forceinline__ bool in_row_or_column(int rank, int other) {
+    return rank % Cfg::kClusterM == other % Cfg::kClusterM || rank / Cfg::kClusterM == other / Cfg::kClusterM;
+  }
   // Bytes a stage's full barrier expects: the tiles, and the rows that overlapping parts of a K-major tile bring
   // twice (multicast_part_rows in sm90/params.h; MN-major tiles split their k-rows, which divide evenly).
   static constexpr int kStageTxBytes =
@@ -214,8 +235,7 @@ struct Gemm {
   // it when the tile is shared across the cluster.
   template <bool kMnMajor, int kRows, int kParts>
   static __device__ __forceinline__ void load_operand(u32 dst, const void* map, u32 bar, int row0, int k0,
-                                                       int part) {
-    constexpr unsigned short kAllCtas = (1u << kClusterSize) - 1;
+                                                       int part, unsigned short sharers) {
     if constexpr (!kMnMajor) {
       // Parts start on whole swizzle atoms; where kRows / kParts is not a multiple of 8 they overlap
       // (multicast_part_rows in sm90/params.h), and the stage's expected bytes count the overlap (kStageTxBytes).
@@ -224,7 +244,7 @@ struct Gemm {
       for (int atom = 0; atom < kKAtoms; ++atom) {
         const u32 to = dst + atom * kRows * kKRowBytes + first * kKRowBytes;
         const int c0 = k0 + atom * 64, c1 = row0 + first;
-        if constexpr (kParts > 1) ptx::tma_load_2d_multicast(to, map, bar, c0, c1, kAllCtas);
+        if constexpr (kParts > 1) ptx::tma_load_2d_multicast(to, map, bar, c0, c1, sharers);
         else ptx::tma_load_2d(to, map, bar, c0, c1);
       }
     } else {
@@ -233,7 +253,7 @@ struct Gemm {
       for (int atom = 0; atom < kRows / 64; ++atom) {
         const u32 to = dst + atom * kBK * 128 + part * kPartK * 128;
         const int c0 = row0 + atom * 64, c1 = k0 + part * kPartK;
-        if constexpr (kParts > 1) ptx::tma_load_2d_multicast(to, map, bar, c0, c1, kAllCtas);
+        if constexpr (kParts > 1) ptx::tma_load_2d_multicast(to, map, bar, c0, c1, sharers);
         else ptx::tma_load_2d(to, map, bar, c0, c1);
       }
     }
@@ -398,8 +418,9 @@ struct Gemm {
     const int warpgroup = threadIdx.x / 128;
     const int wg_thread = threadIdx.x % 128;
     const u32 rank = kClusterSize > 1 ? ptx::cluster_ctarank() : 0;
-    const int rank_m = Cfg::kClusterM > 1 ? static_cast<int>(rank) : 0;
-    const int rank_n = Cfg::kClusterN > 1 ? static_cast<int>(rank) : 0;
+    // This CTA's place (rank % CM, rank / CM) in the cluster, said without arithmetic where the cluster is a line.
+    const int rank_m = Cfg::kClusterM == 1 ? 0 : static_cast<int>(Cfg::kClusterN == 1 ? rank : rank % Cfg::kClusterM);
+    const int rank_n = Cfg::kClusterN == 1 ? 0 : static_cast<int>(Cfg::kClusterM == 1 ? rank : rank / Cfg::kClusterM);
 
     if (threadIdx.x == 0) {
       ptx::prefetch_tensor_map(&p.a);
@@ -408,7 +429,7 @@ struct Gemm {
 #pragma unroll
       for (int s = 0; s < kStages; ++s) {
         ptx::mbarrier_init(full_bar(s), 1);
-        ptx::mbarrier_init(empty_bar(s), kWgPerTile * kClusterSize);
+        ptx::mbarrier_init(empty_bar(s), kWgPerTile * kStageWriters);
       }
       if constexpr (Cfg::kPingpong) {
         ptx::mbarrier_init(turn_bar(0), 1);
@@ -437,6 +458,7 @@ struct Gemm {
       // ---------------- producer ----------------
       ptx::setmaxnreg_dec<40>();
       if (wg_thread == 0) {
+        const unsigned short a_sharers = cluster_row_mask(rank_m), b_sharers = cluster_column_mask(rank_n);
         int stage = 0;
         u32 phase = 0;
         for (int local = 0; local < sched.units; ++local) {
@@ -445,9 +467,9 @@ struct Gemm {
             ptx::mbarrier_wait(empty_bar(stage), phase ^ 1);
             ptx::mbarrier_arrive_expect_tx(full_bar(stage), kStageTxBytes);
             load_operand<Cfg::kAMnMajor, kBM, kAParts>(a_tile(stage), &p.a, full_bar(stage), w.tile_m * kBM,
-                                                       kb * kBK, rank_n);
+                                                       kb * kBK, rank_n, a_sharers);
             load_operand<Cfg::kBMnMajor, kBN, kBParts>(b_tile(stage), &p.b, full_bar(stage), w.tile_n * kBN,
-                                                       kb * kBK, rank_m);
+                                                       kb * kBK, rank_m, b_sharers);
             if (++stage == kStages) { stage = 0; phase ^= 1; }
           }
         }
@@ -512,7 +534,7 @@ struct Gemm {
           if (it > 0) {
             // The previous k-block's MMAs are done: hand its stage back to the producers.
             ptx::wgmma_wait_group<1>();
-            if (wg_thread < kClusterSize) release(empty_bar(prev_stage), wg_thread);
+            if (releases_to(rank, wg_thread)) release(empty_bar(prev_stage), wg_thread);
           }
           prev_stage = stage;
           if (++stage == kStages) { stage = 0; phase ^= 1; }
@@ -523,7 +545,7 @@ struct Gemm {
           if (wg_thread == 0) ptx::mbarrier_arrive(turn_bar(1 - consumer));
         // Unconditional, so that no path reaches the accumulators with MMAs in flight.
         ptx::wgmma_wait_group<0>();
-        if (k_iters > 0 && wg_thread < kClusterSize) release(empty_bar(prev_stage), wg_thread);
+        if (k_iters > 0 && releases_to(rank, wg_thread)) release(empty_bar(prev_stage), wg_thread);
 #pragma unroll
         for (int mi = 0; mi < kMmaM; ++mi) ptx::fence_registers(acc[mi]);
 
@@ -674,8 +696,13 @@ struct Gemm {
   }
 
   // A consumer warpgroup is done reading a stage: one arrival on that stage's empty barrier in every CTA
-  // whose producer writes into this CTA's copy of the stage. Thread r of the warpgroup signals CTA r, so the
-  // arrivals go out in parallel.
+  // whose producer writes into this CTA's copy of the stage (its cluster row and column). Thread r of the
+  // warpgroup signals CTA r, so the arrivals go out in parallel.
+  static __device__ __forceinline__ bool releases_to(u32 rank, int thread) {
+    if constexpr (kClusterSize == 1) return thread == 0;
+    else if constexpr (kStageWriters == kClusterSize) return thread < kClusterSize;  // a cluster row or column
+    else return thread < kClusterSize && in_row_or_column(static_cast<int>(rank), thread);
+  }
   static __device__ __forceinline__ void release(u32 empty, int rank) {
     if constexpr (kClusterSize == 1) ptx::mbarrier_arrive(empty);
     else ptx::mbarrier_arrive_cluster(empty, static_cast<u32>(rank));
