@@ -53,6 +53,8 @@ def test_again_moves_the_named_parts_rows_aside_and_runs_them(tmp_path):
     assert read_keys(csv_path) == [("a", "sm80", "moves"), ("c", "sm90", "both")]
     assert read_keys(results / "sass-opt-v2.replaced.csv") == [("b", "sm80", "both"), ("d", "sm80", "both")]
     assert "2 rows of sm80,both moved" in done.stdout
+    # Rewritten with the "\n" line ends of the rows rlgemm sass-opt appends, so the file keeps one kind.
+    assert b"\r" not in csv_path.read_bytes() and b"\r" not in (results / "sass-opt-v2.replaced.csv").read_bytes()
     # The part ran again: each of its sm80 designs was handed to rlgemm with both action spaces.
     lines = calls.read_text().splitlines()
     assert len(lines) == 12 and all("--actions both" in line and "--resume" in line for line in lines)
