@@ -35,14 +35,7 @@
 #include <string>
 #include <vector>
 
-#define CHECK(x)                                                                               \
-  do {                                                                                         \
-    cudaError_t e = (x);                                                                       \
-    if (e != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
+#include "cuda_check.h"
 
 constexpr int kChunk = 16384;  // bytes per bulk copy
 constexpr int kSlots = 4;      // copies in flight per CTA

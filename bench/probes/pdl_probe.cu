@@ -16,14 +16,7 @@
 #include <cstdio>
 #include <vector>
 
-#define CHECK(x)                                                                               \
-  do {                                                                                         \
-    cudaError_t e = (x);                                                                       \
-    if (e != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
+#include "cuda_check.h"
 
 __global__ void work(float* out, int before, int after, int pdl) {
   float x = threadIdx.x * 1e-3f;
