@@ -1,10 +1,13 @@
 // `rlgemm tuned-table`: writes a tuned table (data/tuned/<gpu>.csv) from tuning databases, with only the designs
 // that measured faster than the reference beyond the 95% interval of their paired gain. With --against, it says
 // what became of each row of an earlier table: kept (the same design held), replaced (another design held), or
-// back to the floor (nothing held). scripts/verify-tuned-table measures a table's rows with
+// back to the floor (nothing held). Several databases count as one body of evidence: a problem held in more than one
+// takes the design with the larger paired gain in its most preferred mode, so that a new tune adds to the
+// verification database behind an earlier table. scripts/verify-tuned-table measures a table's rows with
 // `tune --seed-table` and rebuilds the table with this command.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -58,15 +61,23 @@ void compare_with(const std::vector<dispatch::TunedRow>& rows, const std::string
 
 int run_tuned_table(const TunedTableArgs& args) {
   const std::vector<TimingMode> modes = parse_modes(args.modes);
-  std::vector<dispatch::TunedRow> rows;
-  for (const std::string& db : args.dbs) {
-    for (dispatch::TunedRow& row : dispatch::load_tuning_database(db, modes)) {
-      if (const size_t same = dispatch::row_index(rows, row.gpu, row.problem); same != rows.size())
-        fail(row.problem.shape.to_string() + " (" + row.gpu + ") is tuned in two databases (" + rows[same].source +
-             ", " + row.source + "): give each problem's measurements in one database");
-      rows.push_back(std::move(row));
-    }
-  }
+  std::vector<std::filesystem::path> paths(args.dbs.begin(), args.dbs.end());
+  std::sort(paths.begin(), paths.end());
+  if (const auto twice = std::adjacent_find(paths.begin(), paths.end()); twice != paths.end())
+    fail("--db names '" + twice->string() + "' twice");
+  // Problems held in more than one database: the best of them serves (load_tuning_databases); say how many.
+  std::map<std::pair<std::string, std::string>, int> holders;
+  for (const std::filesystem::path& db : paths)
+    for (const dispatch::TunedRow& row : dispatch::load_tuning_database(db, modes))
+      ++holders[{row.gpu, row.problem.shape.to_string() + " " + std::string(to_string(row.problem.layout)) + " " +
+                              std::string(to_string(row.problem.dtype))}];
+  const std::vector<dispatch::TunedRow> rows = dispatch::load_tuning_databases(paths, modes);
+  const auto shared = std::count_if(holders.begin(), holders.end(), [](const auto& h) { return h.second > 1; });
+  if (shared > 0)
+    std::fprintf(stderr,
+                 "rlgemm tuned-table: %ld problem(s) held in more than one database: each takes the design with the "
+                 "larger paired gain in its most preferred mode\n",
+                 static_cast<long>(shared));
   dispatch::save_tuned_table(args.out, rows);
   std::map<std::string, int> per_gpu;
   for (const auto& row : rows) ++per_gpu[row.gpu];
@@ -82,7 +93,8 @@ CommandRegistration tuned_table_registration("tuned-table", [](CLI::App& app) ->
                                  "Write a tuned table of the designs that measured faster than lt_auto beyond their "
                                  "paired interval in tuning databases");
   auto args = std::make_shared<TunedTableArgs>();
-  cmd->add_option("--db", args->dbs, "tuning database (repeatable)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--db", args->dbs,
+                  "tuning database (repeatable; a problem held in several takes the design with the larger paired gain)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--modes", args->modes,
                   "timing modes whose measurements count, in order of preference where a shape held in several")
       ->default_val("graph,offline");

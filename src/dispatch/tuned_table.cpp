@@ -176,40 +176,50 @@ std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, co
 }
 
 std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, const std::vector<TimingMode>& modes) {
-  // Store creates missing files; a handle must never invent an empty database from a typo.
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) fail("tuning database '" + path.string() + "' does not exist");
-  Store store(path);
+  return load_tuning_databases({path}, modes);
+}
+
+std::vector<TunedRow> load_tuning_databases(const std::vector<std::filesystem::path>& paths,
+                                            const std::vector<TimingMode>& modes) {
   std::vector<TunedRow> rows;
   std::vector<size_t> preference;  // of each row: its mode's place in `modes`
-  for (const BestDesign& best : store.best_designs()) {
-    // A design serves a shape only where it measured faster than lt_auto beyond the interval of its paired
-    // gain; elsewhere the handle's floor (cuBLASLt with lt_auto's choice) serves it.
-    const auto wanted = std::find(modes.begin(), modes.end(), best.mode);
-    if (wanted == modes.end() || !best.paired.better()) continue;
-    TunedRow row;
-    row.gpu = best.gpu_name;
-    row.problem = best.problem;
-    try {
-      row.design = parse_design(best.design);
-    } catch (const Error& e) {
-      throw Error(ErrorKind::kInvalidInput, path.string() + ": best design of " + best.problem.shape.to_string() +
-                                                " does not parse: " + e.what());
-    }
-    if (row.design.family == Family::kTest) continue;  // fault-injection runs of the tuner's own tests
-    row.time_us = best.median_us;
-    row.speedup_vs_lt_auto = best.speedup;
-    row.source = path.string() + " (" + best.problem.shape.to_string() + " " +
-                 std::string(to_string(best.problem.layout)) + " " + std::string(to_string(best.problem.dtype)) +
-                 " " + std::string(to_string(best.mode)) + ")";
-    const size_t rank = static_cast<size_t>(wanted - modes.begin());
-    const size_t same = row_index(rows, row.gpu, row.problem);
-    if (same == rows.size()) {
-      rows.push_back(std::move(row));
-      preference.push_back(rank);
-    } else if (rank < preference[same]) {
-      preference[same] = rank;
-      rows[same] = std::move(row);
+  for (const std::filesystem::path& path : paths) {
+    // Store creates missing files; a handle must never invent an empty database from a typo.
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) fail("tuning database '" + path.string() + "' does not exist");
+    Store store(path);
+    for (const BestDesign& best : store.best_designs()) {
+      // A design serves a shape only where it measured faster than lt_auto beyond the interval of its paired
+      // gain; elsewhere the handle's floor (cuBLASLt with lt_auto's choice) serves it.
+      const auto wanted = std::find(modes.begin(), modes.end(), best.mode);
+      if (wanted == modes.end() || !best.paired.better()) continue;
+      TunedRow row;
+      row.gpu = best.gpu_name;
+      row.problem = best.problem;
+      try {
+        row.design = parse_design(best.design);
+      } catch (const Error& e) {
+        throw Error(ErrorKind::kInvalidInput, path.string() + ": best design of " + best.problem.shape.to_string() +
+                                                  " does not parse: " + e.what());
+      }
+      if (row.design.family == Family::kTest) continue;  // fault-injection runs of the tuner's own tests
+      row.time_us = best.median_us;
+      row.speedup_vs_lt_auto = best.speedup;
+      row.source = path.string() + " (" + best.problem.shape.to_string() + " " +
+                   std::string(to_string(best.problem.layout)) + " " + std::string(to_string(best.problem.dtype)) +
+                   " " + std::string(to_string(best.mode)) + ")";
+      const size_t rank = static_cast<size_t>(wanted - modes.begin());
+      const size_t same = row_index(rows, row.gpu, row.problem);
+      if (same == rows.size()) {
+        rows.push_back(std::move(row));
+        preference.push_back(rank);
+      } else if (rank < preference[same] ||
+                 (rank == preference[same] && row.speedup_vs_lt_auto.value_or(0) >
+                                                  rows[same].speedup_vs_lt_auto.value_or(0))) {
+        // A more preferred mode, or the same mode with a larger paired gain (another database's measurement).
+        preference[same] = rank;
+        rows[same] = std::move(row);
+      }
     }
   }
   return rows;

@@ -73,6 +73,15 @@ std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, co
 // tuned-table`); the handle then checks each way of calling again at a shape's first use.
 std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, const std::vector<TimingMode>& modes);
 
+// The same over several databases taken as one body of evidence: per (GPU, shape, layout, dtype), the first of
+// `modes` in which any of them holds a design faster beyond its interval, and among those the largest paired gain
+// over lt_auto. Each gain was measured side by side with lt_auto in its own run, so gains from different runs
+// are compared as ratios; the handle checks the row again at the shape's first use. This lets a new tune (say,
+// in graph mode) add to the evidence behind an earlier table (its verification database) without losing the
+// rows only the earlier one holds.
+std::vector<TunedRow> load_tuning_databases(const std::vector<std::filesystem::path>& paths,
+                                            const std::vector<TimingMode>& modes);
+
 // The rows of one GPU.
 std::vector<TunedRow> rows_for_gpu(const std::vector<TunedRow>& rows, const std::string& gpu);
 

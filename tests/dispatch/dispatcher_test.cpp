@@ -295,6 +295,56 @@ TEST(TunedTable, TuningDatabaseOverSeveralModesPrefersTheFirstThatHeld) {
   std::filesystem::remove_all(dir);
 }
 
+// Several databases as one body of evidence: an earlier table's verification (offline and graph) and a later
+// tune in graph mode. A shape takes the most preferred mode that held in any of them, and there the larger gain;
+// rows only the earlier database holds stay.
+TEST(TunedTable, SeveralDatabasesPoolTheirEvidence) {
+  const auto dir = std::filesystem::temp_directory_path() / ("rlgemm-dispatch-pool-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto earlier = dir / "verify.db", later = dir / "retune.db";
+  const Problem offline_before{{256, 512, 1024}, Layout::kTN}, better_later{{1024, 1024, 1024}, Layout::kTN},
+      worse_later{{2048, 2048, 512}, Layout::kTN}, only_before{{64, 4096, 4096}, Layout::kTN};
+  const GpuIdentity h100{kH100, 132, 9, 0, 1980000, 2619000, 13000, 232448};
+  {
+    Store store(earlier);
+    const int64_t gpu = store.gpu_id(h100);
+    record_paired(store, gpu, offline_before, kSm90Big, 10.0, 12.0, 0.01, TimingMode::kOffline);
+    record_paired(store, gpu, better_later, kSm90Big, 10.0, 10.5, 0.01, TimingMode::kGraph);   // 1.05
+    record_paired(store, gpu, worse_later, kSm90Big, 10.0, 11.0, 0.01, TimingMode::kGraph);    // 1.10
+    record_paired(store, gpu, only_before, kSm80, 5.0, 6.0, 0.01, TimingMode::kOffline);
+  }
+  {
+    Store store(later);
+    const int64_t gpu = store.gpu_id(h100);
+    record_paired(store, gpu, offline_before, kSm90Small, 9.0, 10.0, 0.01, TimingMode::kGraph);  // graph now holds
+    record_paired(store, gpu, better_later, kSm90Small, 10.0, 11.5, 0.01, TimingMode::kGraph);   // 1.15
+    record_paired(store, gpu, worse_later, kSm90Small, 10.0, 10.3, 0.01, TimingMode::kGraph);    // 1.03
+  }
+  auto rows = load_tuning_databases({earlier, later}, {TimingMode::kGraph, TimingMode::kOffline});
+  std::sort(rows.begin(), rows.end(),
+            [](const TunedRow& a, const TunedRow& b) { return a.problem.shape < b.problem.shape; });
+  ASSERT_EQ(rows.size(), 4u);
+  auto find = [&](const Problem& p) -> const TunedRow& {
+    const size_t i = row_index(rows, kH100, p);
+    EXPECT_LT(i, rows.size()) << p.shape.to_string();
+    return rows.at(i);
+  };
+  EXPECT_EQ(to_string(find(offline_before).design), kSm90Small);  // graph is preferred to offline
+  EXPECT_EQ(to_string(find(better_later).design), kSm90Small);
+  EXPECT_DOUBLE_EQ(*find(better_later).speedup_vs_lt_auto, 1.15);
+  EXPECT_NE(find(better_later).source.find("retune.db"), std::string::npos);
+  EXPECT_EQ(to_string(find(worse_later).design), kSm90Big);  // the earlier run's larger gain
+  EXPECT_NE(find(worse_later).source.find("verify.db"), std::string::npos);
+  EXPECT_EQ(to_string(find(only_before).design), kSm80);
+  // The order of the databases does not matter.
+  auto swapped = load_tuning_databases({later, earlier}, {TimingMode::kGraph, TimingMode::kOffline});
+  ASSERT_EQ(swapped.size(), rows.size());
+  for (const TunedRow& r : swapped)
+    EXPECT_EQ(to_string(r.design), to_string(find(r.problem).design)) << r.problem.shape.to_string();
+  EXPECT_THROW(load_tuning_databases({earlier, dir / "missing.db"}, {TimingMode::kGraph}), Error);
+  std::filesystem::remove_all(dir);
+}
+
 std::vector<TunedRow> table() {
   return parse(header() +                                                    //
                row(kH100, "1024,1024,1024", "tn", kSm90Small) +              // static: shape-generic when borrowed

@@ -205,6 +205,20 @@ TEST(TuneCli, SeedTableRowsAreMeasuredAgainAndOnlyThoseThatHoldAreKept) {
   EXPECT_NE(r.output.find("1 kept their design, 0 took another, 2 go back to the floor"), std::string::npos)
       << r.output;
 
+  // A second run over one of those shapes, into a database of its own: read together, the shape held in both takes
+  // the larger gain, and the table keeps its row.
+  const std::string again_db = (dir / "v2.db").string();
+  r = run_rlgemm("tune --shapes 4096,4096,4096 --seed-table " + (dir / "table.csv").string() +
+                 " --guesses 0 --budget 1 --strategy random --backend synthetic --in-process --db " + again_db);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_rlgemm("tuned-table --db " + db + " --db " + again_db + " --modes graph --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 problem(s) held in more than one database"), std::string::npos) << r.output;
+  EXPECT_NE(read_text(out).find(gpu + ",4096,4096,4096,tn," + big + ","), std::string::npos) << read_text(out);
+  r = run_rlgemm("tuned-table --db " + db + " --db " + db + " --out " + out);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("twice"), std::string::npos) << r.output;
+
   // Bad input: a table with no row for the GPU being tuned, a mode named twice, a missing database.
   std::ofstream(dir / "other.csv") << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto\n"
                                    << "NVIDIA H100 80GB HBM3,4096,4096,4096,tn," << big << ",100.0,1.05\n";
