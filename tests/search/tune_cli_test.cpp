@@ -337,6 +337,62 @@ TEST(TuneCli, TuneThenBenchScriptTunesEveryShardOnceAndWritesTheTable) {
   }
 }
 
+// A retune of a table's shapes with scripts/tune-then-bench: --seed-table makes each shape measure its table row
+// first, and --evidence adds the table's earlier verification database to the --table step, whose rows stay
+// where the retune does not cover them; an existing table is compared with (--against).
+TEST(TuneCli, TuneThenBenchScriptRetunesATableOnItsEvidence) {
+  TempDir dir;
+  const std::string gpu = "synthetic H100 (cost model)";
+  const std::string big = "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma";
+  const std::string table_in = (dir / "table.csv").string();
+  std::ofstream(table_in) << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate,dtype\n"
+                          << gpu << ",4096,4096,4096,tn," << big << ",100.0,1.05,,fp16\n"
+                          << gpu << ",8192,4096,4096,tn," << big << ",200.0,1.05,,fp16\n";
+  // The earlier verification: 8192x4096x4096's row measured again, held.
+  const std::string evidence = (dir / "verify.db").string();
+  auto r = run_rlgemm("tune --shapes 8192,4096,4096 --seed-table " + table_in +
+                      " --guesses 0 --budget 1 --backend synthetic --in-process --db " + evidence);
+  ASSERT_EQ(r.code, 0) << r.output;
+  {
+    Store store(evidence);
+    const auto best = store.best_designs();
+    ASSERT_EQ(best.size(), 1u) << r.output;
+    ASSERT_TRUE(best[0].paired.better()) << r.output;  // the cost model puts the big tile ahead of cuBLASLt
+  }
+
+  const std::string shapes = (dir / "shapes.csv").string();
+  std::ofstream(shapes) << "M,N,K\n4096,4096,4096\n1024,1024,1024\n";
+  const std::string script = std::string(RLGEMM_SOURCE_DIR) + "/scripts/tune-then-bench";
+  const std::string env = "RLGEMM=" + rlgemm_binary() + " BACKEND=synthetic ";
+  const std::string out = (dir / "t").string(), table_out = (dir / "table-out.csv").string();
+  std::filesystem::copy_file(table_in, table_out);
+  r = rlgemm::testing::run_command(env + script + " " + shapes + " " + out + " --gpus 2 --budget 2 --no-bench " +
+                                   "--seed-table " + table_in + " --table " + table_out + " --evidence " + evidence);
+  ASSERT_EQ(r.code, 0) << r.output;
+  // 4096^3 started from its row.
+  bool seeded = false;
+  for (int shard : {0, 1}) {
+    Store store(dir / "t" / ("tune-" + std::to_string(shard) + ".db"));
+    const int64_t id = store.gpu_id(SyntheticMeasurer().gpu());
+    for (const auto& m : store.measurements(id, {{4096, 4096, 4096}, Layout::kTN}, TimingMode::kGraph))
+      seeded = seeded || (m.strategy == "table" && m.design == big);
+  }
+  EXPECT_TRUE(seeded);
+  const std::string text = read_text(table_out);
+  EXPECT_NE(text.find(gpu + ",8192,4096,4096,tn," + big + ","), std::string::npos) << text;  // from the evidence
+  EXPECT_NE(text.find(gpu + ",4096,4096,4096,tn,"), std::string::npos) << text;               // from the retune
+  EXPECT_NE(r.output.find(gpu + ": of the 2 rows of " + table_out), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(table_out + ".new"));
+
+  // Bad input, before any work: evidence without a table, a missing database or table.
+  for (const std::string& bad : {" --evidence " + evidence, " --table " + table_out + " --evidence " + out + "/none.db",
+                                 " --seed-table " + out + "/none.csv"}) {
+    r = rlgemm::testing::run_command(env + script + " " + shapes + " " + (dir / "bad").string() + " --no-bench" + bad);
+    EXPECT_EQ(r.code, 2) << bad << "\n" << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir / "bad" / "tune-0.db")) << bad;
+  }
+}
+
 // With CUDA_VISIBLE_DEVICES listing GPUs, tune-then-bench makes one shard per listed GPU and runs shard I on the
 // I-th of them (other GPUs are left to other work); more shards than the list holds is refused.
 TEST(TuneCli, TuneThenBenchScriptRunsShardIOnTheIthVisibleGpu) {
