@@ -315,10 +315,10 @@ struct Handle::Impl {
     if (source.empty() || source == "none") return;
     if (!std::filesystem::is_regular_file(source))
       throw Error(ErrorKind::kInvalidInput, "the database of SASS-rescheduled cubins " + source + " does not exist");
-    Store store(source);
+    StoreReadCopy store(source);  // a record that reading must leave as it is
     // Only cubins whose gain held in CUDA graphs, where a captured call runs them (recorded since schedules are
     // re-timed there): an older record's back-to-back gain can be a launch effect a graph never sees.
-    for (OptimizedCubin& record : store.optimized_cubins(device.name))
+    for (OptimizedCubin& record : store->optimized_cubins(device.name))
       if (record.graph_gain_low && *record.graph_gain_low > 0)
         optimized.emplace(optimized_key(record.design, record.problem), std::move(record));
   }

@@ -184,11 +184,10 @@ std::vector<TunedRow> load_tuning_databases(const std::vector<std::filesystem::p
   std::vector<TunedRow> rows;
   std::vector<size_t> preference;  // of each row: its mode's place in `modes`
   for (const std::filesystem::path& path : paths) {
-    // Store creates missing files; a handle must never invent an empty database from a typo.
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) fail("tuning database '" + path.string() + "' does not exist");
-    Store store(path);
-    for (const BestDesign& best : store.best_designs()) {
+    // Read from a copy: a missing file is an error (a handle must never invent an empty database from a typo),
+    // and the databases read here are often committed records that reading must leave as they are.
+    StoreReadCopy store(path);
+    for (const BestDesign& best : store->best_designs()) {
       // A design serves a shape only where it measured faster than lt_auto beyond the interval of its paired
       // gain; elsewhere the handle's floor (cuBLASLt with lt_auto's choice) serves it.
       const auto wanted = std::find(modes.begin(), modes.end(), best.mode);

@@ -1,9 +1,6 @@
 #include "predict/sources.h"
 
-#include <unistd.h>
-
 #include <cmath>
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 
@@ -96,24 +93,10 @@ std::vector<Sample> samples_from_harness_csv(const std::string& path, const std:
 
 std::vector<Sample> samples_from_store(const std::string& path) {
   if (!std::filesystem::exists(path)) fail("tuning database '" + path + "' does not exist");
-  // Read from a copy: opening a database switches it to WAL and migrates its schema, and the databases read
-  // here are records (committed results) that reading must leave as they are.
-  static std::atomic<int> copies{0};
-  const auto copy_dir = std::filesystem::temp_directory_path() /
-                        ("rlgemm-predict-" + std::to_string(::getpid()) + "-" + std::to_string(copies++));
-  std::filesystem::create_directories(copy_dir);
-  struct Cleanup {
-    std::filesystem::path dir;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{copy_dir};
-  const auto copy = copy_dir / "store.db";
-  std::filesystem::copy_file(path, copy);
-  for (const char* suffix : {"-wal", "-shm"})
-    if (std::filesystem::exists(path + suffix)) std::filesystem::copy_file(path + suffix, copy.string() + suffix);
-  Store store(copy);
+  // Read from a copy (StoreReadCopy): the databases read here are records (committed results) that reading must
+  // leave as they are.
+  StoreReadCopy copy(path);
+  Store& store = *copy;
   std::map<int64_t, GpuTraits> gpus;
   for (const auto& [id, identity] : store.gpus()) gpus[id] = traits_of(identity);
   std::vector<Sample> out;

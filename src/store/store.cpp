@@ -1,8 +1,10 @@
 #include "store/store.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -487,6 +489,38 @@ Store::Store(const std::filesystem::path& file) : path_(file) {
 }
 
 Store::~Store() { sqlite3_close(db_); }
+
+StoreReadCopy::StoreReadCopy(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw Error(ErrorKind::kInvalidInput, "tuning database '" + path.string() + "' does not exist");
+  static std::atomic<int> copies{0};
+  dir_ = std::filesystem::temp_directory_path() /
+         ("rlgemm-store-" + std::to_string(::getpid()) + "-" + std::to_string(copies++));
+  try {
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    const auto copy = dir_ / "store.db";
+    std::filesystem::copy_file(path, copy);
+    for (const char* suffix : {"-wal", "-shm"}) {
+      const std::filesystem::path side = path.string() + suffix;
+      if (std::filesystem::exists(side, ec)) std::filesystem::copy_file(side, copy.string() + suffix);
+    }
+    store_ = std::make_unique<Store>(copy);
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::filesystem::remove_all(dir_, ec);
+    throw Error(ErrorKind::kRuntime, "cannot copy tuning database " + path.string() + " to read it: " + e.what());
+  } catch (...) {
+    std::filesystem::remove_all(dir_, ec);
+    throw;
+  }
+}
+
+StoreReadCopy::~StoreReadCopy() {
+  store_.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
 
 void Store::migrate() {
   WriteTransaction tx(db_);

@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -161,6 +162,24 @@ class Store {
   void migrate();
   std::filesystem::path path_;
   sqlite3* db_ = nullptr;
+};
+
+// A tuning database opened for reading without changing its file: opening a Store switches the file to WAL and
+// migrates its schema, and the databases a table, a predictor or a handle reads are often records (committed
+// results) that must stay byte for byte as they are. This opens a private copy (with its -wal and -shm, where
+// present) in a temporary folder, removed with the object. Throws Error(kInvalidInput) when `path` is not a file.
+class StoreReadCopy {
+ public:
+  explicit StoreReadCopy(const std::filesystem::path& path);
+  ~StoreReadCopy();
+  StoreReadCopy(const StoreReadCopy&) = delete;
+  StoreReadCopy& operator=(const StoreReadCopy&) = delete;
+  Store& operator*() { return *store_; }
+  Store* operator->() { return store_.get(); }
+
+ private:
+  std::filesystem::path dir_;
+  std::unique_ptr<Store> store_;
 };
 
 }  // namespace rlgemm

@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "rlgemm/error.h"
@@ -136,6 +138,59 @@ TEST_F(StoreTest, MigratesAVersion2FileToElementTypes) {
   EXPECT_FALSE(store.reference(gpu, bf16, TimingMode::kOffline));
   store.put_reference(gpu, bf16, TimingMode::kOffline, {7, 7, 7, 5});
   EXPECT_DOUBLE_EQ(store.reference(gpu, p, TimingMode::kOffline)->median_us, 10);
+}
+
+// A database read as a record (a committed result, brought back whole in rollback-journal mode) is read from a
+// private copy: the file stays byte for byte as it was, the copy is gone afterwards, and a missing file is an
+// error rather than a new empty database.
+TEST_F(StoreTest, AReadCopyLeavesTheFileAsItWas) {
+  const Problem p{{64, 128, 256}, Layout::kTN};
+  const std::string design = "sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg";
+  {
+    Store store(file());
+    store.record(ok_record(store.gpu_id(h100()), p, design, 5, 10));
+  }
+  {
+    // As a file comes back from another machine: checkpointed, in rollback-journal mode, without -wal or -shm.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(file().c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto bytes = [](const std::filesystem::path& f) {
+    std::ifstream in(f, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string before = bytes(file());
+  const auto entries = [&] {
+    return std::distance(std::filesystem::directory_iterator(dir_), std::filesystem::directory_iterator());
+  };
+  const auto files_before = entries();
+  std::filesystem::path copy_dir;
+  {
+    StoreReadCopy copy(file());
+    const auto best = copy->best_designs();
+    ASSERT_EQ(best.size(), 1u);
+    EXPECT_EQ(best[0].design, design);
+    EXPECT_DOUBLE_EQ(*best[0].speedup, 2.0);
+    copy_dir = copy->path().parent_path();
+    EXPECT_NE(copy_dir, dir_);
+    EXPECT_TRUE(std::filesystem::exists(copy_dir));
+  }
+  EXPECT_FALSE(std::filesystem::exists(copy_dir));
+  EXPECT_EQ(bytes(file()), before);
+  EXPECT_EQ(entries(), files_before);  // no -wal or -shm beside it either
+  // Opening it as a Store, by contrast, switches the file to WAL: what the copy is for.
+  { Store store(file()); }
+  EXPECT_NE(bytes(file()), before);
+  try {
+    StoreReadCopy missing(file("missing.db"));
+    FAIL() << "a missing database was opened";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidInput);
+    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(file("missing.db")));
 }
 
 TEST_F(StoreTest, RejectsANewerSchemaAndForeignDatabases) {
