@@ -94,7 +94,9 @@ CommandRegistration tuned_table_registration("tuned-table", [](CLI::App& app) ->
                                  "paired interval in tuning databases");
   auto args = std::make_shared<TunedTableArgs>();
   cmd->add_option("--db", args->dbs,
-                  "tuning database (repeatable; a problem held in several takes the design with the larger paired gain)")->required()->check(CLI::ExistingFile);
+                  "tuning database (repeatable; a problem held in several takes the larger paired gain)")
+      ->required()
+      ->check(CLI::ExistingFile);
   cmd->add_option("--modes", args->modes,
                   "timing modes whose measurements count, in order of preference where a shape held in several")
       ->default_val("graph,offline");
