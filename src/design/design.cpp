@@ -358,8 +358,18 @@ std::optional<std::string> sm90_rules(const Design& d, Layout layout, int smem_l
   (void)layout;
   if (d.bm != 64 && d.bm != 128 && d.bm != 192 && d.bm != 256)
     return "BM must be 64, 128, 192 or 256 for sm90 (wgmma M is 64 per warpgroup; got " + std::to_string(d.bm) + ")";
-  if (d.bn < 16 || d.bn > 256 || d.bn % 8 != 0)
+  // A coopn tile gives each consumer warpgroup BN/2 columns, so its BN may reach 512; K-major B parts (one per
+  // CTA of a cluster column) stay within a TMA box's 256 rows.
+  const bool columns_split = d.schedule == Sm90Schedule::kCooperativeColumns;
+  if (!columns_split && (d.bn < 16 || d.bn > 256 || d.bn % 8 != 0))
     return "BN must be a multiple of 8 in 16..256 (the wgmma N range; got " + std::to_string(d.bn) + ")";
+  if (columns_split && (d.bn < 32 || d.bn > 512 || d.bn % 16 != 0))
+    return "a coopn BN must be a multiple of 16 in 32..512: each of its two warpgroups takes a wgmma N of BN/2 in "
+           "16..256 (got " + std::to_string(d.bn) + ")";
+  if (columns_split && d.bn > 256 && (layout == Layout::kNN || d.swap_ab || d.bn / d.cluster_m > 256))
+    return "a coopn tile wider than 256 is loaded as K-major B parts of at most 256 rows (a TMA box): it needs tn, "
+           "no swap and BN / CM <= 256, e.g. c2x1 (got BN " + std::to_string(d.bn) + ", CM " +
+           std::to_string(d.cluster_m) + ")";
   if (layout == Layout::kNN && !d.swap_ab && d.bn % 64 != 0)
     return "an nn design needs BN a multiple of 64: an N-major B tile is built of 64-column 128-byte swizzle atoms (got " +
            std::to_string(d.bn) + ")";

@@ -289,6 +289,10 @@ TEST(DesignRules, RejectionsNameTheRule) {
       {"sm90.ws.coopn/192x96x64/s4/c1x1/raster_m.g8/splitk1/epi_tma", "BN at least 128"},
       {"sm90.ws.coopn/256x192x64/s3/c1x1/raster_m.g8/splitk1/epi_reg", "256x96 fp32 = 192 per thread"},
       {"sm90.ws.coopn/192x128x64/s4/c1x1/raster_m.g8/splitk2.parallel/epi_reg", "does not take parallel split-K"},
+      // coopn tiles wider than 256: a wgmma N of BN/2 each, the B tile in TMA boxes of at most 256 rows
+      {"sm90.ws.coopn/128x528x64/s2/c2x1/raster_m.g8/splitk1/epi_reg", "multiple of 16 in 32..512"},
+      {"sm90.ws.coopn/128x336x64/s3/c1x1/raster_m.g8/splitk1/epi_tma", "BN / CM <= 256"},
+      {"sm90.ws.coopn/128x336x64/s3/c2x1/raster_m.g8/splitk1/epi_reg/swap", "needs tn, no swap"},
       // pipeline and K
       {"sm80/64x64x32/w32x32/s1/swz/raster_m.g8/splitk1/epi_reg", "stages must be 2..8"},
       {"sm90.ws.coop/128x128x64/s9/c1x1/raster_m.g8/splitk1/epi_reg", "stages must be 2..8"},
@@ -315,6 +319,12 @@ TEST(DesignRules, RejectionsNameTheRule) {
   EXPECT_NE(reason("sm90.ws.coopn/192x192x64/s3/c1x1/raster_m.g8/splitk1/epi_tma", Layout::kNN).find("128 or 256"),
             std::string::npos);
   EXPECT_EQ(reason("sm90.ws.coopn/192x192x64/s3/c1x1/raster_m.g8/splitk1/epi_tma", Layout::kTN), "");
+  // A coopn tile wider than 256 is a tn tile (its B K-major, in parts of at most 256 rows).
+  EXPECT_EQ(reason("sm90.ws.coopn/128x336x64/s3/c2x1/raster_m.g8/splitk1/epi_tma", Layout::kTN), "");
+  EXPECT_NE(reason("sm90.ws.coopn/128x384x64/s3/c2x1/raster_m.g8/splitk1/epi_tma", Layout::kNN).find("needs tn"),
+            std::string::npos);
+  EXPECT_NE(reason("sm90.ws.coop/128x336x64/s3/c2x1/raster_m.g8/splitk1/epi_tma", Layout::kTN).find("16..256"),
+            std::string::npos);  // the other schedules keep one wgmma N per warpgroup
   // The limit is the caller's: an A100-sized budget rejects what an H100 accepts.
   const char* big = "sm80/128x128x64/w64x64/s6/swz/raster_m.g8/splitk1/epi_reg";  // 196608 bytes
   EXPECT_EQ(reason(big), "");

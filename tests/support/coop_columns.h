@@ -21,6 +21,12 @@ inline const std::vector<std::string> kCoopColumnsDesigns = {
     "sm90.ws.coopn/64x128x128/s4/c1x1/raster_n.g8/streamk/epi_tma",
     "sm90.ws.coopn/128x256x64/s3/c1x1/raster_m.g8/splitk1/epi_tma",
     "sm90.ws.coopn/64x32x64/s8/c1x1/raster_m.g8/splitk1/epi_reg/swap",
+    // Wider than 256 (tn): each warpgroup a wgmma N of BN/2, the B tile loaded as two multicast parts of at most
+    // 256 rows; the A tile is read once for both halves.
+    "sm90.ws.coopn/128x336x64/s3/c2x1/raster_m.g8/splitk1/epi_tma",
+    "sm90.ws.coopn/128x320x64/s3/c2x1/raster_n.g4/splitk1/epi_reg",
+    "sm90.ws.coopn/64x512x64/s2/c2x1/raster_m.g8/splitk1/epi_tma",
+    "sm90.ws.coopn/128x336x64/s3/c2x1/raster_m.g8/splitk2.serial/epi_reg",
 };
 
 }  // namespace rlgemm::test

@@ -96,7 +96,10 @@ struct Gemm {
                 "a cooperative tile split by columns gives each warpgroup BN/2 columns, a multiple of 8");
   static_assert(!Cfg::kSplitColumns || !Cfg::kBMnMajor || kWgCols % 64 == 0,
                 "an MN-major B tile split by columns: each warpgroup takes whole 64-column swizzle atoms");
-  static_assert(kBN % 8 == 0 && kBN >= 8 && kBN <= 256, "BN is a multiple of 8 in [8, 256]");
+  static_assert(kBN % 8 == 0 && kBN >= 8 && kWgCols <= 256 && (Cfg::kSplitColumns || kBN <= 256),
+                "BN is a multiple of 8 in [8, 256], or in [16, 512] for a tile split by columns (a wgmma N each)");
+  static_assert(Cfg::kBMnMajor || multicast_part_rows(kBN, Cfg::kClusterM) <= 256,
+                "a K-major B part is one TMA box of at most 256 rows");
   static_assert(kBK == 32 || kBK == 64 || kBK == 128, "BK is 32, 64 or 128");
   static_assert(kStages >= 2 && kStages <= 8, "2 to 8 stages");
   static_assert(kMmaM * kAcc <= 168, "at most 168 accumulator registers per thread");
