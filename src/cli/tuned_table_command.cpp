@@ -65,19 +65,13 @@ int run_tuned_table(const TunedTableArgs& args) {
   std::sort(paths.begin(), paths.end());
   if (const auto twice = std::adjacent_find(paths.begin(), paths.end()); twice != paths.end())
     fail("--db names '" + twice->string() + "' twice");
-  // Problems held in more than one database: the best of them serves (load_tuning_databases); say how many.
-  std::map<std::pair<std::string, std::string>, int> holders;
-  for (const std::filesystem::path& db : paths)
-    for (const dispatch::TunedRow& row : dispatch::load_tuning_database(db, modes))
-      ++holders[{row.gpu, row.problem.shape.to_string() + " " + std::string(to_string(row.problem.layout)) + " " +
-                              std::string(to_string(row.problem.dtype))}];
-  const std::vector<dispatch::TunedRow> rows = dispatch::load_tuning_databases(paths, modes);
-  const auto shared = std::count_if(holders.begin(), holders.end(), [](const auto& h) { return h.second > 1; });
+  size_t shared = 0;  // problems held in more than one database: the best of them serves
+  const std::vector<dispatch::TunedRow> rows = dispatch::load_tuning_databases(paths, modes, &shared);
   if (shared > 0)
     std::fprintf(stderr,
-                 "rlgemm tuned-table: %ld problem(s) held in more than one database: each takes the design with the "
+                 "rlgemm tuned-table: %zu problem(s) held in more than one database: each takes the design with the "
                  "larger paired gain in its most preferred mode\n",
-                 static_cast<long>(shared));
+                 shared);
   dispatch::save_tuned_table(args.out, rows);
   std::map<std::string, int> per_gpu;
   for (const auto& row : rows) ++per_gpu[row.gpu];

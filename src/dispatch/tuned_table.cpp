@@ -180,10 +180,13 @@ std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, co
 }
 
 std::vector<TunedRow> load_tuning_databases(const std::vector<std::filesystem::path>& paths,
-                                            const std::vector<TimingMode>& modes) {
+                                            const std::vector<TimingMode>& modes, size_t* held_in_several) {
   std::vector<TunedRow> rows;
-  std::vector<size_t> preference;  // of each row: its mode's place in `modes`
-  for (const std::filesystem::path& path : paths) {
+  std::vector<size_t> preference;   // of each row: its mode's place in `modes`
+  std::vector<size_t> last_holder;  // of each row: the last database (its place in `paths`) that held it
+  std::vector<bool> several;        // of each row: held in more than one database
+  for (size_t source = 0; source < paths.size(); ++source) {
+    const std::filesystem::path& path = paths[source];
     // Read from a copy: a missing file is an error (a handle must never invent an empty database from a typo),
     // and the databases read here are often committed records that reading must leave as they are.
     StoreReadCopy store(path);
@@ -212,7 +215,13 @@ std::vector<TunedRow> load_tuning_databases(const std::vector<std::filesystem::p
       if (same == rows.size()) {
         rows.push_back(std::move(row));
         preference.push_back(rank);
-      } else if (rank < preference[same] ||
+        last_holder.push_back(source);
+        several.push_back(false);
+        continue;
+      }
+      if (last_holder[same] != source) several[same] = true;
+      last_holder[same] = source;
+      if (rank < preference[same] ||
                  (rank == preference[same] && row.speedup_vs_lt_auto.value_or(0) >
                                                   rows[same].speedup_vs_lt_auto.value_or(0))) {
         // A more preferred mode, or the same mode with a larger paired gain (another database's measurement).
@@ -221,6 +230,7 @@ std::vector<TunedRow> load_tuning_databases(const std::vector<std::filesystem::p
       }
     }
   }
+  if (held_in_several) *held_in_several = static_cast<size_t>(std::count(several.begin(), several.end(), true));
   return rows;
 }
 

@@ -78,9 +78,10 @@ std::vector<TunedRow> load_tuning_database(const std::filesystem::path& path, co
 // over lt_auto. Each gain was measured side by side with lt_auto in its own run, so gains from different runs
 // are compared as ratios; the handle checks the row again at the shape's first use. This lets a new tune (say,
 // in graph mode) add to the evidence behind an earlier table (its verification database) without losing the
-// rows only the earlier one holds.
+// rows only the earlier one holds. `held_in_several`, where given, gets how many of the rows were held (in a listed
+// mode) in more than one of the databases.
 std::vector<TunedRow> load_tuning_databases(const std::vector<std::filesystem::path>& paths,
-                                            const std::vector<TimingMode>& modes);
+                                            const std::vector<TimingMode>& modes, size_t* held_in_several = nullptr);
 
 // The rows of one GPU.
 std::vector<TunedRow> rows_for_gpu(const std::vector<TunedRow>& rows, const std::string& gpu);

@@ -320,7 +320,9 @@ TEST(TunedTable, SeveralDatabasesPoolTheirEvidence) {
     record_paired(store, gpu, better_later, kSm90Small, 10.0, 11.5, 0.01, TimingMode::kGraph);   // 1.15
     record_paired(store, gpu, worse_later, kSm90Small, 10.0, 10.3, 0.01, TimingMode::kGraph);    // 1.03
   }
-  auto rows = load_tuning_databases({earlier, later}, {TimingMode::kGraph, TimingMode::kOffline});
+  size_t several = 0;
+  auto rows = load_tuning_databases({earlier, later}, {TimingMode::kGraph, TimingMode::kOffline}, &several);
+  EXPECT_EQ(several, 3u);  // every shape but the one only the earlier database holds
   std::sort(rows.begin(), rows.end(),
             [](const TunedRow& a, const TunedRow& b) { return a.problem.shape < b.problem.shape; });
   ASSERT_EQ(rows.size(), 4u);
