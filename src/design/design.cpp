@@ -360,13 +360,13 @@ std::optional<std::string> sm90_rules(const Design& d, Layout layout, int smem_l
     return "BM must be 64, 128, 192 or 256 for sm90 (wgmma M is 64 per warpgroup; got " + std::to_string(d.bm) + ")";
   // A coopn tile gives each consumer warpgroup BN/2 columns, so its BN may reach 512; K-major B parts (one per
   // CTA of a cluster column) stay within a TMA box's 256 rows.
-  const bool columns_split = d.schedule == Sm90Schedule::kCooperativeColumns;
-  if (!columns_split && (d.bn < 16 || d.bn > 256 || d.bn % 8 != 0))
+  const bool split_columns = d.schedule == Sm90Schedule::kCooperativeColumns;
+  if (!split_columns && (d.bn < 16 || d.bn > 256 || d.bn % 8 != 0))
     return "BN must be a multiple of 8 in 16..256 (the wgmma N range; got " + std::to_string(d.bn) + ")";
-  if (columns_split && (d.bn < 32 || d.bn > 512 || d.bn % 16 != 0))
-    return "a coopn BN must be a multiple of 16 in 32..512: each of its two warpgroups takes a wgmma N of BN/2 in "
-           "16..256 (got " + std::to_string(d.bn) + ")";
-  if (columns_split && d.bn > 256 && (layout == Layout::kNN || d.swap_ab || d.bn / d.cluster_m > 256))
+  if (split_columns && (d.bn < 16 || d.bn > 512 || d.bn % 16 != 0))
+    return "a coopn BN must be a multiple of 16 in 16..512: each of its two warpgroups takes a wgmma N of BN/2, a "
+           "multiple of 8 in 8..256 (got " + std::to_string(d.bn) + ")";
+  if (split_columns && d.bn > 256 && (layout == Layout::kNN || d.swap_ab || d.bn / d.cluster_m > 256))
     return "a coopn tile wider than 256 is loaded as K-major B parts of at most 256 rows (a TMA box): it needs tn, "
            "no swap and BN / CM <= 256, e.g. c2x1 (got BN " + std::to_string(d.bn) + ", CM " +
            std::to_string(d.cluster_m) + ")";
@@ -376,10 +376,6 @@ std::optional<std::string> sm90_rules(const Design& d, Layout layout, int smem_l
   if (d.schedule == Sm90Schedule::kCooperative && d.bm % 128 != 0)
     return "a cooperative design splits BM between two consumer warpgroups of 64-row wgmma: BM must be 128 or 256 "
            "(got " + std::to_string(d.bm) + ")";
-  const bool split_columns = d.schedule == Sm90Schedule::kCooperativeColumns;
-  if (split_columns && d.bn % 16 != 0)
-    return "a coopn design splits BN between two consumer warpgroups, each a wgmma N that is a multiple of 8: BN "
-           "must be a multiple of 16 (got " + std::to_string(d.bn) + ")";
   if (split_columns && d.epilogue == Epilogue::kTma && d.bn < 128)
     return "epi_tma stores whole 64-column chunks of each warpgroup's columns: a coopn design needs BN at least 128 "
            "(got " + std::to_string(d.bn) + ")";

@@ -92,9 +92,8 @@ std::vector<Sample> samples_from_harness_csv(const std::string& path, const std:
 }
 
 std::vector<Sample> samples_from_store(const std::string& path) {
-  if (!std::filesystem::exists(path)) fail("tuning database '" + path + "' does not exist");
-  // Read from a copy (StoreReadCopy): the databases read here are records (committed results) that reading must
-  // leave as they are.
+  // Read from a copy (StoreReadCopy, which refuses a missing file): the databases read here are records
+  // (committed results) that reading must leave as they are.
   StoreReadCopy copy(path);
   Store& store = *copy;
   std::map<int64_t, GpuTraits> gpus;
