@@ -7,12 +7,13 @@
 //
 // Text form, fields in this order, separated by '/':
 //   sm90: sm90.ws.{coop|coopn|pingpong}/BMxBNxBK/sS/cCMxCN/raster_{m|n}.gG/SPLIT/epi_{reg|tma}[/swap][/static]
-//         [/l2pP][/pdl][/bf16]
+//         [/l2pP][/bulktail][/pdl][/bf16]
 //   sm80: sm80/BMxBNxBK/wWMxWN/sS/{swz|pad}/raster_{m|n}.gG/SPLIT/epi_{reg|smem}[/swap][/static][/pdl][/bf16]
 //   test: test.{fault|hang|wrong}          (fault-injection designs, used by tests of the tuner's isolation)
 // where SPLIT is one of: splitk1 | splitkN.serial | splitkN.parallel | streamk, /l2pP (P = 0, 64 or 128) is the
 // L2 promotion of an sm90 design's operand tensor maps where it is not the default 256 bytes, and /bf16 names the
-// element type of a bf16 kernel (fp16, the default, is not written, so the texts of fp16 designs never change), and
+// element type of a bf16 kernel, /bulktail stages an epi_tma design's last BN % 64 columns of each warpgroup too and
+// stores them with one bulk copy per row (instead of from registers) (fp16, the default, is not written, so the texts of fp16 designs never change), and
 // /pdl launches the kernel as a programmatic dependent of the previous kernel in its stream (sm_90 and later)
 // e.g. sm90.ws.pingpong/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma
 //      sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg
@@ -81,6 +82,10 @@ struct Design {
   // sm90: the L2 promotion of the A and B tensor maps in bytes (0 = none, 64, 128 or 256): how far the L2 widens
   // a TMA load's misses. The kernel is the same; only its tensor maps differ.
   int l2_promotion = 256;
+  // sm90 epi_tma with a warpgroup width that is not a multiple of 64 (168, 96, ...): the columns past the last whole
+  // 64-column chunk are staged in shared memory too and stored with one bulk copy per row (whole 32-byte sectors)
+  // instead of 4-byte stores from registers (16-byte pieces of a sector per instruction).
+  bool bulk_tail = false;
   // Launch as a programmatic dependent of the previous kernel in the stream (sm_90+): this kernel's launch and
   // prologue overlap that kernel's tail, and it touches global memory only after griddepcontrol.wait.
   bool pdl = false;

@@ -46,6 +46,7 @@ std::string suffix_text(const Design& d) {
   if (d.swap_ab) s += "/swap";
   if (d.static_shape) s += "/static";
   if (d.l2_promotion != 256) s += "/l2p" + std::to_string(d.l2_promotion);
+  if (d.bulk_tail) s += "/bulktail";
   if (d.pdl) s += "/pdl";
   if (d.dtype != DType::kF16) s += "/" + std::string(to_string(d.dtype));
   return s;
@@ -154,7 +155,7 @@ void parse_epilogue(std::string_view token, std::string_view text, Design& d, bo
                   std::string(token) + "'");
 }
 
-// Optional trailing flags, in canonical order: swap, static, l2pP, pdl, then the element type (bf16; fp16 is the
+// Optional trailing flags, in canonical order: swap, static, l2pP, bulktail, pdl, then the element type (bf16; fp16 is the
 // default and never written, so that every design has one text).
 void parse_flags(const std::vector<std::string_view>& parts, size_t first, std::string_view text, Design& d) {
   size_t i = first;
@@ -171,6 +172,7 @@ void parse_flags(const std::vector<std::string_view>& parts, size_t first, std::
                     std::string(parts[i]) + "'");
     ++i;
   }
+  if (i < parts.size() && parts[i] == "bulktail") d.bulk_tail = true, ++i;
   if (i < parts.size() && parts[i] == "pdl") d.pdl = true, ++i;
   if (i < parts.size() && parts[i] == "bf16") d.dtype = DType::kBF16, ++i;
   if (i < parts.size() && parts[i] == "fp16")
@@ -178,7 +180,8 @@ void parse_flags(const std::vector<std::string_view>& parts, size_t first, std::
   if (i < parts.size())
     bad_field(text, "flags",
               "unexpected '" + std::string(parts[i]) +
-                  "' (only /swap, then /static, then /l2pP, then /pdl, then the element type /bf16 may follow the "
+                  "' (only /swap, then /static, then /l2pP, then /bulktail, then /pdl, then the element type /bf16 may follow "
+                  "the "
                   "epilogue)");
 }
 
@@ -317,6 +320,7 @@ std::optional<std::string> sm80_rules(const Design& d, Layout layout, int smem_l
     return "/l2pP sets the L2 promotion of TMA tensor maps, an sm90 feature: sm80 designs load with cp.async";
   if (d.split == SplitK::kStreamK) return "stream-K needs the persistent sm90 tile scheduler; sm80 offers serial and parallel split-K";
   if (d.epilogue == Epilogue::kTma) return "epi_tma is an sm90 epilogue; sm80 offers epi_reg and epi_smem";
+  if (d.bulk_tail) return "/bulktail is a part of the sm90 TMA-store epilogue (epi_tma); sm80 designs have none";
   // Powers of two: tile rows split evenly into 16-byte chunks per thread and swizzle phases.
   for (auto [name, v] : {std::pair{"BM", d.bm}, std::pair{"BN", d.bn}})
     if (v != 16 && v != 32 && v != 64 && v != 128 && v != 256)
@@ -393,6 +397,10 @@ std::optional<std::string> sm90_rules(const Design& d, Layout layout, int smem_l
            "must be at least 64 (got " + std::to_string(d.bn) + ")";
   if (d.epilogue == Epilogue::kTma && d.swap_ab)
     return "epi_tma does not transpose: a swapped design (C^T = B^T A^T) stores from registers, use epi_reg";
+  if (d.bulk_tail && (d.epilogue != Epilogue::kTma || (split_columns ? d.bn / 2 : d.bn) % 64 == 0))
+    return "/bulktail stores the columns past a warpgroup's last whole 64-column chunk of an epi_tma design: it needs "
+           "epi_tma and a warpgroup width (BN, or BN/2 for coopn) that is not a multiple of 64 (got " +
+           epilogue_text(d.epilogue) + ", BN " + std::to_string(d.bn) + ")";
   {
     // A tile shared by a cluster is loaded in parts, one per sharing CTA: rows of a K-major tile, k-rows of an
     // MN-major one (at least 8 of them).

@@ -128,6 +128,7 @@ class Sm90Family final : public KernelFamily {
       << "  static constexpr int kStaticM = " << (d.static_shape ? v.m : 0) << ", kStaticN = "
       << (d.static_shape ? v.n : 0) << ", kStaticK = " << (d.static_shape ? v.k : 0) << ";\n"
       << "  static constexpr bool kPdl = " << b(d.pdl) << ";\n"
+      << "  static constexpr bool kBulkTail = " << b(d.bulk_tail) << ";\n"
       << "};\n\n"
       << "extern \"C\" __global__ void __launch_bounds__(" << sm90::threads_per_block() << ", 1)\n"
       << kernel_name << "(const __grid_constant__ rlgemm::sm90::Params params) {\n"

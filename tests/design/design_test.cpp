@@ -214,6 +214,34 @@ TEST(DesignText, PdlFollowsStaticAndPrecedesTheElementType) {
     EXPECT_NE(parse_error(wrong).find("flags"), std::string::npos) << wrong;
 }
 
+// /bulktail (an epi_tma design's last BN % 64 columns of each warpgroup stored by bulk copies) follows /l2pP and
+// precedes /pdl; it needs epi_tma and a warpgroup width that leaves such columns.
+TEST(DesignText, BulkTailFollowsL2PromotionAndNeedsATail) {
+  const std::string base = "sm90.ws.pingpong/128x168x64/s5/c2x1/raster_m.g8/splitk1/epi_tma";
+  EXPECT_FALSE(parse_design(base).bulk_tail);
+  for (const std::string text : {base + "/bulktail", base + "/l2p0/bulktail/pdl/bf16",
+                                 std::string("sm90.ws.coopn/192x192x64/s4/c1x1/raster_n.g8/splitk1/epi_tma/bulktail")}) {
+    const Design d = parse_design(text);
+    EXPECT_TRUE(d.bulk_tail) << text;
+    EXPECT_EQ(to_string(d), text);
+    Design plain = d;
+    plain.bulk_tail = false;
+    EXPECT_NE(plain, d);
+    EXPECT_EQ(to_string(plain).find("bulktail"), std::string::npos);
+    EXPECT_FALSE(why_invalid(d, Layout::kTN)) << text << ": " << why_invalid(d, Layout::kTN).value_or("");
+  }
+  for (const std::string wrong : {base + "/bulktail/l2p0", base + "/pdl/bulktail", base + "/bulktail/bulktail"})
+    EXPECT_NE(parse_error(wrong).find("flags"), std::string::npos) << wrong;
+  // No columns past the whole chunks (BN 128; coopn 256: 128 a warpgroup), or no TMA-store epilogue: refused.
+  for (const std::string wrong : {std::string("sm90.ws.pingpong/128x128x64/s5/c2x1/raster_m.g8/splitk1/epi_tma/bulktail"),
+                                  std::string("sm90.ws.coopn/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma/bulktail"),
+                                  std::string("sm90.ws.pingpong/128x168x64/s5/c2x1/raster_m.g8/splitk1/epi_reg/bulktail")})
+    EXPECT_NE(why_invalid(parse_design(wrong), Layout::kTN).value_or("").find("/bulktail"), std::string::npos) << wrong;
+  const auto sm80 = why_invalid(parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg/bulktail"),
+                                Layout::kTN);
+  EXPECT_NE(sm80.value_or("").find("sm80 designs have none"), std::string::npos) << sm80.value_or("");
+}
+
 // /l2pP (the operands' tensor-map L2 promotion, when not the default 256 bytes) follows /static and precedes /pdl;
 // it is an sm90 feature.
 TEST(DesignText, L2PromotionFollowsStaticAndPrecedesPdl) {

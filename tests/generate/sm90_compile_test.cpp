@@ -13,6 +13,7 @@
 #include "rlgemm/error.h"
 #include "support/cluster_four.h"
 #include "support/coop_columns.h"
+#include "support/bulk_tail.h"
 #include "support/epilogue_pieces.h"
 #include "support/pingpong_wide.h"
 #include "support/multicast_overlap.h"
@@ -44,8 +45,9 @@ const std::vector<std::string> kSweepFeatures = {
 // The features above, then the widths beside the multiples of 64 (tests/support/tile_widths.h), the
 // cooperative schedule that splits columns (tests/support/coop_columns.h), the epilogue staged in 64x64 pieces
 // (tests/support/epilogue_pieces.h), ping-pong tiles of more than 128 accumulators (tests/support/pingpong_wide.h)
-// 2x1 clusters whose B tile's multicast halves overlap (tests/support/multicast_overlap.h) and clusters of four
-// CTAs (tests/support/cluster_four.h).
+// 2x1 clusters whose B tile's multicast halves overlap (tests/support/multicast_overlap.h), clusters of four
+// CTAs (tests/support/cluster_four.h) and the TMA-store epilogue's tail stored by bulk copies
+// (tests/support/bulk_tail.h).
 std::vector<std::string> sweep() {
   std::vector<std::string> designs = kSweepFeatures;
   designs.insert(designs.end(), test::kNewTileWidthDesigns.begin(), test::kNewTileWidthDesigns.end());
@@ -54,6 +56,8 @@ std::vector<std::string> sweep() {
   designs.insert(designs.end(), test::kPingpongWideDesigns.begin(), test::kPingpongWideDesigns.end());
   designs.insert(designs.end(), test::kMulticastOverlapDesigns.begin(), test::kMulticastOverlapDesigns.end());
   designs.insert(designs.end(), test::kClusterFourDesigns.begin(), test::kClusterFourDesigns.end());
+  designs.insert(designs.end(), test::kBulkTailDesigns.begin(), test::kBulkTailDesigns.end());
+  designs.insert(designs.end(), test::kBulkTailBf16Designs.begin(), test::kBulkTailBf16Designs.end());
   return designs;
 }
 const std::vector<std::string> kSweep = sweep();

@@ -29,6 +29,7 @@
 #include "support/bf16.h"
 #include "support/gpu.h"
 #include "support/coop_columns.h"
+#include "support/bulk_tail.h"
 #include "support/epilogue_pieces.h"
 #include "support/pingpong_wide.h"
 #include "support/multicast_overlap.h"
@@ -393,6 +394,15 @@ TEST_F(GpuGemm, EpilogueInPiecesMatchesTheReferenceOnAwkwardShapes) {
     ASSERT_LT(sm90::epilogue_rows(shape), sm90::warpgroup_rows(shape)) << text;
   }
   check_designs_on_awkward_shapes(*this, test::kEpiloguePiecesDesigns, DType::kF16, /*valid_layouts_only=*/true);
+}
+
+// The TMA-store epilogue's tail by bulk copies (/bulktail): a ragged edge cuts the tail's rows and its columns
+// (a bulk copy of fewer than the tail's columns, or none), and the staging buffers turn over between the whole
+// chunks and the tail within a tile and across tiles.
+TEST_F(GpuGemm, BulkTailMatchesTheReferenceOnAwkwardShapes) {
+  if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
+  check_designs_on_awkward_shapes(*this, test::kBulkTailDesigns, DType::kF16, /*valid_layouts_only=*/true);
+  check_designs_on_awkward_shapes(*this, test::kBulkTailBf16Designs, DType::kBF16, /*valid_layouts_only=*/true);
 }
 
 // Ping-pong tiles of 129-168 accumulators per warpgroup thread (128x168 is cuBLASLt's tile on 2048x11008x4096):

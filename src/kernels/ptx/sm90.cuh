@@ -163,6 +163,13 @@ __device__ __forceinline__ void tma_store_2d(const void* tensor_map, u32 src, in
                : "memory");
 }
 
+// A plain bulk copy (no tensor map) of `bytes` (a multiple of 16; both addresses 16-byte aligned) from this CTA's
+// shared memory to global memory, in the thread's current bulk group, like tma_store_2d.
+__device__ __forceinline__ void bulk_store(void* dst, u32 src, u32 bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(bytes)
+               : "memory");
+}
+
 __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 
 // Waits until at most kPending committed store groups are still reading their shared-memory source.
@@ -187,6 +194,11 @@ __device__ __forceinline__ void stmatrix_x4(u32 addr, u32 r0, u32 r1, u32 r2, u3
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
                "r"(r2), "r"(r3)
                : "memory");
+}
+
+// Two matrices: lanes 0-15 give the addresses (lane l, row l%8 of matrix l/8); the other lanes' are ignored.
+__device__ __forceinline__ void stmatrix_x2(u32 addr, u32 r0, u32 r1) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x2.shared.b16 [%0], {%1, %2};" ::"r"(addr), "r"(r0), "r"(r1) : "memory");
 }
 
 // ---------------------------------------------------------------------------------------------------------

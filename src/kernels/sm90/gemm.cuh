@@ -58,6 +58,8 @@ enum SplitMode : int { kSplitNone = 0, kSplitSerial = 1, kSplitParallel = 2, kSp
 //   bool kPingpong, kSplitColumns, kAMnMajor, kBMnMajor, kSwapAB, kRasterAlongN, kEpilogueTma;
 //   int kStaticM, kStaticN, kStaticK;  // 0: taken from Params at run time
 //   bool kPdl;                          // launched as a programmatic dependent
+//   bool kBulkTail;                     // epi_tma: the last BN % 64 columns staged too, and stored row by row
+//                                       // with bulk copies (else from registers)
 template <class Cfg>
 struct Gemm {
   typedef ptx::u32 u32;
@@ -111,6 +113,13 @@ struct Gemm {
   // widths 96, 160, 224; 40 of 168) go out from registers.
   static constexpr int kTmaCols = kWgCols / 64 * 64;
   static constexpr int kEpiBuffers = epilogue_buffers(kShape);
+  // /bulktail: those last columns staged in the same buffers (kTailCols x 2 bytes a row, unswizzled: 16-byte pieces)
+  // and stored by warp 0, one bulk copy per row, in whole 32-byte sectors where a register store writes 16-byte
+  // pieces of them.
+  static constexpr int kTailCols = kWgCols - kTmaCols;
+  static constexpr bool kBulkTail = Cfg::kBulkTail;
+  static_assert(!kBulkTail || (Cfg::kEpilogueTma && kTailCols > 0),
+                "/bulktail stores the columns past a warpgroup's whole 64-column chunks: epi_tma, BN % 64 != 0");
   static_assert((Cfg::kClusterM == 1 || Cfg::kClusterM == 2 || Cfg::kClusterM == 4) &&
                     (Cfg::kClusterN == 1 || Cfg::kClusterN == 2 || Cfg::kClusterN == 4) && kClusterSize <= 4,
                 "clusters of CM x CN CTAs, CM and CN 1, 2 or 4, at most 4 CTAs");
@@ -345,12 +354,25 @@ struct Gemm {
   // swizzled buffer, then one thread stores it with TMA. A buffer is reused once the store kEpiBuffers chunks
   // back has read it. Columns past the last whole chunk (kTmaCols) are the caller's to store.
   static __device__ __forceinline__ void store_c_tma(const float (&acc)[kMmaM][kAcc], const Params& p, u32 bufs,
-                                                     int row0, int col0, int wg_thread, u32 bar_id) {
+                                                     int row0, int col0, int m, int n, int wg_thread, u32 bar_id) {
     const int warp = wg_thread / 32, lane = wg_thread % 32;
     const int j = lane / 8;  // which of the four 8x8 matrices this lane addresses
     constexpr int kRowChunks = kWgRows / kEpiRows, kBlocksPerChunk = kMmaM / kRowChunks;
     constexpr int kChunks = kTmaCols / 64 * kRowChunks;
     static_assert(kChunks == epilogue_chunks(kShape), "the chunks params.h counts");
+    constexpr int kAllChunks = kChunks + (kBulkTail ? kRowChunks : 0);  // a tile's staged chunks, the tail's too
+    // Before chunk `chunk_index` is written into its buffer: thread 0 (whose bulk groups are one per chunk) waits
+    // for the store kEpiBuffers - 1 chunks back, or for every store where the tile's first chunk reuses the buffer
+    // of the previous tile's last one; the other lanes of warp 0 (bulk groups of tail rows only) for all of theirs.
+    auto wait_for_buffer = [&](int chunk_index) {
+      if (wg_thread == 0) {
+        if (chunk_index == 0 && kAllChunks % kEpiBuffers != 0) ptx::tma_store_wait_read<0>();
+        else ptx::tma_store_wait_read<kEpiBuffers - 1>();
+      } else if (kBulkTail && warp == 0) {
+        ptx::tma_store_wait_read<0>();
+      }
+      ptx::named_barrier_sync(bar_id, 128);
+    };
 #pragma unroll
     for (int q = 0; q < kWgCols / 64; ++q) {
 #pragma unroll
@@ -361,11 +383,7 @@ struct Gemm {
         // tile that store is kEpiBuffers - 1 groups back; the first chunk of a tile follows the previous
         // tile's last chunk, which used the same buffer when the chunk count is not a multiple of the buffer
         // count (3 chunks: buffers 0, 1, 0 | 0 ...): then every store must be done reading.
-        if (wg_thread == 0) {
-          if (chunk_index == 0 && kChunks % kEpiBuffers != 0) ptx::tma_store_wait_read<0>();
-          else ptx::tma_store_wait_read<kEpiBuffers - 1>();
-        }
-        ptx::named_barrier_sync(bar_id, 128);
+        wait_for_buffer(chunk_index);
 #pragma unroll
         for (int b = 0; b < kBlocksPerChunk; ++b) {
           const int mi = r * kBlocksPerChunk + b;
@@ -385,6 +403,48 @@ struct Gemm {
         ptx::named_barrier_sync(bar_id, 128);
         if (wg_thread == 0) {
           ptx::tma_store_2d(&p.c, buf, col0 + q * 64, row0 + r * kEpiRows);
+          ptx::tma_store_commit();
+        }
+      }
+    }
+    if constexpr (kBulkTail) {
+      constexpr int kPitch = kTailCols * 2;  // bytes per staged row; conflict-free where kTailCols / 8 is odd
+      constexpr int kBlocks = kTailCols / 8, kFirst = kTmaCols / 8;  // the tail's 8-column blocks
+      const int col = col0 + kTmaCols;
+#pragma unroll
+      for (int r = 0; r < kRowChunks; ++r) {
+        const u32 buf = bufs + ((kChunks + r) % kEpiBuffers) * kEpiBufBytes;
+        wait_for_buffer(kChunks + r);
+#pragma unroll
+        for (int b = 0; b < kBlocksPerChunk; ++b) {
+          const int mi = r * kBlocksPerChunk + b;
+          const int row = b * 64 + warp * 16 + (j & 1) * 8 + lane % 8;  // in the chunk
+#pragma unroll
+          for (int t = 0; t + 1 < kBlocks; t += 2) {
+            const int c = kFirst + t;
+            ptx::stmatrix_x4(buf + row * kPitch + (t + (j >> 1)) * 16, pack_elements(acc[mi][4 * c], acc[mi][4 * c + 1]),
+                             pack_elements(acc[mi][4 * c + 2], acc[mi][4 * c + 3]),
+                             pack_elements(acc[mi][4 * c + 4], acc[mi][4 * c + 5]),
+                             pack_elements(acc[mi][4 * c + 6], acc[mi][4 * c + 7]));
+          }
+          if constexpr (kBlocks % 2 != 0) {
+            const int c = kFirst + kBlocks - 1;
+            ptx::stmatrix_x2(buf + row * kPitch + (kBlocks - 1) * 16, pack_elements(acc[mi][4 * c], acc[mi][4 * c + 1]),
+                             pack_elements(acc[mi][4 * c + 2], acc[mi][4 * c + 3]));
+          }
+        }
+        ptx::fence_proxy_async_smem();
+        ptx::named_barrier_sync(bar_id, 128);
+        if (warp == 0) {
+          if (col < n) {
+            // n and col are multiples of 8: whole 16-byte pieces, the part of the tail inside C.
+            const u32 bytes = static_cast<u32>((n - col < kTailCols ? n - col : kTailCols) * 2);
+            element_bits* const out = static_cast<element_bits*>(p.c_ptr);
+            for (int rr = lane; rr < kEpiRows; rr += 32) {
+              const int grow = row0 + r * kEpiRows + rr;
+              if (grow < m) ptx::bulk_store(out + c_offset(grow, col, p.ldc), buf + rr * kPitch, bytes);
+            }
+          }
           ptx::tma_store_commit();
         }
       }
@@ -648,16 +708,19 @@ struct Gemm {
           const int col0 = w.tile_n * kBN + col_in_tile;
           const int row_base = row0 + warp * 16 + lane / 4;
           if constexpr (Cfg::kEpilogueTma) {
-            store_c_tma(acc, p, epi_base + consumer * kEpiBuffers * kEpiBufBytes, row0, col0, wg_thread, epi_bar);
-            // A fitted width's last BN % 64 columns: from registers, while the TMA stores drain.
-            if constexpr (kTmaCols < kWgCols) store_c<kTmaCols>(acc, c, row_base, col0, m, n, p.ldc, lane);
+            store_c_tma(acc, p, epi_base + consumer * kEpiBuffers * kEpiBufBytes, row0, col0, m, n, wg_thread,
+                        epi_bar);
+            // A fitted width's last BN % 64 columns: from registers, while the TMA stores drain (staged and
+            // stored with the chunks under /bulktail).
+            if constexpr (kTmaCols < kWgCols && !kBulkTail) store_c<kTmaCols>(acc, c, row_base, col0, m, n, p.ldc, lane);
           } else {
             store_c(acc, c, row_base, col0, m, n, p.ldc, lane);
           }
         }
       }
+      // Every bulk group (warp 0's tail rows too) done before the CTA's shared memory goes.
       if constexpr (Cfg::kEpilogueTma)
-        if (wg_thread == 0) ptx::tma_store_wait_all<0>();
+        if (wg_thread < (kBulkTail ? 32 : 1)) ptx::tma_store_wait_all<0>();
     }
     // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
     if constexpr (kClusterSize > 1) ptx::cluster_sync();
