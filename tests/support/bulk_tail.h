@@ -2,7 +2,7 @@
 // 96) are staged in shared memory with the chunks and stored with one bulk copy per row. Tails of an odd and an even
 // count of 8-column blocks, both schedules and the column split, one buffer (ping-pong) and two (cooperative, with
 // an odd count of chunks), 64-row pieces (coopn 192x192), clusters, serial split-K, stream-K and bf16. The sm90
-// sweep compiles them (tests/generate) and the GPU test runs them on ragged shapes (tests/run).
+// sweep compiles the fp16 ones (tests/generate) and the GPU test runs them all on ragged shapes (tests/run).
 #pragma once
 
 #include <string>
