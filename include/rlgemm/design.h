@@ -11,9 +11,9 @@
 //   sm80: sm80/BMxBNxBK/wWMxWN/sS/{swz|pad}/raster_{m|n}.gG/SPLIT/epi_{reg|smem}[/swap][/static][/pdl][/bf16]
 //   test: test.{fault|hang|wrong}          (fault-injection designs, used by tests of the tuner's isolation)
 // where SPLIT is one of: splitk1 | splitkN.serial | splitkN.parallel | streamk, /l2pP (P = 0, 64 or 128) is the
-// L2 promotion of an sm90 design's operand tensor maps where it is not the default 256 bytes, and /bf16 names the
-// element type of a bf16 kernel, /bulktail stages an epi_tma design's last BN % 64 columns of each warpgroup too and
-// stores them with one bulk copy per row (instead of from registers) (fp16, the default, is not written, so the texts of fp16 designs never change), and
+// L2 promotion of an sm90 design's operand tensor maps where it is not the default 256 bytes, /bulktail stores an
+// epi_tma design's last BN % 64 columns of each warpgroup by bulk copies instead of from registers, /bf16 names the
+// element type of a bf16 kernel (fp16, the default, is not written, so the texts of fp16 designs never change), and
 // /pdl launches the kernel as a programmatic dependent of the previous kernel in its stream (sm_90 and later)
 // e.g. sm90.ws.pingpong/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma
 //      sm80/128x128x32/w64x64/s3/swz/raster_m.g8/splitk1/epi_reg

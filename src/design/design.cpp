@@ -155,8 +155,8 @@ void parse_epilogue(std::string_view token, std::string_view text, Design& d, bo
                   std::string(token) + "'");
 }
 
-// Optional trailing flags, in canonical order: swap, static, l2pP, bulktail, pdl, then the element type (bf16; fp16 is the
-// default and never written, so that every design has one text).
+// Optional trailing flags, in canonical order: swap, static, l2pP, bulktail, pdl, then the element type (bf16; fp16
+// is the default and never written, so that every design has one text).
 void parse_flags(const std::vector<std::string_view>& parts, size_t first, std::string_view text, Design& d) {
   size_t i = first;
   if (i < parts.size() && parts[i] == "swap") d.swap_ab = true, ++i;
@@ -180,9 +180,8 @@ void parse_flags(const std::vector<std::string_view>& parts, size_t first, std::
   if (i < parts.size())
     bad_field(text, "flags",
               "unexpected '" + std::string(parts[i]) +
-                  "' (only /swap, then /static, then /l2pP, then /bulktail, then /pdl, then the element type /bf16 may follow "
-                  "the "
-                  "epilogue)");
+                  "' (only /swap, then /static, then /l2pP, then /bulktail, then /pdl, then the element type /bf16 may "
+                  "follow the epilogue)");
 }
 
 Design parse_sm90(const std::vector<std::string_view>& parts, std::string_view text) {

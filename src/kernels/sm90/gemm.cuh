@@ -422,14 +422,16 @@ struct Gemm {
 #pragma unroll
           for (int t = 0; t + 1 < kBlocks; t += 2) {
             const int c = kFirst + t;
-            ptx::stmatrix_x4(buf + row * kPitch + (t + (j >> 1)) * 16, pack_elements(acc[mi][4 * c], acc[mi][4 * c + 1]),
+            ptx::stmatrix_x4(buf + row * kPitch + (t + (j >> 1)) * 16,
+                             pack_elements(acc[mi][4 * c], acc[mi][4 * c + 1]),
                              pack_elements(acc[mi][4 * c + 2], acc[mi][4 * c + 3]),
                              pack_elements(acc[mi][4 * c + 4], acc[mi][4 * c + 5]),
                              pack_elements(acc[mi][4 * c + 6], acc[mi][4 * c + 7]));
           }
           if constexpr (kBlocks % 2 != 0) {
             const int c = kFirst + kBlocks - 1;
-            ptx::stmatrix_x2(buf + row * kPitch + (kBlocks - 1) * 16, pack_elements(acc[mi][4 * c], acc[mi][4 * c + 1]),
+            ptx::stmatrix_x2(buf + row * kPitch + (kBlocks - 1) * 16,
+                             pack_elements(acc[mi][4 * c], acc[mi][4 * c + 1]),
                              pack_elements(acc[mi][4 * c + 2], acc[mi][4 * c + 3]));
           }
         }
@@ -712,7 +714,8 @@ struct Gemm {
                         epi_bar);
             // A fitted width's last BN % 64 columns: from registers, while the TMA stores drain (staged and
             // stored with the chunks under /bulktail).
-            if constexpr (kTmaCols < kWgCols && !kBulkTail) store_c<kTmaCols>(acc, c, row_base, col0, m, n, p.ldc, lane);
+            if constexpr (kTmaCols < kWgCols && !kBulkTail)
+              store_c<kTmaCols>(acc, c, row_base, col0, m, n, p.ldc, lane);
           } else {
             store_c(acc, c, row_base, col0, m, n, p.ldc, lane);
           }
