@@ -61,9 +61,11 @@ void compare_with(const std::vector<dispatch::TunedRow>& rows, const std::string
 
 int run_tuned_table(const TunedTableArgs& args) {
   const std::vector<TimingMode> modes = parse_modes(args.modes);
-  std::vector<std::filesystem::path> paths(args.dbs.begin(), args.dbs.end());
-  std::sort(paths.begin(), paths.end());
-  if (const auto twice = std::adjacent_find(paths.begin(), paths.end()); twice != paths.end())
+  // The databases are read in the order given (it orders the table's rows); a sorted copy finds one named twice.
+  const std::vector<std::filesystem::path> paths(args.dbs.begin(), args.dbs.end());
+  std::vector<std::filesystem::path> sorted = paths;
+  std::sort(sorted.begin(), sorted.end());
+  if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end())
     fail("--db names '" + twice->string() + "' twice");
   size_t shared = 0;  // problems held in more than one database: the best of them serves
   const std::vector<dispatch::TunedRow> rows = dispatch::load_tuning_databases(paths, modes, &shared);
