@@ -307,6 +307,8 @@ const search::DesignSpace* Predictor::space(const GpuTraits& gpu, Layout layout,
     std::erase_if(spec.tile_n,
                   [&](int bn) { return !std::binary_search(tile_widths_.begin(), tile_widths_.end(), bn); });
     if (!static_shape) spec.static_shape = {false};
+    // The bulk tail is no feature of the predictor's: it would score a /bulktail design as its twin without.
+    std::erase(spec.epilogues, search::EpilogueOption::kStagedBulkTail);
     if (spec.tile_n.empty()) return nullptr;
     slot = std::make_shared<const search::DesignSpace>(spec, layout, smem_limit_or_hopper(gpu.smem_per_block_optin));
   }

@@ -17,8 +17,25 @@ const char* field_name(Field field) {
 
 SpaceSpec SpaceSpec::for_gpu(int cc_major) {
   SpaceSpec spec;
-  if (cc_major < 9) spec.families = {Family::kSm80};
+  if (cc_major < 9) {
+    spec.families = {Family::kSm80};
+    std::erase(spec.epilogues, EpilogueOption::kStagedBulkTail);  // an sm90 epilogue: no sm80 design takes it
+  }
   return spec;
+}
+
+EpilogueOption epilogue_option(const Design& d) {
+  if (d.epilogue == Epilogue::kRegisters) return EpilogueOption::kRegisters;
+  return d.bulk_tail ? EpilogueOption::kStagedBulkTail : EpilogueOption::kStaged;
+}
+
+const char* epilogue_label(EpilogueOption option) {
+  switch (option) {
+    case EpilogueOption::kRegisters: return "reg";
+    case EpilogueOption::kStaged: return "staged";
+    case EpilogueOption::kStagedBulkTail: return "bulktail";
+  }
+  return "?";
 }
 
 bool clusters_across_raster(const Design& d) {
@@ -51,7 +68,7 @@ DesignSpace::DesignSpace(SpaceSpec spec, Layout layout, int smem_limit_bytes)
                                    count(spec_.tile_n),      count(spec_.tile_k),       count(spec_.warp_tiles),
                                    count(spec_.stages),      count(spec_.clusters),     count(spec_.smem_layouts),
                                    count(spec_.rasters),     count(spec_.groups),       count(spec_.splits),
-                                   count(spec_.staged_epilogue), count(spec_.swap),     count(spec_.static_shape),
+                                   count(spec_.epilogues), count(spec_.swap),     count(spec_.static_shape),
                                    count(spec_.pdl)};
   for (int f = 0; f < kFieldCount; ++f) {
     if (counts[f] < 1 || counts[f] > 255)
@@ -117,8 +134,9 @@ Design DesignSpace::apply(const Point& p) const {
   d.raster = spec_.rasters[p[int(Field::kRaster)]];
   d.group = spec_.groups[p[int(Field::kGroup)]];
   std::tie(d.split, d.splits) = spec_.splits[p[int(Field::kSplit)]];
-  const bool staged = spec_.staged_epilogue[p[int(Field::kEpilogue)]];
-  d.epilogue = !staged ? Epilogue::kRegisters : sm90 ? Epilogue::kTma : Epilogue::kSmem;
+  const EpilogueOption epilogue = spec_.epilogues[p[int(Field::kEpilogue)]];
+  d.epilogue = epilogue == EpilogueOption::kRegisters ? Epilogue::kRegisters : sm90 ? Epilogue::kTma : Epilogue::kSmem;
+  d.bulk_tail = epilogue == EpilogueOption::kStagedBulkTail;
   d.swap_ab = spec_.swap[p[int(Field::kSwap)]];
   d.static_shape = spec_.static_shape[p[int(Field::kStatic)]];
   d.pdl = spec_.pdl[p[int(Field::kPdl)]];
@@ -149,7 +167,7 @@ Point DesignSpace::encode(const Design& d) const {
             find(int(Field::kStages), spec_.stages, d.stages) && find(int(Field::kRaster), spec_.rasters, d.raster) &&
             find(int(Field::kGroup), spec_.groups, d.group) &&
             find(int(Field::kSplit), spec_.splits, std::pair{d.split, d.splits}) &&
-            find(int(Field::kEpilogue), spec_.staged_epilogue, d.epilogue != Epilogue::kRegisters) &&
+            find(int(Field::kEpilogue), spec_.epilogues, epilogue_option(d)) &&
             find(int(Field::kSwap), spec_.swap, d.swap_ab) &&
             find(int(Field::kStatic), spec_.static_shape, d.static_shape) && find(int(Field::kPdl), spec_.pdl, d.pdl);
   if (sm90)
@@ -236,7 +254,7 @@ std::string DesignSpace::option_label(int field, int option) const {
       else s << "splitk" << n << (kind == SplitK::kSerial ? ".serial" : ".parallel");
       break;
     }
-    case Field::kEpilogue: s << (spec_.staged_epilogue[option] ? "staged" : "reg"); break;
+    case Field::kEpilogue: s << epilogue_label(spec_.epilogues[option]); break;
     case Field::kSwap: s << (spec_.swap[option] ? "swap" : "noswap"); break;
     case Field::kStatic: s << (spec_.static_shape[option] ? "static" : "dynamic"); break;
     case Field::kPdl: s << (spec_.pdl[option] ? "on" : "off"); break;

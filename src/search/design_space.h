@@ -36,13 +36,20 @@ enum class Field : int {
   kRaster,
   kGroup,
   kSplit,
-  kEpilogue,   // reg | staged (epi_tma on sm90, epi_smem on sm80)
+  kEpilogue,   // reg | staged (epi_tma on sm90, epi_smem on sm80) | bulktail (epi_tma with /bulktail)
   kSwap,
   kStatic,
   kPdl,        // launch as a programmatic dependent (sm_90+)
 };
 inline constexpr int kFieldCount = 16;
 const char* field_name(Field field);
+
+// The epilogue field's options: from registers; staged (sm90's TMA store, sm80's shared-memory pass); staged with
+// the columns past a warpgroup's whole 64-column chunks stored by bulk copies (an sm90 epi_tma design whose
+// warpgroup width is not a multiple of 64, /bulktail: valid there alone).
+enum class EpilogueOption : uint8_t { kRegisters, kStaged, kStagedBulkTail };
+EpilogueOption epilogue_option(const Design& design);
+const char* epilogue_label(EpilogueOption option);  // "reg", "staged", "bulktail": the labels policy files record
 
 // The options of every field. Each list must be non-empty; option labels are what a policy file records.
 struct SpaceSpec {
@@ -75,7 +82,11 @@ struct SpaceSpec {
                                              {SplitK::kSerial, 8},    {SplitK::kSerial, 16},   {SplitK::kParallel, 2},
                                              {SplitK::kParallel, 4},  {SplitK::kParallel, 8}, {SplitK::kParallel, 16},
                                              {SplitK::kStreamK, 1}};
-  std::vector<bool> staged_epilogue{false, true};
+  // The bulk tail: side by side with the register tail on six LLM shapes (bench/results/h100/bulk-tail/four-warps),
+  // ping-pong 128x168 ran 1.7-3.7% faster with it at 512-2048 tokens in graphs and no slower beyond its interval
+  // elsewhere; coop 256x168 lost 2.3% at 4096x28672x8192. The search chooses it per shape.
+  std::vector<EpilogueOption> epilogues{EpilogueOption::kRegisters, EpilogueOption::kStaged,
+                                        EpilogueOption::kStagedBulkTail};
   std::vector<bool> swap{false, true};
   std::vector<bool> static_shape{false, true};
   // Off by default: a graph that replays one GEMM back to back credits PDL with 1.4-1.9x on small kernels, but

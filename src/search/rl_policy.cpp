@@ -682,8 +682,13 @@ SpaceSpec spec_from_signature(const std::string& signature) {
         }
         break;
       case Field::kEpilogue:
-        spec.staged_epilogue.clear();
-        for (auto& l : labels) spec.staged_epilogue.push_back(l == "staged");
+        spec.epilogues.clear();
+        for (auto& l : labels) {
+          bool known = false;
+          for (EpilogueOption o : {EpilogueOption::kRegisters, EpilogueOption::kStaged, EpilogueOption::kStagedBulkTail})
+            if (std::string_view(epilogue_label(o)) == l) spec.epilogues.push_back(o), known = true;
+          if (!known) throw bad("unknown epilogue " + l);
+        }
         break;
       case Field::kSwap: spec.swap.clear(); for (auto& l : labels) spec.swap.push_back(l == "swap"); break;
       case Field::kStatic: spec.static_shape.clear(); for (auto& l : labels) spec.static_shape.push_back(l == "static"); break;

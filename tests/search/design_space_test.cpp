@@ -207,6 +207,51 @@ TEST(DesignSpace, ClustersPairTilesAlongTheRasterOnly) {
   }
 }
 
+// The bulk tail (/bulktail) is the epilogue field's third option: offered on Hopper, valid only where an sm90
+// epi_tma design has columns past its warpgroups' whole 64-column chunks, each such design beside its twin with
+// the register tail. Old signatures (epilogue:reg staged) rebuild their space without it; Ampere's space has none.
+TEST(DesignSpace, TheBulkTailIsAnEpilogueOptionWhereAWarpgroupHasATail) {
+  const DesignSpace hopper(SpaceSpec::for_gpu(9), Layout::kTN);
+  EXPECT_NE(hopper.signature().find(";epilogue:reg staged bulktail;"), std::string::npos) << hopper.signature();
+  size_t with_tail = 0;
+  for (size_t i = 0; i < hopper.size(); i += 7) {
+    const Design d = hopper.design(i);
+    if (!d.bulk_tail) continue;
+    ++with_tail;
+    ASSERT_EQ(d.family, Family::kSm90) << to_string(d);
+    ASSERT_EQ(d.epilogue, Epilogue::kTma) << to_string(d);
+    ASSERT_NE(d.bn % 64, 0) << to_string(d);
+    Design twin = d;
+    twin.bulk_tail = false;
+    ASSERT_FALSE(hopper.encode(twin).empty()) << to_string(twin);
+    ASSERT_EQ(hopper.encode(d), hopper.point(i));
+  }
+  EXPECT_GT(with_tail, 0u);
+  const Design tail = parse_design("sm90.ws.pingpong/128x160x64/s5/c2x1/raster_m.g8/splitk1/epi_tma/bulktail");
+  const Point p = hopper.encode(tail);
+  ASSERT_FALSE(p.empty());
+  EXPECT_EQ(hopper.option_label(int(Field::kEpilogue), p[int(Field::kEpilogue)]), "bulktail");
+  EXPECT_EQ(hopper.design(p), tail);
+  // No tail to store (BN 128), or no TMA store: not in the space.
+  Design no_tail = parse_design("sm90.ws.pingpong/128x128x64/s5/c2x1/raster_m.g8/splitk1/epi_tma");
+  EXPECT_FALSE(hopper.encode(no_tail).empty());
+  no_tail.bulk_tail = true;
+  EXPECT_TRUE(hopper.encode(no_tail).empty());
+  EXPECT_EQ(DesignSpace(spec_from_signature(hopper.signature()), Layout::kTN).size(), hopper.size());
+
+  const DesignSpace ampere(SpaceSpec::for_gpu(8), Layout::kTN);
+  EXPECT_EQ(ampere.option_count(int(Field::kEpilogue)), 2);
+  SpaceSpec old = SpaceSpec::for_gpu(9);
+  old.epilogues = {EpilogueOption::kRegisters, EpilogueOption::kStaged};
+  const DesignSpace before(old, Layout::kTN);
+  EXPECT_NE(before.signature().find(";epilogue:reg staged;"), std::string::npos);
+  EXPECT_EQ(spec_from_signature(before.signature()).epilogues, old.epilogues);
+  EXPECT_LT(before.size(), hopper.size());
+  std::string bad = before.signature();
+  bad.replace(bad.find("reg staged"), 10, "reg stged");
+  EXPECT_THROW(spec_from_signature(bad), Error);
+}
+
 // Policy files from before the pdl field (data/policies/h100.txt) name 15 fields: their space is the same,
 // launched without pdl, and keeps its own split and tile options.
 TEST(DesignSpace, SignatureWithoutPdlRebuildsTheSpaceWithPdlOff) {

@@ -197,7 +197,7 @@ TEST(Tuner, GuessesAreMeasuredAgainWithTheirWidthFittedToTheWaves) {
   const Design filled = parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_tma");
   SpaceSpec spec = small_spec();
   spec.tile_n = {64, 128, 160, 192, 256};
-  spec.staged_epilogue = {true};
+  spec.epilogues = {EpilogueOption::kStaged};
   const Problem problem{{512, 5120, 4096}, Layout::kTN};
   for (int wave_fit : {0, 2}) {
     RandomTuner t("w" + std::to_string(wave_fit) + ".db", 3, {}, spec);

@@ -54,6 +54,22 @@ TEST(WaveFit, TakesTheWidthThatFillsTheWaves) {
   if (d) EXPECT_GE(d->bn, 128);
 }
 
+// /bulktail stores a warpgroup's columns past its whole 64-column chunks: fitted to a width with such columns the
+// design keeps it, fitted to a multiple of 64 it has none to store and drops it (a valid design either way).
+TEST(WaveFit, TheBulkTailGoesWhereTheFittedWidthHasNoTail) {
+  // 512x5120 in 128x224 tiles: 92, one wave with 40 SMs idle; 160 wide makes 128 (keeps 32 columns of tail).
+  const Design tail = parse_design("sm90.ws.coop/128x224x64/s4/c1x1/raster_m.g8/splitk1/epi_tma/bulktail");
+  ASSERT_FALSE(why_invalid(tail, Layout::kTN));
+  const auto a = wave_fitted(tail, tn(512, 5120, 4096), 132, kWidths);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(to_string(*a), "sm90.ws.coop/128x160x64/s4/c1x1/raster_m.g8/splitk1/epi_tma/bulktail");
+  // 512x4096: 76 tiles of 224, 88 of 192, both one wave; 192 covers it with less: no tail there.
+  const auto b = wave_fitted(tail, tn(512, 4096, 4096), 132, std::vector<int>{192, 224});
+  ASSERT_TRUE(b);
+  EXPECT_EQ(to_string(*b), "sm90.ws.coop/128x192x64/s4/c1x1/raster_m.g8/splitk1/epi_tma");
+  EXPECT_FALSE(why_invalid(*b, Layout::kTN));
+}
+
 // The tuner fits widths in wgmma's steps of 8, finer than the search's list: on 2048x11008 a 128-row tile fills its
 // waves at 168 (66 x 16 = 1056 tiles, 8 waves of 132), the width of cuBLASLt's fastest kernel there; 128 wide takes
 // 11 waves. With a tile's fixed cost of 8 columns, 168 costs 8 x 176 against 11 x 136, 5.9% less; of the list's

@@ -114,8 +114,8 @@ struct Gemm {
   static constexpr int kTmaCols = kWgCols / 64 * 64;
   static constexpr int kEpiBuffers = epilogue_buffers(kShape);
   // /bulktail: those last columns staged in the same buffers (kTailCols x 2 bytes a row, unswizzled: 16-byte pieces)
-  // and stored by warp 0, one bulk copy per row, in whole 32-byte sectors where a register store writes 16-byte
-  // pieces of them.
+  // and stored by the warpgroup's threads, one bulk copy per row and a row per thread, in whole 32-byte sectors
+  // where a register store writes 16-byte pieces of them.
   static constexpr int kTailCols = kWgCols - kTmaCols;
   static constexpr bool kBulkTail = Cfg::kBulkTail;
   static_assert(!kBulkTail || (Cfg::kEpilogueTma && kTailCols > 0),
@@ -363,12 +363,12 @@ struct Gemm {
     constexpr int kAllChunks = kChunks + (kBulkTail ? kRowChunks : 0);  // a tile's staged chunks, the tail's too
     // Before chunk `chunk_index` is written into its buffer: thread 0 (whose bulk groups are one per chunk) waits
     // for the store kEpiBuffers - 1 chunks back, or for every store where the tile's first chunk reuses the buffer
-    // of the previous tile's last one; the other lanes of warp 0 (bulk groups of tail rows only) for all of theirs.
+    // of the previous tile's last one; the other threads (bulk groups of tail rows only) for all of theirs.
     auto wait_for_buffer = [&](int chunk_index) {
       if (wg_thread == 0) {
         if (chunk_index == 0 && kAllChunks % kEpiBuffers != 0) ptx::tma_store_wait_read<0>();
         else ptx::tma_store_wait_read<kEpiBuffers - 1>();
-      } else if (kBulkTail && warp == 0) {
+      } else if (kBulkTail) {
         ptx::tma_store_wait_read<0>();
       }
       ptx::named_barrier_sync(bar_id, 128);
@@ -437,18 +437,16 @@ struct Gemm {
         }
         ptx::fence_proxy_async_smem();
         ptx::named_barrier_sync(bar_id, 128);
-        if (warp == 0) {
-          if (col < n) {
-            // n and col are multiples of 8: whole 16-byte pieces, the part of the tail inside C.
-            const u32 bytes = static_cast<u32>((n - col < kTailCols ? n - col : kTailCols) * 2);
-            element_bits* const out = static_cast<element_bits*>(p.c_ptr);
-            for (int rr = lane; rr < kEpiRows; rr += 32) {
-              const int grow = row0 + r * kEpiRows + rr;
-              if (grow < m) ptx::bulk_store(out + c_offset(grow, col, p.ldc), buf + rr * kPitch, bytes);
-            }
+        if (col < n) {
+          // n and col are multiples of 8: whole 16-byte pieces, the part of the tail inside C.
+          const u32 bytes = static_cast<u32>((n - col < kTailCols ? n - col : kTailCols) * 2);
+          element_bits* const out = static_cast<element_bits*>(p.c_ptr);
+          for (int rr = wg_thread; rr < kEpiRows; rr += 128) {
+            const int grow = row0 + r * kEpiRows + rr;
+            if (grow < m) ptx::bulk_store(out + c_offset(grow, col, p.ldc), buf + rr * kPitch, bytes);
           }
-          ptx::tma_store_commit();
         }
+        ptx::tma_store_commit();
       }
     }
   }
@@ -721,9 +719,9 @@ struct Gemm {
           }
         }
       }
-      // Every bulk group (warp 0's tail rows too) done before the CTA's shared memory goes.
+      // Every bulk group (every thread's tail rows too) done before the CTA's shared memory goes.
       if constexpr (Cfg::kEpilogueTma)
-        if (wg_thread < (kBulkTail ? 32 : 1)) ptx::tma_store_wait_all<0>();
+        if (kBulkTail || wg_thread == 0) ptx::tma_store_wait_all<0>();
     }
     // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
     if constexpr (kClusterSize > 1) ptx::cluster_sync();
