@@ -7,11 +7,13 @@
 //
 // Text form, fields in this order, separated by '/':
 //   sm90: sm90.ws.{coop|coopn|pingpong}/BMxBNxBK/sS/cCMxCN/raster_{m|n}.gG/SPLIT/epi_{reg|tma}[/swap][/static]
-//         [/l2pP][/bulktail][/pdl][/bf16]
+//         [/l2pP][/evictAB][/bulktail][/pdl][/bf16]
 //   sm80: sm80/BMxBNxBK/wWMxWN/sS/{swz|pad}/raster_{m|n}.gG/SPLIT/epi_{reg|smem}[/swap][/static][/pdl][/bf16]
 //   test: test.{fault|hang|wrong}          (fault-injection designs, used by tests of the tuner's isolation)
 // where SPLIT is one of: splitk1 | splitkN.serial | splitkN.parallel | streamk, /l2pP (P = 0, 64 or 128) is the
-// L2 promotion of an sm90 design's operand tensor maps where it is not the default 256 bytes, /bulktail stores an
+// L2 promotion of an sm90 design's operand tensor maps where it is not the default 256 bytes, /evictAB sets the
+// L2 eviction priority of an sm90 design's TMA loads of the problem's A and B (each n: normal, f: evict_first,
+// l: evict_last; "nn" is the default and is not written), /bulktail stores an
 // epi_tma design's last BN % 64 columns of each warpgroup by bulk copies instead of from registers, /bf16 names the
 // element type of a bf16 kernel (fp16, the default, is not written, so the texts of fp16 designs never change), and
 // /pdl launches the kernel as a programmatic dependent of the previous kernel in its stream (sm_90 and later)
@@ -58,6 +60,10 @@ enum class Epilogue {
 
 enum class SmemLayout { kSwizzle, kPad };  // sm80 shared-memory layout: XOR swizzle or padded rows
 
+// The L2 eviction priority an sm90 kernel's TMA loads of an operand carry (createpolicy.fractional, the whole
+// access): normal, evict_first (streamed: its lines go first), evict_last (reused: its lines stay longest).
+enum class EvictHint { kNormal, kFirst, kLast };
+
 enum class TestBehavior { kFault, kHang, kWrong };
 
 struct Design {
@@ -82,6 +88,10 @@ struct Design {
   // sm90: the L2 promotion of the A and B tensor maps in bytes (0 = none, 64, 128 or 256): how far the L2 widens
   // a TMA load's misses. The kernel is the same; only its tensor maps differ.
   int l2_promotion = 256;
+  // sm90: the L2 eviction priority of the TMA loads of the problem's A and B (what each load leaves in the L2 for
+  // the CTAs that read the same tile after it). Normal for both by default.
+  EvictHint evict_a = EvictHint::kNormal;
+  EvictHint evict_b = EvictHint::kNormal;
   // sm90 epi_tma with a warpgroup width that is not a multiple of 64 (168, 96, ...): the columns past the last whole
   // 64-column chunk are staged in shared memory too and stored with one bulk copy per row (whole 32-byte sectors)
   // instead of 4-byte stores from registers (16-byte pieces of a sector per instruction).

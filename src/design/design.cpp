@@ -41,11 +41,15 @@ std::string epilogue_text(Epilogue e) {
   return "?";
 }
 
+char evict_letter(EvictHint h) { return h == EvictHint::kFirst ? 'f' : h == EvictHint::kLast ? 'l' : 'n'; }
+
 std::string suffix_text(const Design& d) {
   std::string s;
   if (d.swap_ab) s += "/swap";
   if (d.static_shape) s += "/static";
   if (d.l2_promotion != 256) s += "/l2p" + std::to_string(d.l2_promotion);
+  if (d.evict_a != EvictHint::kNormal || d.evict_b != EvictHint::kNormal)
+    s += std::string("/evict") + evict_letter(d.evict_a) + evict_letter(d.evict_b);
   if (d.bulk_tail) s += "/bulktail";
   if (d.pdl) s += "/pdl";
   if (d.dtype != DType::kF16) s += "/" + std::string(to_string(d.dtype));
@@ -155,8 +159,8 @@ void parse_epilogue(std::string_view token, std::string_view text, Design& d, bo
                   std::string(token) + "'");
 }
 
-// Optional trailing flags, in canonical order: swap, static, l2pP, bulktail, pdl, then the element type (bf16; fp16
-// is the default and never written, so that every design has one text).
+// Optional trailing flags, in canonical order: swap, static, l2pP, evictAB, bulktail, pdl, then the element type
+// (bf16; fp16 is the default and never written, so that every design has one text).
 void parse_flags(const std::vector<std::string_view>& parts, size_t first, std::string_view text, Design& d) {
   size_t i = first;
   if (i < parts.size() && parts[i] == "swap") d.swap_ab = true, ++i;
@@ -172,6 +176,24 @@ void parse_flags(const std::vector<std::string_view>& parts, size_t first, std::
                     std::string(parts[i]) + "'");
     ++i;
   }
+  if (i < parts.size() && parts[i].substr(0, 5) == "evict") {
+    const std::string_view value = parts[i].substr(5);
+    auto hint = [](char c) -> std::optional<EvictHint> {
+      if (c == 'n') return EvictHint::kNormal;
+      if (c == 'f') return EvictHint::kFirst;
+      if (c == 'l') return EvictHint::kLast;
+      return std::nullopt;
+    };
+    const auto a = value.size() == 2 ? hint(value[0]) : std::nullopt;
+    const auto b = value.size() == 2 ? hint(value[1]) : std::nullopt;
+    if (!a || !b || (*a == EvictHint::kNormal && *b == EvictHint::kNormal))
+      bad_field(text, "L2 eviction hints",
+                "expected evictAB, A and B each n (normal), f (evict_first) or l (evict_last), not both n (the "
+                "default, not written), got '" + std::string(parts[i]) + "'");
+    d.evict_a = *a;
+    d.evict_b = *b;
+    ++i;
+  }
   if (i < parts.size() && parts[i] == "bulktail") d.bulk_tail = true, ++i;
   if (i < parts.size() && parts[i] == "pdl") d.pdl = true, ++i;
   if (i < parts.size() && parts[i] == "bf16") d.dtype = DType::kBF16, ++i;
@@ -180,8 +202,8 @@ void parse_flags(const std::vector<std::string_view>& parts, size_t first, std::
   if (i < parts.size())
     bad_field(text, "flags",
               "unexpected '" + std::string(parts[i]) +
-                  "' (only /swap, then /static, then /l2pP, then /bulktail, then /pdl, then the element type /bf16 may "
-                  "follow the epilogue)");
+                  "' (only /swap, then /static, then /l2pP, then /evictAB, then /bulktail, then /pdl, then the element "
+                  "type /bf16 may follow the epilogue)");
 }
 
 Design parse_sm90(const std::vector<std::string_view>& parts, std::string_view text) {
@@ -320,6 +342,8 @@ std::optional<std::string> sm80_rules(const Design& d, Layout layout, int smem_l
   if (d.split == SplitK::kStreamK) return "stream-K needs the persistent sm90 tile scheduler; sm80 offers serial and parallel split-K";
   if (d.epilogue == Epilogue::kTma) return "epi_tma is an sm90 epilogue; sm80 offers epi_reg and epi_smem";
   if (d.bulk_tail) return "/bulktail is a part of the sm90 TMA-store epilogue (epi_tma); sm80 designs have none";
+  if (d.evict_a != EvictHint::kNormal || d.evict_b != EvictHint::kNormal)
+    return "/evictAB hints the L2 eviction of TMA loads, an sm90 feature: sm80 designs load with cp.async";
   // Powers of two: tile rows split evenly into 16-byte chunks per thread and swizzle phases.
   for (auto [name, v] : {std::pair{"BM", d.bm}, std::pair{"BN", d.bn}})
     if (v != 16 && v != 32 && v != 64 && v != 128 && v != 256)

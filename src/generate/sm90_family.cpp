@@ -129,6 +129,10 @@ class Sm90Family final : public KernelFamily {
       << (d.static_shape ? v.n : 0) << ", kStaticK = " << (d.static_shape ? v.k : 0) << ";\n"
       << "  static constexpr bool kPdl = " << b(d.pdl) << ";\n"
       << "  static constexpr bool kBulkTail = " << b(d.bulk_tail) << ";\n"
+      // The L2 eviction hint of the kernel's A' and B' loads (the problem's B and A when swapped): 0 normal,
+      // 1 evict_first, 2 evict_last.
+      << "  static constexpr int kEvictA = " << int(d.swap_ab ? d.evict_b : d.evict_a)
+      << ", kEvictB = " << int(d.swap_ab ? d.evict_a : d.evict_b) << ";\n"
       << "};\n\n"
       << "extern \"C\" __global__ void __launch_bounds__(" << sm90::threads_per_block() << ", 1)\n"
       << kernel_name << "(const __grid_constant__ rlgemm::sm90::Params params) {\n"

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 #include <vector>
 
 #include "design/sm90_shape.h"
@@ -240,6 +241,35 @@ TEST(DesignText, BulkTailFollowsL2PromotionAndNeedsATail) {
   const auto sm80 = why_invalid(parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg/bulktail"),
                                 Layout::kTN);
   EXPECT_NE(sm80.value_or("").find("sm80 designs have none"), std::string::npos) << sm80.value_or("");
+}
+
+// /evictAB (the L2 eviction hints of the TMA loads of the problem's A and B) follows /l2pP and precedes /bulktail;
+// "nn" is the default and never written; it is an sm90 feature.
+TEST(DesignText, EvictionHintsFollowL2PromotionAndPrecedeTheBulkTail) {
+  const std::string base = "sm90.ws.pingpong/128x168x64/s5/c2x1/raster_m.g8/splitk1/epi_tma";
+  EXPECT_EQ(parse_design(base).evict_a, EvictHint::kNormal);
+  EXPECT_EQ(parse_design(base).evict_b, EvictHint::kNormal);
+  for (auto [text, a, b] : {std::tuple{base + "/evictnl", EvictHint::kNormal, EvictHint::kLast},
+                            std::tuple{base + "/evictfl", EvictHint::kFirst, EvictHint::kLast},
+                            std::tuple{base + "/l2p0/evictlf/bulktail/pdl/bf16", EvictHint::kLast, EvictHint::kFirst},
+                            std::tuple{base + "/swap/evictfn", EvictHint::kFirst, EvictHint::kNormal}}) {
+    const Design d = parse_design(text);
+    EXPECT_EQ(d.evict_a, a) << text;
+    EXPECT_EQ(d.evict_b, b) << text;
+    EXPECT_EQ(to_string(d), text);
+    Design plain = d;
+    plain.evict_a = plain.evict_b = EvictHint::kNormal;
+    EXPECT_NE(plain, d);
+    EXPECT_EQ(to_string(plain).find("evict"), std::string::npos);
+  }
+  EXPECT_FALSE(why_invalid(parse_design(base + "/evictfl"), Layout::kTN));
+  for (const std::string wrong : {base + "/evictnn", base + "/evictx", base + "/evictfll", base + "/evict"})
+    EXPECT_NE(parse_error(wrong).find("L2 eviction hints"), std::string::npos) << wrong;
+  for (const std::string wrong : {base + "/bulktail/evictfl", base + "/evictfl/l2p0", base + "/evictfl/evictfl"})
+    EXPECT_NE(parse_error(wrong).find("flags"), std::string::npos) << wrong;
+  const auto sm80 = why_invalid(parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg/evictnl"),
+                                Layout::kTN);
+  EXPECT_NE(sm80.value_or("").find("an sm90 feature"), std::string::npos) << sm80.value_or("");
 }
 
 // /l2pP (the operands' tensor-map L2 promotion, when not the default 256 bytes) follows /static and precedes /pdl;

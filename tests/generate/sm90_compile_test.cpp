@@ -14,6 +14,7 @@
 #include "support/cluster_four.h"
 #include "support/coop_columns.h"
 #include "support/bulk_tail.h"
+#include "support/evict_hints.h"
 #include "support/epilogue_pieces.h"
 #include "support/pingpong_wide.h"
 #include "support/multicast_overlap.h"
@@ -46,8 +47,9 @@ const std::vector<std::string> kSweepFeatures = {
 // cooperative schedule that splits columns (tests/support/coop_columns.h), the epilogue staged in 64x64 pieces
 // (tests/support/epilogue_pieces.h), ping-pong tiles of more than 128 accumulators (tests/support/pingpong_wide.h)
 // 2x1 clusters whose B tile's multicast halves overlap (tests/support/multicast_overlap.h), clusters of four
-// CTAs (tests/support/cluster_four.h) and the TMA-store epilogue's tail stored by bulk copies
-// (tests/support/bulk_tail.h; its bf16 design is the GPU test's).
+// CTAs (tests/support/cluster_four.h), the TMA-store epilogue's tail stored by bulk copies
+// (tests/support/bulk_tail.h; its bf16 design is the GPU test's) and the L2 eviction hints of the operand loads
+// (tests/support/evict_hints.h).
 std::vector<std::string> sweep() {
   std::vector<std::string> designs = kSweepFeatures;
   designs.insert(designs.end(), test::kNewTileWidthDesigns.begin(), test::kNewTileWidthDesigns.end());
@@ -57,6 +59,7 @@ std::vector<std::string> sweep() {
   designs.insert(designs.end(), test::kMulticastOverlapDesigns.begin(), test::kMulticastOverlapDesigns.end());
   designs.insert(designs.end(), test::kClusterFourDesigns.begin(), test::kClusterFourDesigns.end());
   designs.insert(designs.end(), test::kBulkTailDesigns.begin(), test::kBulkTailDesigns.end());
+  designs.insert(designs.end(), test::kEvictHintDesigns.begin(), test::kEvictHintDesigns.end());
   return designs;
 }
 const std::vector<std::string> kSweep = sweep();

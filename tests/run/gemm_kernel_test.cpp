@@ -30,6 +30,7 @@
 #include "support/gpu.h"
 #include "support/coop_columns.h"
 #include "support/bulk_tail.h"
+#include "support/evict_hints.h"
 #include "support/epilogue_pieces.h"
 #include "support/pingpong_wide.h"
 #include "support/multicast_overlap.h"
@@ -403,6 +404,14 @@ TEST_F(GpuGemm, BulkTailMatchesTheReferenceOnAwkwardShapes) {
   if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
   check_designs_on_awkward_shapes(*this, test::kBulkTailDesigns, DType::kF16, /*valid_layouts_only=*/true);
   check_designs_on_awkward_shapes(*this, test::kBulkTailBf16Designs, DType::kBF16, /*valid_layouts_only=*/true);
+}
+
+// L2 eviction hints on the operand loads (/evictAB): the same bits as without, on ragged shapes (a hint may change
+// what stays in the L2, never what a load delivers), plain and multicast loads, K- and MN-major operands, swap.
+TEST_F(GpuGemm, EvictionHintsMatchTheReferenceOnAwkwardShapes) {
+  if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
+  check_designs_on_awkward_shapes(*this, test::kEvictHintDesigns, DType::kF16, /*valid_layouts_only=*/true);
+  check_designs_on_awkward_shapes(*this, test::kEvictHintBf16Designs, DType::kBF16, /*valid_layouts_only=*/true);
 }
 
 // Ping-pong tiles of 129-168 accumulators per warpgroup thread (128x168 is cuBLASLt's tile on 2048x11008x4096):

@@ -157,6 +157,35 @@ __device__ __forceinline__ void tma_load_2d_multicast(u32 dst, const void* tenso
       : "memory");
 }
 
+// An L2 cache policy for a whole access (createpolicy.fractional, fraction 1): kHint 1 evict_first, 2 evict_last.
+template <int kHint>
+__device__ __forceinline__ u64 l2_evict_policy() {
+  static_assert(kHint == 1 || kHint == 2, "1: evict_first, 2: evict_last (0, normal, takes no policy)");
+  u64 policy;
+  if constexpr (kHint == 1) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  else asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+// tma_load_2d and tma_load_2d_multicast with an L2 cache policy (l2_evict_policy).
+__device__ __forceinline__ void tma_load_2d_hint(u32 dst, const void* tensor_map, u32 bar, int c0, int c1,
+                                                 u64 policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(dst),
+      "l"(tensor_map), "r"(bar), "r"(c0), "r"(c1), "l"(policy)
+      : "memory");
+}
+
+__device__ __forceinline__ void tma_load_2d_multicast_hint(u32 dst, const void* tensor_map, u32 bar, int c0, int c1,
+                                                           unsigned short cta_mask, u64 policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint"
+      " [%0], [%1, {%3, %4}], [%2], %5, %6;" ::"r"(dst),
+      "l"(tensor_map), "r"(bar), "r"(c0), "r"(c1), "h"(cta_mask), "l"(policy)
+      : "memory");
+}
+
 __device__ __forceinline__ void tma_store_2d(const void* tensor_map, u32 src, int c0, int c1) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(tensor_map),
                "r"(src), "r"(c0), "r"(c1)

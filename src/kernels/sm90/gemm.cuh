@@ -60,6 +60,8 @@ enum SplitMode : int { kSplitNone = 0, kSplitSerial = 1, kSplitParallel = 2, kSp
 //   bool kPdl;                          // launched as a programmatic dependent
 //   bool kBulkTail;                     // epi_tma: the last BN % 64 columns staged too, and stored row by row
 //                                       // with bulk copies (else from registers)
+//   int kEvictA, kEvictB;               // the L2 eviction hint of the A and B loads: 0 normal, 1 evict_first,
+//                                       // 2 evict_last
 template <class Cfg>
 struct Gemm {
   typedef ptx::u32 u32;
@@ -243,11 +245,31 @@ struct Gemm {
 
   // ---- producer -------------------------------------------------------------------------------------
 
+  // One TMA load of an operand, with the operand's L2 eviction policy where it has one (kEvict 1 or 2).
+  template <int kEvict, int kParts>
+  static __device__ __forceinline__ void load_box(u32 to, const void* map, u32 bar, int c0, int c1,
+                                                   unsigned short sharers, u64 policy) {
+    if constexpr (kEvict != 0) {
+      if constexpr (kParts > 1) ptx::tma_load_2d_multicast_hint(to, map, bar, c0, c1, sharers, policy);
+      else ptx::tma_load_2d_hint(to, map, bar, c0, c1, policy);
+    } else {
+      if constexpr (kParts > 1) ptx::tma_load_2d_multicast(to, map, bar, c0, c1, sharers);
+      else ptx::tma_load_2d(to, map, bar, c0, c1);
+    }
+  }
+
+  // The policy of an operand's loads (l2_evict_policy), made once by the producer; 0 where it has none.
+  template <int kEvict>
+  static __device__ __forceinline__ u64 evict_policy() {
+    if constexpr (kEvict != 0) return ptx::l2_evict_policy<kEvict>();
+    else return 0;
+  }
+
   // Loads one operand tile of R rows (K-major) or R columns (MN-major) for k-block kb, this CTA's part of
   // it when the tile is shared across the cluster.
-  template <bool kMnMajor, int kRows, int kParts>
+  template <bool kMnMajor, int kRows, int kParts, int kEvict>
   static __device__ __forceinline__ void load_operand(u32 dst, const void* map, u32 bar, int row0, int k0,
-                                                       int part, unsigned short sharers) {
+                                                       int part, unsigned short sharers, u64 policy) {
     if constexpr (!kMnMajor) {
       // Parts start on whole swizzle atoms; where kRows / kParts is not a multiple of 8 they overlap
       // (multicast_part_rows in sm90/params.h), and the stage's expected bytes count the overlap (kStageTxBytes).
@@ -256,8 +278,7 @@ struct Gemm {
       for (int atom = 0; atom < kKAtoms; ++atom) {
         const u32 to = dst + atom * kRows * kKRowBytes + first * kKRowBytes;
         const int c0 = k0 + atom * 64, c1 = row0 + first;
-        if constexpr (kParts > 1) ptx::tma_load_2d_multicast(to, map, bar, c0, c1, sharers);
-        else ptx::tma_load_2d(to, map, bar, c0, c1);
+        load_box<kEvict, kParts>(to, map, bar, c0, c1, sharers, policy);
       }
     } else {
       constexpr int kPartK = kBK / kParts;
@@ -265,8 +286,7 @@ struct Gemm {
       for (int atom = 0; atom < kRows / 64; ++atom) {
         const u32 to = dst + atom * kBK * 128 + part * kPartK * 128;
         const int c0 = row0 + atom * 64, c1 = k0 + part * kPartK;
-        if constexpr (kParts > 1) ptx::tma_load_2d_multicast(to, map, bar, c0, c1, sharers);
-        else ptx::tma_load_2d(to, map, bar, c0, c1);
+        load_box<kEvict, kParts>(to, map, bar, c0, c1, sharers, policy);
       }
     }
   }
@@ -522,6 +542,7 @@ struct Gemm {
       ptx::setmaxnreg_dec<40>();
       if (wg_thread == 0) {
         const unsigned short a_sharers = cluster_row_mask(rank_m), b_sharers = cluster_column_mask(rank_n);
+        const u64 a_policy = evict_policy<Cfg::kEvictA>(), b_policy = evict_policy<Cfg::kEvictB>();
         int stage = 0;
         u32 phase = 0;
         for (int local = 0; local < sched.units; ++local) {
@@ -529,10 +550,12 @@ struct Gemm {
           for (int kb = w.kb_begin; kb < w.kb_end; ++kb) {
             ptx::mbarrier_wait(empty_bar(stage), phase ^ 1);
             ptx::mbarrier_arrive_expect_tx(full_bar(stage), kStageTxBytes);
-            load_operand<Cfg::kAMnMajor, kBM, kAParts>(a_tile(stage), &p.a, full_bar(stage), w.tile_m * kBM,
-                                                       kb * kBK, rank_n, a_sharers);
-            load_operand<Cfg::kBMnMajor, kBN, kBParts>(b_tile(stage), &p.b, full_bar(stage), w.tile_n * kBN,
-                                                       kb * kBK, rank_m, b_sharers);
+            load_operand<Cfg::kAMnMajor, kBM, kAParts, Cfg::kEvictA>(a_tile(stage), &p.a, full_bar(stage),
+                                                                     w.tile_m * kBM, kb * kBK, rank_n, a_sharers,
+                                                                     a_policy);
+            load_operand<Cfg::kBMnMajor, kBN, kBParts, Cfg::kEvictB>(b_tile(stage), &p.b, full_bar(stage),
+                                                                     w.tile_n * kBN, kb * kBK, rank_m, b_sharers,
+                                                                     b_policy);
             if (++stage == kStages) { stage = 0; phase ^= 1; }
           }
         }
