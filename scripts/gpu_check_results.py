@@ -6,6 +6,8 @@ pytest counts inside ctest's python.pytest, and the final SUMMARY line.
     gpu_check_results.py --rerun PASS1.xml                  names pass 2 runs again, one per line
     gpu_check_results.py [--gpu G] [--commit C] [--expected NAMES] PASS1.xml [PASS2.xml [PYTEST.xml]]
                                                             the summary; exit 1 when a test failed
+    gpu_check_results.py --merge OUT.xml PART.xml...         one JUnit file of the test cases of several (pass 2
+                                                            split over GPUs, one ctest and one file a GPU)
     gpu_check_results.py --not-carried CTEST.json           names of the tests whose executable is missing (a
                                                             carried build packed with CARRY_SKIP), one per line;
                                                             CTEST.json: `ctest --show-only=json-v1`
@@ -109,6 +111,22 @@ def summary(files, gpu="", commit="", expected=()):
     return lines, bool(by["failed"])
 
 
+def merge(out, parts):
+    """Writes the test cases of the JUnit files `parts` (missing or empty ones have none) into one file `out`, in the
+    order given; returns how many."""
+    suite = ET.Element("testsuite", name="gpu-check")
+    count = 0
+    for path in parts:
+        if not path or not os.path.exists(path) or os.path.getsize(path) == 0:
+            continue
+        for case in ET.parse(path).getroot().iter("testcase"):
+            suite.append(case)
+            count += 1
+    suite.set("tests", str(count))
+    ET.ElementTree(suite).write(out, encoding="utf-8", xml_declaration=True)
+    return count
+
+
 def not_carried(path):
     """Tests of ctest's JSON listing whose executable does not exist here (ctest lists such a test without its
     command)."""
@@ -122,11 +140,15 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rerun", action="store_true", help="list the tests pass 2 runs again")
     p.add_argument("--not-carried", action="store_true", help="list the tests whose executable is missing")
+    p.add_argument("--merge", metavar="OUT", help="write the test cases of the files into one JUnit file OUT")
     p.add_argument("--gpu", default="")
     p.add_argument("--commit", default="")
     p.add_argument("--expected", help="a file of the names pass 2 ran, one per line")
     p.add_argument("files", nargs="+")
     a = p.parse_args(argv)
+    if a.merge:
+        merge(a.merge, a.files)
+        return 0
     if a.rerun or a.not_carried:
         for name in (rerun if a.rerun else not_carried)(a.files[0]):
             print(name)

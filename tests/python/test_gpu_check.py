@@ -111,3 +111,21 @@ def test_gpu_check_lists_the_tests_whose_executable_a_slim_carry_left_out(result
     path = tmp_path / "tests.json"
     path.write_text(json.dumps(listing))
     assert results.not_carried(str(path)) == ["Mpi.Ranks", "Store.Lists"]
+
+
+def test_gpu_check_merges_the_gpu_pass_split_over_gpus(results, tmp_path):
+    # Pass 2 split over two GPUs: one JUnit file each (one missing: its ctest wrote none), merged into one file that
+    # the summary reads as the GPU pass.
+    part0, part1 = tmp_path / "gpu-0.xml", tmp_path / "gpu-1.xml"
+    part0.write_text('<?xml version="1.0"?><testsuite name="(empty)" tests="1">'
+                     '<testcase name="A.One" classname="A.One" status="run"><system-out>ok</system-out></testcase>'
+                     '</testsuite>')
+    part1.write_text('<?xml version="1.0"?><testsuite name="(empty)" tests="1">'
+                     '<testcase name="B.Two" classname="B.Two" status="fail"><failure message="Failed"/></testcase>'
+                     '</testsuite>')
+    merged = tmp_path / "gpu.xml"
+    assert results.main(["--merge", str(merged), str(part0), str(tmp_path / "gpu-2.xml"), str(part1)]) == 0
+    got = results.cases(str(merged))
+    assert {k: v[0] for k, v in got.items()} == {"A.One": "passed", "B.Two": "failed"}
+    lines, failed = results.summary([str(tmp_path / "cpu.xml"), str(merged)], "G", "c", ["A.One", "B.Two"])
+    assert failed and lines[-1] == "gpu-check: SUMMARY G, c: 2 tests, 1 passed, 1 failed, 0 skipped"
