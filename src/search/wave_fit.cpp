@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "design/sm90_shape.h"
 #include "kernels/sm90/params.h"
 #include "rlgemm/error.h"
 
@@ -52,8 +53,7 @@ std::optional<Design> wave_fitted(const Design& design, const Problem& problem, 
     fitted.bn = width;
     if (width == design.bn || width < 64 || 3 * width < 2 * design.bn) continue;
     // /bulktail stores the columns past a warpgroup's whole 64-column chunks: a width without any keeps none.
-    const int warpgroup_cols = design.schedule == Sm90Schedule::kCooperativeColumns ? width / 2 : width;
-    if (fitted.bulk_tail && warpgroup_cols % 64 == 0) fitted.bulk_tail = false;
+    if (fitted.bulk_tail && sm90::warpgroup_cols(sm90_shape(fitted)) % 64 == 0) fitted.bulk_tail = false;
     // A wider tile's stages may not fit in shared memory: the most stages that do, down to 3 (ping-pong 128x128
     // with six stages fits to 128x168 with five).
     while (fitted.stages > 3 && why_invalid(fitted, problem.layout, smem_limit_bytes)) --fitted.stages;
