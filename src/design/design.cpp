@@ -179,9 +179,8 @@ void parse_flags(const std::vector<std::string_view>& parts, size_t first, std::
   if (i < parts.size() && parts[i].substr(0, 5) == "evict") {
     const std::string_view value = parts[i].substr(5);
     auto hint = [](char c) -> std::optional<EvictHint> {
-      if (c == 'n') return EvictHint::kNormal;
-      if (c == 'f') return EvictHint::kFirst;
-      if (c == 'l') return EvictHint::kLast;
+      for (EvictHint h : {EvictHint::kNormal, EvictHint::kFirst, EvictHint::kLast})
+        if (evict_letter(h) == c) return h;
       return std::nullopt;
     };
     const auto a = value.size() == 2 ? hint(value[0]) : std::nullopt;

@@ -83,7 +83,7 @@ struct SpaceSpec {
                                              {SplitK::kParallel, 4},  {SplitK::kParallel, 8}, {SplitK::kParallel, 16},
                                              {SplitK::kStreamK, 1}};
   // The bulk tail: side by side with the register tail on six LLM shapes (bench/results/h100/bulk-tail/four-warps),
-  // ping-pong 128x168 ran 1.7-3.7% faster with it at 512-2048 tokens in graphs and no slower beyond its interval
+  // ping-pong 128x168 ran 1.0-3.7% faster with it at 512-2048 tokens in graphs and no slower beyond its interval
   // elsewhere; coop 256x168 lost 2.3% at 4096x28672x8192. The search chooses it per shape.
   std::vector<EpilogueOption> epilogues{EpilogueOption::kRegisters, EpilogueOption::kStaged,
                                         EpilogueOption::kStagedBulkTail};
