@@ -88,8 +88,11 @@ int effective_batch(const TuneOptions& options, int parallelism) { return std::m
 
 // ---- one problem ----
 
-FirstRound first_round(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const TuneOptions& options,
-                       const Problem& problem, size_t cap) {
+namespace {
+
+// The first round with or without the predictor's guesses (and their fitted widths).
+FirstRound seeds_round(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const TuneOptions& options,
+                       const Problem& problem, size_t cap, bool guesses) {
   // Seeds first, as one batch: the table's design for the problem, the common ones, then the problem's own
   // guesses, those this problem can run and the store does not hold yet.
   // Seed designs and guesses name tiles and schedules; they run in the problem's element type.
@@ -110,7 +113,7 @@ FirstRound first_round(Store& store, int64_t gpu_id, const GpuIdentity& gpu, con
   if (options.table_seeds_for)
     for (const Design& d : options.table_seeds_for(problem)) consider(d, "table");
   for (const Design& d : options.seed_designs) consider(d, "seed");
-  if (options.seeds_for)
+  if (guesses && options.seeds_for)
     for (const Design& d : options.seeds_for(problem)) consider(d, "predicted");
   if (gpu.sm_count > 0 && options.wave_fit > 0) {
     const size_t first = round.designs.size();
@@ -121,6 +124,21 @@ FirstRound first_round(Store& store, int64_t gpu_id, const GpuIdentity& gpu, con
     }
   }
   return round;
+}
+
+}  // namespace
+
+FirstRound first_round(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const TuneOptions& options,
+                       const Problem& problem, size_t cap) {
+  // A problem whose evaluations the store holds already (a run going on after a stop) is not guessed for
+  // again: the predictor's guesses are most of the tuner's own time per problem, and the budget they would be
+  // measured under is spent. Seeds named by the table or the command line that it has not measured still go.
+  if (!options.own_evaluations_only && options.budget.evaluations > 0 &&
+      size_t(store.count_measurements(gpu_id, problem, options.mode)) >= cap) {
+    FirstRound seeds = seeds_round(store, gpu_id, gpu, options, problem, cap, false);
+    if (seeds.designs.empty()) return seeds;
+  }
+  return seeds_round(store, gpu_id, gpu, options, problem, cap, true);
 }
 
 size_t ProblemTuning::cap_for(const TuneOptions& options, const DesignSpace& space) {

@@ -129,7 +129,9 @@ int effective_batch(const TuneOptions& options, int parallelism);
 // A problem's first round: its seeds (the tuned table's row, the seed designs, the predictor's guesses, their
 // widths fitted to the waves), those the problem can run and the store does not hold yet, at most `cap`, each
 // with its label ("table", "seed", "predicted" or "wave-fit"). It depends on the problem, the options and the
-// store only, so that it can be known, and its kernels built, before the problem's turn (Tuner::run).
+// store only, so that it can be known, and its kernels built, before the problem's turn (Tuner::run). Where the
+// store holds the problem's whole evaluation budget already (a run going on after a stop), only the table's
+// and the command line's seeds it lacks are taken: the predictor is not asked again.
 struct FirstRound {
   std::vector<Design> designs;
   std::vector<std::string> texts;

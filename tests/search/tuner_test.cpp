@@ -162,6 +162,49 @@ TEST(Tuner, AShapeListedTwiceInARowMeasuresNothingTwice) {
   EXPECT_EQ(store.count_measurements(), 4);
 }
 
+// A run going on after a stop does not ask the predictor again for problems whose budget the store holds: the
+// guesses were most of a resumed grid tune's time (0.17 s a problem, before the first unfinished one). The
+// outcomes are the same, nothing is measured, and a seed named since (the table's, the command line's) still is.
+TEST(Tuner, AResumedRunAsksNoGuessesForProblemsItHasTuned) {
+  const Design guess = parse_design("sm90.ws.pingpong/64x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg");
+  RandomTuner t("resume.db", 6);
+  auto& [dir, store, measurer, strategy, tuner] = t;
+  TuneOptions tune;
+  tune.problems = {kProblems[0], kProblems[1]};
+  tune.budget.evaluations = 4;
+  int asked = 0;
+  tune.seeds_for = [&](const Problem&) {
+    ++asked;
+    return std::vector<Design>{guess};
+  };
+  const auto first = tuner.run(tune);
+  EXPECT_EQ(asked, 2);
+  asked = 0;
+  const auto again = tuner.run(tune);
+  EXPECT_EQ(asked, 0);
+  ASSERT_EQ(again.size(), 2u);
+  for (size_t i = 0; i < again.size(); ++i) {
+    EXPECT_EQ(again[i].measured_now, 0);
+    EXPECT_EQ(again[i].best_design, first[i].best_design);
+    EXPECT_EQ(again[i].evaluations.size(), 4u);
+  }
+  // A seed the store lacks: measured as before (past the budget), and the guesses with it.
+  const Design seed = parse_design("sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg");
+  tune.seed_designs = {seed};
+  const auto seeded = tuner.run(tune);
+  EXPECT_EQ(asked, 2);
+  for (const auto& o : seeded) {
+    EXPECT_EQ(o.measured_now, 1);
+    EXPECT_TRUE(store.measured(store.gpu_id(measurer.gpu()), o.problem, to_string(seed), TimingMode::kGraph));
+  }
+  // A problem short of its budget is guessed for as before.
+  tune.seed_designs.clear();
+  tune.budget.evaluations = 8;
+  asked = 0;
+  tuner.run(tune);
+  EXPECT_EQ(asked, 2);
+}
+
 // Each problem's outcome sums where its measurements took their time: the synthetic GPU's pace (--delay-ms) is
 // all timed rounds, and each design's compile counts once; and its wall time, of which the waiting for them.
 TEST(Tuner, OutcomesSumTheirMeasurementsTimeByPhase) {
