@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
+#include <optional>
 #include <utility>
 
 #include "rlgemm/error.h"
@@ -90,9 +92,9 @@ int effective_batch(const TuneOptions& options, int parallelism) { return std::m
 
 namespace {
 
-// The first round with or without the predictor's guesses (and their fitted widths).
+// The first round with the predictor's guesses (and their fitted widths), or without them (null).
 FirstRound seeds_round(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const TuneOptions& options,
-                       const Problem& problem, size_t cap, bool guesses) {
+                       const Problem& problem, size_t cap, const std::vector<Design>* guesses) {
   // Seeds first, as one batch: the table's design for the problem, the common ones, then the problem's own
   // guesses, those this problem can run and the store does not hold yet.
   // Seed designs and guesses name tiles and schedules; they run in the problem's element type.
@@ -113,8 +115,8 @@ FirstRound seeds_round(Store& store, int64_t gpu_id, const GpuIdentity& gpu, con
   if (options.table_seeds_for)
     for (const Design& d : options.table_seeds_for(problem)) consider(d, "table");
   for (const Design& d : options.seed_designs) consider(d, "seed");
-  if (guesses && options.seeds_for)
-    for (const Design& d : options.seeds_for(problem)) consider(d, "predicted");
+  if (guesses)
+    for (const Design& d : *guesses) consider(d, "predicted");
   if (gpu.sm_count > 0 && options.wave_fit > 0) {
     const size_t first = round.designs.size();
     for (const Design& fitted : fitted_alternatives(round.designs, problem, gpu.sm_count,
@@ -126,19 +128,30 @@ FirstRound seeds_round(Store& store, int64_t gpu_id, const GpuIdentity& gpu, con
   return round;
 }
 
+// Whether the store holds the problem's whole evaluation budget already (a run going on after a stop).
+bool budget_spent(Store& store, int64_t gpu_id, const TuneOptions& options, const Problem& problem, size_t cap) {
+  return !options.own_evaluations_only && options.budget.evaluations > 0 &&
+         size_t(store.count_measurements(gpu_id, problem, options.mode)) >= cap;
+}
+
 }  // namespace
 
+// A problem whose budget the store holds already is not guessed for again: the predictor's guesses are most of
+// the tuner's own time per problem, and the budget they would be measured under is spent. Seeds named by the
+// table or the command line that it has not measured still go.
+bool asks_guesses(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const TuneOptions& options,
+                  const Problem& problem, size_t cap) {
+  if (!options.seeds_for) return false;
+  return !budget_spent(store, gpu_id, options, problem, cap) ||
+         !seeds_round(store, gpu_id, gpu, options, problem, cap, nullptr).designs.empty();
+}
+
 FirstRound first_round(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const TuneOptions& options,
-                       const Problem& problem, size_t cap) {
-  // A problem whose evaluations the store holds already (a run going on after a stop) is not guessed for
-  // again: the predictor's guesses are most of the tuner's own time per problem, and the budget they would be
-  // measured under is spent. Seeds named by the table or the command line that it has not measured still go.
-  if (!options.own_evaluations_only && options.budget.evaluations > 0 &&
-      size_t(store.count_measurements(gpu_id, problem, options.mode)) >= cap) {
-    FirstRound seeds = seeds_round(store, gpu_id, gpu, options, problem, cap, false);
-    if (seeds.designs.empty()) return seeds;
-  }
-  return seeds_round(store, gpu_id, gpu, options, problem, cap, true);
+                       const Problem& problem, size_t cap, std::optional<std::vector<Design>> guesses) {
+  if (!asks_guesses(store, gpu_id, gpu, options, problem, cap))
+    return seeds_round(store, gpu_id, gpu, options, problem, cap, nullptr);
+  if (!guesses) guesses = options.seeds_for(problem);
+  return seeds_round(store, gpu_id, gpu, options, problem, cap, &*guesses);
 }
 
 size_t ProblemTuning::cap_for(const TuneOptions& options, const DesignSpace& space) {
@@ -339,11 +352,26 @@ std::vector<ProblemOutcome> Tuner::run(const TuneOptions& options) {
     ProblemTuning tuning(store_, gpu_id, gpu, space, strategy, options, problem, batch, problem_deadline,
                          std::exchange(next_first, std::nullopt));
     // The next problem's first round depends on that problem, the options and the store only: its kernels are
-    // built in the background while this problem is measured.
-    if (index + 1 < options.problems.size()) {
-      const Problem& next = options.problems[index + 1];
-      next_first = first_round(store_, gpu_id, gpu, options, next, ProblemTuning::cap_for(options, this->space(next.layout)));
-      if (next_first->designs.size() > 1) measurer_.prefetch(next_first->designs, next);
+    // built in the background while this problem is measured. The predictor's guesses for it, a large part of the
+    // tuner's own time, are asked for on another thread meanwhile; the round is made once they are back (after
+    // a batch, or when this problem is done), and its kernels are built from then on.
+    std::future<std::vector<Design>> guessing;
+    const Problem* next = index + 1 < options.problems.size() ? &options.problems[index + 1] : nullptr;
+    const size_t next_cap = next ? ProblemTuning::cap_for(options, this->space(next->layout)) : 0;
+    const auto plan_next = [&](std::optional<std::vector<Design>> guesses) {
+      next_first = first_round(store_, gpu_id, gpu, options, *next, next_cap, std::move(guesses));
+      if (next_first->designs.size() > 1) measurer_.prefetch(next_first->designs, *next);
+    };
+    const auto plan_when_guessed = [&](bool wait) {
+      if (!guessing.valid() || (!wait && guessing.wait_for(std::chrono::seconds(0)) != std::future_status::ready))
+        return;
+      plan_next(guessing.get());
+    };
+    if (next) {
+      if (asks_guesses(store_, gpu_id, gpu, options, *next, next_cap))
+        guessing = std::async(std::launch::async, [&options, problem = *next] { return options.seeds_for(problem); });
+      else
+        plan_next(std::nullopt);
     }
 
     auto last_print = Clock::now();
@@ -376,12 +404,14 @@ std::vector<ProblemOutcome> Tuner::run(const TuneOptions& options) {
       std::vector<Measurement> results = measurer_.measure_batch(designs, problem, options.mode);
       waiting += std::chrono::duration<double>(Clock::now() - asked).count();
       tuning.complete(results);
+      plan_when_guessed(false);
       print(tuning.outcome(), false);
       if (stopped()) {
         tuning.cut_short();
         break;
       }
     }
+    if (!stopped()) plan_when_guessed(true);
     ProblemOutcome outcome = tuning.finish();
     print(outcome, true);
     measured_total += outcome.measured_now;

@@ -137,8 +137,15 @@ struct FirstRound {
   std::vector<std::string> texts;
   std::vector<std::string> labels;
 };
+// `guesses`: the predictor's guesses for the problem (options.seeds_for) where they were asked for ahead, on
+// another thread; otherwise they are asked for here, where asks_guesses says so.
 FirstRound first_round(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const TuneOptions& options,
-                       const Problem& problem, size_t cap);
+                       const Problem& problem, size_t cap,
+                       std::optional<std::vector<Design>> guesses = std::nullopt);
+// Whether the problem's first round takes the predictor's guesses: options.seeds_for is set, and the store does
+// not hold the problem's whole budget yet, or lacks one of its table's or command line's seeds.
+bool asks_guesses(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const TuneOptions& options,
+                  const Problem& problem, size_t cap);
 
 // One problem's tuning: seeds first, then the strategy's rounds, each new design measured once and recorded
 // in the store as soon as its batch is back. The caller measures what next_batch() asks for and hands the

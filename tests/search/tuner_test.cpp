@@ -119,15 +119,20 @@ TEST(Tuner, PerProblemGuessesFollowTheSeeds) {
   tune.budget.evaluations = 5;
   tune.seed_designs = {common};
   std::vector<Problem> asked;
+  std::vector<std::thread::id> asked_on;
   tune.seeds_for = [&](const Problem& p) {
     asked.push_back(p);
+    asked_on.push_back(std::this_thread::get_id());
     return std::vector<Design>{common, guess};
   };
   const auto outcomes = tuner.run(tune);
   // Each problem's guesses are asked for once: the second problem's first round was worked out while the first
-  // problem was measured, and its kernels were asked to be built then (prefetch), all of that round and nothing else.
+  // problem was measured (its guesses on another thread), and its kernels were asked to be built then
+  // (prefetch), all of that round and nothing else.
   ASSERT_EQ(asked.size(), 2u);
   EXPECT_EQ(asked[1], kProblems[1]);
+  EXPECT_EQ(asked_on[0], std::this_thread::get_id());
+  EXPECT_NE(asked_on[1], std::this_thread::get_id());
   const auto second = store.measurements(store.gpu_id(measurer.gpu()), kProblems[1], TimingMode::kGraph);
   EXPECT_EQ(measurer.prefetches_asked(), std::count_if(second.begin(), second.end(), [](const auto& r) {
               return r.strategy == "seed" || r.strategy == "predicted" || r.strategy == "wave-fit";
