@@ -335,6 +335,8 @@ std::vector<ProblemOutcome> Tuner::run(const TuneOptions& options) {
   std::vector<ProblemOutcome> outcomes;
   // The next problem's first round, worked out while this one is measured; its kernels are built meanwhile.
   std::optional<FirstRound> next_first;
+  // The predictor's guesses for the problem after the next one (TuneOptions::seeds_for), asked for meanwhile.
+  std::future<std::vector<Design>> guessing;
 
   for (size_t index = 0; index < options.problems.size(); ++index) {
     const auto problem_start = Clock::now();
@@ -352,26 +354,21 @@ std::vector<ProblemOutcome> Tuner::run(const TuneOptions& options) {
     ProblemTuning tuning(store_, gpu_id, gpu, space, strategy, options, problem, batch, problem_deadline,
                          std::exchange(next_first, std::nullopt));
     // The next problem's first round depends on that problem, the options and the store only: its kernels are
-    // built in the background while this problem is measured. The predictor's guesses for it, a large part of the
-    // tuner's own time, are asked for on another thread meanwhile; the round is made once they are back (after
-    // a batch, or when this problem is done), and its kernels are built from then on.
-    std::future<std::vector<Design>> guessing;
-    const Problem* next = index + 1 < options.problems.size() ? &options.problems[index + 1] : nullptr;
-    const size_t next_cap = next ? ProblemTuning::cap_for(options, this->space(next->layout)) : 0;
-    const auto plan_next = [&](std::optional<std::vector<Design>> guesses) {
-      next_first = first_round(store_, gpu_id, gpu, options, *next, next_cap, std::move(guesses));
-      if (next_first->designs.size() > 1) measurer_.prefetch(next_first->designs, *next);
-    };
-    const auto plan_when_guessed = [&](bool wait) {
-      if (!guessing.valid() || (!wait && guessing.wait_for(std::chrono::seconds(0)) != std::future_status::ready))
-        return;
-      plan_next(guessing.get());
-    };
-    if (next) {
-      if (asks_guesses(store_, gpu_id, gpu, options, *next, next_cap))
-        guessing = std::async(std::launch::async, [&options, problem = *next] { return options.seeds_for(problem); });
-      else
-        plan_next(std::nullopt);
+    // built in the background while this problem is measured. The predictor's guesses, a large part of the
+    // tuner's own time, are asked for one problem earlier still, on another thread: those of the problem after
+    // the next while this one is measured, so that the next round and its kernels start as early as before.
+    if (index + 1 < options.problems.size()) {
+      const Problem& next = options.problems[index + 1];
+      std::optional<std::vector<Design>> guesses;
+      if (guessing.valid()) guesses = guessing.get();
+      next_first = first_round(store_, gpu_id, gpu, options, next,
+                               ProblemTuning::cap_for(options, this->space(next.layout)), std::move(guesses));
+      if (next_first->designs.size() > 1) measurer_.prefetch(next_first->designs, next);
+    }
+    if (index + 2 < options.problems.size()) {
+      const Problem& after = options.problems[index + 2];
+      if (asks_guesses(store_, gpu_id, gpu, options, after, ProblemTuning::cap_for(options, this->space(after.layout))))
+        guessing = std::async(std::launch::async, [&options, after] { return options.seeds_for(after); });
     }
 
     auto last_print = Clock::now();
@@ -404,14 +401,12 @@ std::vector<ProblemOutcome> Tuner::run(const TuneOptions& options) {
       std::vector<Measurement> results = measurer_.measure_batch(designs, problem, options.mode);
       waiting += std::chrono::duration<double>(Clock::now() - asked).count();
       tuning.complete(results);
-      plan_when_guessed(false);
       print(tuning.outcome(), false);
       if (stopped()) {
         tuning.cut_short();
         break;
       }
     }
-    if (!stopped()) plan_when_guessed(true);
     ProblemOutcome outcome = tuning.finish();
     print(outcome, true);
     measured_total += outcome.measured_now;
