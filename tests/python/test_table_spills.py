@@ -1,0 +1,53 @@
+"""scripts/table-spills: every kernel of a tuned table compiled (NVRTC, no GPU), its registers and spills listed,
+exit 1 where one spills."""
+import csv
+import io
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "table-spills"
+HEADER = "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate,dtype\n"
+
+
+def run(tmp_path, *tables):
+    rlgemm = os.environ.get("RLGEMM_CLI") or str(SCRIPT.parents[1] / "build" / "rlgemm")
+    if not Path(rlgemm).exists():
+        pytest.skip(f"no rlgemm binary at {rlgemm}")
+    env = dict(os.environ, RLGEMM=rlgemm, RLGEMM_CACHE_DIR=str(tmp_path / "cache"))
+    return subprocess.run([str(SCRIPT), *map(str, tables)], capture_output=True, text=True, env=env)
+
+
+def test_a_spilling_design_is_listed_and_fails_the_check(tmp_path):
+    table = tmp_path / "t.csv"
+    # 16 parallel slices of a 64x32 ping-pong tile spill 8 bytes; the sm80 decode tile does not; a /static design
+    # is compiled for its row's shape; the same kernel twice is compiled once.
+    table.write_text(HEADER +
+                     "X,256,64,16384,tn,sm90.ws.pingpong/64x32x128/s6/c1x1/raster_n.g1/splitk16.parallel/epi_reg/swap,1,1,,fp16\n"
+                     "# a comment\n"
+                     "X,256,64,16384,tn,sm80/16x64x128/w16x16/s4/swz/raster_n.g1/splitk4.parallel/epi_reg/swap,1,1,,fp16\n"
+                     "X,512,64,16384,tn,sm80/16x64x128/w16x16/s4/swz/raster_n.g1/splitk4.parallel/epi_reg/swap,1,1,,fp16\n"
+                     "X,64,64,64,tn,sm90.ws.pingpong/64x64x64/s4/c1x1/raster_m.g8/splitk1/epi_reg/static,1,1,,fp16\n")
+    r = run(tmp_path, table)
+    assert r.returncode == 1, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert len(rows) == 3
+    by_design = {row["design"]: row for row in rows}
+    spilled = by_design["sm90.ws.pingpong/64x32x128/s6/c1x1/raster_n.g1/splitk16.parallel/epi_reg/swap"]
+    assert int(spilled["spill_store_bytes"]) > 0 and "spills" in r.stderr
+    clean = by_design["sm80/16x64x128/w16x16/s4/swz/raster_n.g1/splitk4.parallel/epi_reg/swap"]
+    assert clean["spill_store_bytes"] == "0" and int(clean["registers"]) > 0 and clean["M"] == ""
+    static = by_design["sm90.ws.pingpong/64x64x64/s4/c1x1/raster_m.g8/splitk1/epi_reg/static"]
+    assert (static["M"], static["N"], static["K"], static["spill_store_bytes"]) == ("64", "64", "64", "0")
+
+
+def test_a_clean_table_passes_and_a_missing_one_is_refused(tmp_path):
+    table = tmp_path / "t.csv"
+    table.write_text(HEADER +
+                     "X,256,64,16384,tn,sm80/16x64x128/w16x16/s4/swz/raster_n.g1/splitk4.parallel/epi_reg/swap,1,1,,fp16\n")
+    r = run(tmp_path, table)
+    assert r.returncode == 0, r.stderr
+    r = run(tmp_path, tmp_path / "missing.csv")
+    assert r.returncode == 2 and "no table" in r.stderr
