@@ -62,6 +62,13 @@ KernelResources parse_ptxas_resources(const std::string& log) {
   return r;
 }
 
+std::optional<std::string> spill_reason(const KernelResources& r) {
+  const int bytes = std::max(r.spill_store_bytes, r.spill_load_bytes);
+  if (bytes <= 0) return std::nullopt;
+  return "spills " + std::to_string(bytes) + " bytes of registers (" + std::to_string(std::max(r.spill_store_bytes, 0)) +
+         " stored, " + std::to_string(std::max(r.spill_load_bytes, 0)) + " loaded)";
+}
+
 CompiledKernel compile_kernel(const GeneratedKernel& kernel, const CompileOptions& options) {
   const auto flags = nvrtc_options(kernel.arch);
   CompiledKernel out;

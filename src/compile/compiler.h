@@ -52,6 +52,10 @@ std::string cache_key(const GeneratedKernel& kernel, const std::vector<std::stri
 
 KernelResources parse_ptxas_resources(const std::string& log);
 
+// Why a kernel that ptxas made spill registers to local memory is not one to keep ("spills 8 bytes of registers
+// (8 stored, 8 loaded)"), or nullopt when it spills nothing (or the log did not say).
+std::optional<std::string> spill_reason(const KernelResources& resources);
+
 // Compiles one kernel (or takes it from the cache). Throws Error(kRuntime) with the compiler log, or
 // with what happened to the compiler process (crash signal, timeout), when no cubin results.
 CompiledKernel compile_kernel(const GeneratedKernel& kernel, const CompileOptions& options = {});

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "compile/compiler.h"
 #include "compile/isolated_nvrtc.h"
 #include "core/gain_interval.h"
 #include "generate/generate.h"
@@ -130,6 +131,13 @@ Measurement GpuMeasurer::measure(const Design& design, const Problem& problem, T
     if (reported_.insert(key).second) {
       auto ahead = compiled_ahead_.find(key);
       out.compile_seconds = ahead != compiled_ahead_.end() ? ahead->second : kernel.compiled().compile_seconds;
+    }
+    // A kernel whose registers spill is not one to keep, however it times: the tuner never learns it as a gain.
+    if (const auto why = spill_reason(kernel.compiled().resources)) {
+      out.status = MeasureStatus::kFailed;
+      out.error = "design " + text;
+      out.error.append(" ").append(*why);
+      return out;
     }
     phase = std::chrono::steady_clock::now();
     try {

@@ -128,5 +128,19 @@ TEST(Compile, PtxasResourcesAreRead) {
   EXPECT_EQ(parse_ptxas_resources("").registers, -1);
 }
 
+// A kernel that spills is refused by the tuner's measurements with this reason; none where ptxas said 0 bytes or
+// nothing at all.
+TEST(Compile, SpillingKernelsHaveAReason) {
+  KernelResources r;
+  r.spill_store_bytes = 12;
+  r.spill_load_bytes = 16;
+  EXPECT_EQ(spill_reason(r), "spills 16 bytes of registers (12 stored, 16 loaded)");
+  r.spill_load_bytes = 0;
+  EXPECT_EQ(spill_reason(r), "spills 12 bytes of registers (12 stored, 0 loaded)");
+  r.spill_store_bytes = 0;
+  EXPECT_EQ(spill_reason(r), std::nullopt);
+  EXPECT_EQ(spill_reason(KernelResources{}), std::nullopt);
+}
+
 }  // namespace
 }  // namespace rlgemm
