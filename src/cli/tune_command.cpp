@@ -317,7 +317,9 @@ void set_first_guesses(const TuneArgs& args, const GpuIdentity& gpu, search::Tun
   std::shared_ptr<const predict::Predictor> loaded;
   if (!args.predictor.empty()) loaded = std::make_shared<predict::Predictor>(predict::Predictor::load(args.predictor));
   const predict::GpuTraits traits = predict::traits_of(gpu);
-  const predict::Predictor* predictor = loaded ? loaded.get() : predict::builtin_predictor(traits);
+  // The built-in predictor learned in the mode being tuned, where there is one: a kernel's rank in GPU time is not
+  // its rank offline, where the launch's host cost counts.
+  const predict::Predictor* predictor = loaded ? loaded.get() : predict::builtin_predictor(traits, args.common.mode);
   if (!predictor) {
     std::fprintf(stderr, "rlgemm tune: no predictor for %s; the strategy starts alone\n", gpu.name.c_str());
     return;
@@ -331,8 +333,8 @@ void set_first_guesses(const TuneArgs& args, const GpuIdentity& gpu, search::Tun
     for (const predict::Candidate& c : predictor->best_guesses(traits, as_fp16, k)) designs.push_back(c.design);
     return designs;
   };
-  std::fprintf(stderr, "rlgemm tune: each shape starts from the predictor's %d best guesses (%s%s)\n", args.guesses,
-               loaded ? args.predictor.c_str() : "built in",
+  std::fprintf(stderr, "rlgemm tune: each shape starts from the predictor's %d best guesses (%s, learned in %s mode%s)\n",
+               args.guesses, loaded ? args.predictor.c_str() : "built in", predictor->mode().c_str(),
                predictor->trained_on_gpu(gpu.name) ? "" : ", trained on another GPU of this architecture");
 }
 

@@ -16,7 +16,7 @@ std::vector<std::string> builtin_predictor_names() {
   return names;
 }
 
-const Predictor* builtin_predictor(const GpuTraits& gpu) {
+const Predictor* builtin_predictor(const GpuTraits& gpu, const std::string& mode) {
   static const std::vector<std::unique_ptr<Predictor>> all = [] {
     std::vector<std::unique_ptr<Predictor>> parsed;
     for (size_t i = 0; i < kEmbeddedPredictorCount; ++i) {
@@ -30,12 +30,22 @@ const Predictor* builtin_predictor(const GpuTraits& gpu) {
     }
     return parsed;
   }();
-  for (const auto& p : all)
-    if (p->trained_on_gpu(gpu.name)) return p.get();
-  for (const auto& p : all)
-    for (const GpuTraits& g : p->gpus())
-      if (g.cc_major == gpu.cc_major && g.cc_minor == gpu.cc_minor) return p.get();
-  return nullptr;
+  const auto same_gpu = [&](const Predictor& p) { return p.trained_on_gpu(gpu.name); };
+  const auto same_architecture = [&](const Predictor& p) {
+    for (const GpuTraits& g : p.gpus())
+      if (g.cc_major == gpu.cc_major && g.cc_minor == gpu.cc_minor) return true;
+    return false;
+  };
+  const auto pick = [&](auto fits) -> const Predictor* {
+    for (const std::string& wanted : {mode, std::string("offline")})
+      for (const auto& p : all)
+        if (fits(*p) && p->mode() == wanted) return p.get();
+    for (const auto& p : all)
+      if (fits(*p)) return p.get();
+    return nullptr;
+  };
+  if (const Predictor* p = pick(same_gpu)) return p;
+  return pick(same_architecture);
 }
 
 }  // namespace rlgemm::predict

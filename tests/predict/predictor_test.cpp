@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -319,6 +320,27 @@ TEST(Predictor, BuiltInPredictorsFollowTheGpu) {
     ASSERT_EQ(guesses.size(), 3u);
     for (const auto& c : guesses) EXPECT_GE(c.gain.log_sd, p->unseen_gpu_sd());
   }
+}
+
+// A tune in CUDA graphs starts from the predictor learned in graphs (data/predictors/h100-graph.json), on the H100
+// and on another GPU of its architecture; the library's handle and offline tunes keep the offline one, and a mode
+// no predictor learned takes the offline one too.
+TEST(Predictor, BuiltInPredictorsFollowTheTimingMode) {
+  const auto names = builtin_predictor_names();
+  if (std::find(names.begin(), names.end(), "h100-graph.json") == names.end()) GTEST_SKIP() << "no graph predictor";
+  GpuTraits h100;
+  h100.name = "NVIDIA H100 80GB HBM3";
+  h100.cc_major = 9;
+  GpuTraits h200;
+  h200.name = "NVIDIA H200";
+  h200.cc_major = 9;
+  for (const GpuTraits& gpu : {h100, h200}) {
+    ASSERT_NE(builtin_predictor(gpu, "graph"), nullptr);
+    EXPECT_EQ(builtin_predictor(gpu, "graph")->mode(), "graph");
+    EXPECT_EQ(builtin_predictor(gpu)->mode(), "offline");
+    EXPECT_EQ(builtin_predictor(gpu, "server")->mode(), "offline");
+  }
+  EXPECT_TRUE(builtin_predictor(h100, "graph")->trained_on_gpu(h100.name));
 }
 
 }  // namespace
