@@ -23,15 +23,20 @@ const std::string& headers_digest() {
   return digest;
 }
 
+// The largest count written as "<number> <unit>" anywhere in the log, or -1 where none is: ptxas's notes mention
+// "registers" in prose too ("to allow use of registers in GMMA"), and a cubin of several entry functions has a
+// line for each (the kernel's resources are those of the largest).
 int number_before(const std::string& log, const std::string& unit) {
-  const size_t at = log.find(unit);
-  if (at == std::string::npos || at == 0) return -1;
-  size_t start = at;
-  while (start > 0 && log[start - 1] == ' ') --start;
-  size_t end = start;
-  while (start > 0 && std::isdigit(static_cast<unsigned char>(log[start - 1]))) --start;
-  if (start == end) return -1;
-  return std::stoi(log.substr(start, end - start));
+  int largest = -1;
+  for (size_t at = log.find(unit); at != std::string::npos; at = log.find(unit, at + 1)) {
+    size_t start = at;
+    while (start > 0 && log[start - 1] == ' ') --start;
+    const size_t end = start;
+    while (start > 0 && std::isdigit(static_cast<unsigned char>(log[start - 1]))) --start;
+    if (start == end || end - start > 9) continue;
+    largest = std::max(largest, std::stoi(log.substr(start, end - start)));
+  }
+  return largest;
 }
 
 }  // namespace

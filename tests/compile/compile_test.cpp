@@ -128,6 +128,30 @@ TEST(Compile, PtxasResourcesAreRead) {
   EXPECT_EQ(parse_ptxas_resources("").registers, -1);
 }
 
+// ptxas's notes on wgmma kernels say "registers" before the resource line does, and a cubin of two entry functions
+// has two resource lines: the counts are the numbers, the largest of each.
+TEST(Compile, PtxasResourcesSkipProseAndTakeTheLargestFunction) {
+  const std::string log =
+      "ptxas info    : (C7519) warpgroup.arrive is injected in around line 322 by compiler to allow use of registers "
+      "in GMMA in function 'k'\n"
+      "ptxas info    : 196 bytes gmem\n"
+      "ptxas info    : Compiling entry function 'k' for 'sm_90a'\n"
+      "ptxas info    : Function properties for k\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 168 registers, used 16 barriers\n"
+      "ptxas info    : Compiling entry function 'reduce' for 'sm_90a'\n"
+      "ptxas info    : Function properties for reduce\n"
+      "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n"
+      "ptxas info    : Used 40 registers, 1024 bytes smem\n";
+  const KernelResources r = parse_ptxas_resources(log);
+  EXPECT_EQ(r.registers, 168);
+  EXPECT_EQ(r.spill_store_bytes, 8);
+  EXPECT_EQ(r.spill_load_bytes, 4);
+  EXPECT_EQ(r.stack_bytes, 16);
+  EXPECT_EQ(r.static_smem_bytes, 1024);
+  EXPECT_EQ(parse_ptxas_resources("use of registers in GMMA").registers, -1);
+}
+
 // A kernel that spills is refused by the tuner's measurements with this reason; none where ptxas said 0 bytes or
 // nothing at all.
 TEST(Compile, SpillingKernelsHaveAReason) {

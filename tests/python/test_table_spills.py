@@ -51,3 +51,28 @@ def test_a_clean_table_passes_and_a_missing_one_is_refused(tmp_path):
     assert r.returncode == 0, r.stderr
     r = run(tmp_path, tmp_path / "missing.csv")
     assert r.returncode == 2 and "no table" in r.stderr
+
+
+def test_counts_the_log_lacks_are_asked_again_without_the_cache_then_reported(tmp_path):
+    """A compile whose log gave no counts (-1) is compiled once more without the cache; counts still missing fail
+    the check with the compiler's log, never pass as 'no spills'."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "rlgemm"
+    fake.write_text("#!/bin/sh\n"
+                    f"echo \"$*\" >> {calls}\n"
+                    "echo 'registers     -1 per thread, 128 threads per block'\n"
+                    "echo 'spills        -1 bytes stored, -1 bytes loaded, -1 bytes stack'\n"
+                    "echo 'compiler log  (no resource counts in it)'\n"
+                    "echo '              ptxas said something else'\n")
+    fake.chmod(0o755)
+    table = tmp_path / "t.csv"
+    table.write_text(HEADER +
+                     "X,256,64,16384,tn,sm80/16x64x128/w16x16/s4/swz/raster_n.g1/splitk4.parallel/epi_reg/swap,1,1,,fp16\n")
+    r = subprocess.run([str(SCRIPT), str(table)], capture_output=True, text=True,
+                       env=dict(os.environ, RLGEMM=str(fake)))
+    assert r.returncode == 1
+    assert "gives no register or spill counts" in r.stderr and "ptxas said something else" in r.stderr
+    lines = calls.read_text().splitlines()
+    assert len(lines) == 2 and "--no-cache" not in lines[0] and "--no-cache" in lines[1]
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert rows[0]["registers"] == "" and rows[0]["spill_store_bytes"] == ""
