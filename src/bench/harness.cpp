@@ -239,7 +239,8 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
     meta["resumed"] = {{"rows_kept", outcome.rows.size()}, {"problems_kept", already.size()}, {"previous_run", previous_run}};
   ProgressLine progress(total, config.progress);
   const auto started = Clock::now();
-  const bool want_cold = std::find(config.modes.begin(), config.modes.end(), Mode::kCold) != config.modes.end();
+  const bool want_cold = std::any_of(config.modes.begin(), config.modes.end(),
+                                     [](Mode m) { return m == Mode::kCold || m == Mode::kGraphCold; });
   Gate gate;
   ColdSets cold;
   size_t done = 0;

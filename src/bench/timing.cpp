@@ -63,14 +63,15 @@ std::string_view to_string(Mode mode) {
     case Mode::kCold: return "cold";
     case Mode::kCudal2: return "cudal2";
     case Mode::kGraph: return "graph";
+    case Mode::kGraphCold: return "graph-cold";
   }
   return "?";
 }
 
 Mode parse_mode(std::string_view text) {
-  for (Mode m : {Mode::kOffline, Mode::kServer, Mode::kCold, Mode::kCudal2, Mode::kGraph})
+  for (Mode m : {Mode::kOffline, Mode::kServer, Mode::kCold, Mode::kCudal2, Mode::kGraph, Mode::kGraphCold})
     if (text == to_string(m)) return m;
-  fail("unknown mode '" + std::string(text) + "': use offline, server, cold, cudal2 or graph");
+  fail("unknown mode '" + std::string(text) + "': use offline, server, cold, cudal2, graph or graph-cold");
 }
 
 std::vector<Mode> parse_modes(const std::vector<std::string>& names) {
@@ -155,7 +156,9 @@ class BatchedTurns final : public Turns {
 // a stream of its own (the legacy default stream cannot capture); replays go on the caller's stream.
 class CapturedCalls {
  public:
-  CapturedCalls(const Call& call, int calls, const std::string& what) : calls_(calls) {
+  // `call(stream, i)` makes the i-th of `calls` calls.
+  CapturedCalls(const std::function<void(cudaStream_t, int)>& call, int calls, const std::string& what)
+      : calls_(calls) {
     cudaStream_t capture = nullptr;
     RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking));
     struct DestroyStream {
@@ -165,7 +168,7 @@ class CapturedCalls {
     RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
     std::string broke;
     try {
-      for (int i = 0; i < calls; ++i) call(capture);
+      for (int i = 0; i < calls; ++i) call(capture, i);
     } catch (const std::exception& e) {
       broke = e.what();
     }
@@ -207,22 +210,31 @@ constexpr double kSpinBeforeReplayUs = 30;
 constexpr int kMaxGraphCalls = 10000;
 
 // Graph mode: each subject's calls captured once, in a graph sized from a probe graph of a few calls (whose
-// first replay pays for first touches); a turn is one replay.
+// first replay pays for first touches); a turn is one replay. Graph-cold (`cold`): the calls rotate among the
+// subject's input sets, and a graph holds a whole number of rotations (at least one), so that each call's inputs
+// were last touched a whole rotation (at least twice the L2) before.
 class GraphTurns final : public Turns {
  public:
-  GraphTurns(const std::vector<Subject>& subjects, cudaStream_t stream, const TimingOptions& o)
+  GraphTurns(const std::vector<Subject>& subjects, cudaStream_t stream, const TimingOptions& o, bool cold)
       : subjects_(subjects), stream_(stream), graphs_(subjects.size()) {
     constexpr int kProbeCalls = 8;
     for (size_t i = 0; i < subjects.size(); ++i) {
-      const std::string what = subjects[i].name.empty() ? std::string("an implementation") : subjects[i].name;
-      graphs_[i] = std::make_unique<CapturedCalls>(subjects[i].call, kProbeCalls, what);
+      const Subject& s = subjects[i];
+      const std::string what = s.name.empty() ? std::string("an implementation") : s.name;
+      const std::function<void(cudaStream_t, int)> call =
+          cold ? std::function<void(cudaStream_t, int)>(
+                     [&s](cudaStream_t st, int k) { s.rotate[size_t(k) % s.rotate.size()](st); })
+               : std::function<void(cudaStream_t, int)>([&s](cudaStream_t st, int) { s.call(st); });
+      const int rotation = cold ? int(s.rotate.size()) : 1;
+      const int probe = cold ? rotation : kProbeCalls;
+      graphs_[i] = std::make_unique<CapturedCalls>(call, probe, what);
       graphs_[i]->launch(stream);
       const double per_call = run(i);
-      const int calls =
-          int(std::clamp(std::ceil(o.batch_target_us / std::max(per_call, 0.1)), 1.0, double(kMaxGraphCalls)));
-      if (calls != kProbeCalls) {
+      int calls = int(std::clamp(std::ceil(o.batch_target_us / std::max(per_call, 0.1)), 1.0, double(kMaxGraphCalls)));
+      calls = std::max(rotation, (calls + rotation - 1) / rotation * rotation);
+      if (calls != probe) {
         graphs_[i].reset();
-        graphs_[i] = std::make_unique<CapturedCalls>(subjects[i].call, calls, what);
+        graphs_[i] = std::make_unique<CapturedCalls>(call, calls, what);
       }
     }
   }
@@ -241,12 +253,18 @@ class GraphTurns final : public Turns {
   std::vector<std::unique_ptr<CapturedCalls>> graphs_;
 };
 
-bool batched(Mode mode) { return mode == Mode::kOffline || mode == Mode::kCold || mode == Mode::kGraph; }
+bool batched(Mode mode) {
+  return mode == Mode::kOffline || mode == Mode::kCold || mode == Mode::kGraph || mode == Mode::kGraphCold;
+}
 
 // The prepared turns of a batched mode (offline, cold, graph).
 std::unique_ptr<Turns> turns_for(Mode mode, const std::vector<Subject>& subjects, cudaStream_t stream,
                                  const TimingOptions& o) {
-  if (mode == Mode::kGraph) return std::make_unique<GraphTurns>(subjects, stream, o);
+  if (mode == Mode::kGraphCold)
+    for (const auto& s : subjects)
+      if (s.rotate.empty()) throw Error(ErrorKind::kRuntime, "graph-cold mode needs rotating input sets");
+  if (mode == Mode::kGraph || mode == Mode::kGraphCold)
+    return std::make_unique<GraphTurns>(subjects, stream, o, mode == Mode::kGraphCold);
   std::vector<std::function<void(int)>> next;
   std::vector<std::string> what;
   for (const auto& s : subjects) {
@@ -328,7 +346,8 @@ std::vector<std::vector<Timing>> time_modes_side_by_side(const std::vector<Mode>
                                                 " asked for twice");
   std::vector<std::vector<Timing>> out(modes.size());
   if (subjects.empty()) return out;
-  // Offline and graph share rounds; cold does not: its turns sweep the L2 that the others' inputs sit in.
+  // Offline and graph share rounds; cold and graph-cold do not: their turns sweep the L2 that the others' inputs
+  // sit in.
   const auto shared = [](Mode mode) { return mode == Mode::kOffline || mode == Mode::kGraph; };
   std::vector<Mode> together;
   for (Mode mode : modes)

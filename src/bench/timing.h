@@ -9,6 +9,9 @@
 //            lasts at least batch_target_us), replays interleaved like offline batches, the median replay over
 //            N. No host launch cost is in it: what a server that replays captured decode steps pays, and the
 //            only mode in which a kernel can be called faster than another for its own sake.
+//   graph-cold  graph, but the captured calls rotate among the cold mode's input sets (a replay holds every set
+//            at least once, in order): the GPU's own time when no call finds its inputs in L2, as in a model whose
+//            weights are read once per step. In graph mode the same inputs, replayed, stay in L2 when they fit.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,7 +27,7 @@
 
 namespace rlgemm::bench {
 
-enum class Mode { kOffline, kServer, kCold, kCudal2, kGraph };
+enum class Mode { kOffline, kServer, kCold, kCudal2, kGraph, kGraphCold };
 
 std::string_view to_string(Mode mode);
 Mode parse_mode(std::string_view text);                 // throws Error naming the accepted modes

@@ -297,11 +297,11 @@ const CommandRegistration registration("bench", [](CLI::App& app) -> std::functi
   cmd->add_option("--design", args->designs, "an rlgemm kernel design to measure too, e.g. sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma (repeatable)");
   cmd->add_option("--designs", args->designs_file, "a file of designs, one per line ('#' comments)")->check(CLI::ExistingFile);
 #endif
-  cmd->add_option("--mode", args->modes, "timing modes, comma-separated: offline, server, cold, cudal2, graph")->capture_default_str();
+  cmd->add_option("--mode", args->modes, "timing modes, comma-separated: offline, server, cold, cudal2, graph, graph-cold")->capture_default_str();
   cmd->add_option("--out", args->out, "results CSV; the run's JSON is written beside it")->capture_default_str();
   cmd->add_flag("--quick", args->quick, "fewer batches and samples: faster, less precise");
   cmd->add_option("--samples", args->samples, "server/cudal2: timed calls per measurement (default 15, 7 with --quick)");
-  cmd->add_option("--batches", args->batches, "offline/cold/graph: timed batches per measurement (default 7, 3 with --quick)");
+  cmd->add_option("--batches", args->batches, "offline/cold/graph/graph-cold: timed batches per measurement (default 7, 3 with --quick)");
   cmd->add_option("--gap-ms", args->gap_ms, "server: mean idle gap before each call, in ms")->capture_default_str();
   cmd->add_option("--device", args->device, "GPU ordinal")->capture_default_str();
   cmd->add_option("--shard", args->shard, "I/N: measure every N-th shape starting at I (split a long run)")->capture_default_str();

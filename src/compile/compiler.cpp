@@ -69,6 +69,9 @@ KernelResources parse_ptxas_resources(const std::string& log) {
 
 std::optional<std::string> spill_reason(const KernelResources& r) {
   const int bytes = std::max(r.spill_store_bytes, r.spill_load_bytes);
+  if (bytes < 0 && r.local_bytes > 0)
+    return "uses " + std::to_string(r.local_bytes) +
+           " bytes of local memory a thread (spilled registers or a stack frame; the compiler's log gave no counts)";
   if (bytes <= 0) return std::nullopt;
   return "spills " + std::to_string(bytes) + " bytes of registers (" + std::to_string(std::max(r.spill_store_bytes, 0)) +
          " stored, " + std::to_string(std::max(r.spill_load_bytes, 0)) + " loaded)";

@@ -26,8 +26,26 @@ TEST(Timing, ModesParseAndRejectUnknown) {
   EXPECT_EQ(parse_modes({"offline", "cold", "offline"}).size(), 2u);
   EXPECT_THROW(parse_mode("fast"), Error);
   EXPECT_THROW(parse_modes({}), Error);
-  for (Mode m : {Mode::kOffline, Mode::kServer, Mode::kCold, Mode::kCudal2, Mode::kGraph})
+  for (Mode m : {Mode::kOffline, Mode::kServer, Mode::kCold, Mode::kCudal2, Mode::kGraph, Mode::kGraphCold})
     EXPECT_EQ(parse_mode(to_string(m)), m);
+  EXPECT_EQ(parse_mode("graph-cold"), Mode::kGraphCold);
+  try {
+    parse_mode("graphcold");
+    ADD_FAILURE() << "graphcold accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("graph-cold"), std::string::npos) << e.what();
+  }
+}
+
+// Graph-cold replays rotate among a subject's input sets: a subject without them is refused before anything runs.
+TEST(Timing, GraphColdNeedsRotatingInputSets) {
+  const std::vector<Subject> subjects{{[](cudaStream_t) {}, {}, "no sets"}};
+  try {
+    time_side_by_side(Mode::kGraphCold, subjects, nullptr, nullptr, TimingOptions{});
+    ADD_FAILURE() << "graph-cold without input sets accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rotating input sets"), std::string::npos) << e.what();
+  }
 }
 
 // Every round's order is a fresh permutation, the same seed gives the same orders, and over many rounds every
@@ -166,6 +184,32 @@ TEST(TimingGpu, GraphModeTimesAKnownKernel) {
   // The legacy default stream, which cannot capture, replays graphs captured on a stream of their own.
   const auto legacy = time_side_by_side(Mode::kGraph, {subjects[0]}, nullptr, nullptr, o);
   EXPECT_NEAR(legacy[0].time_us, graph[0].time_us, 1.0);
+  cudaStreamDestroy(stream);
+}
+
+// Graph-cold: a graph holds whole rotations of the input sets, in order, so that every set is called equally
+// often and each call's inputs were last touched a rotation before. Seven sets that spin 1..7 us: a call takes
+// their mean, 4 us, on the GPU.
+TEST(TimingGpu, GraphColdReplaysWholeRotations) {
+  RLGEMM_REQUIRE_GPU();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  constexpr int kSets = 7;
+  std::vector<int> captured(kSets, 0);
+  Subject subject{[](cudaStream_t s) { gpu_spin(s, 4); }, {}, "seven sets"};
+  for (int k = 0; k < kSets; ++k)
+    subject.rotate.push_back([k, &captured](cudaStream_t s) {
+      ++captured[size_t(k)];
+      gpu_spin(s, k + 1);
+    });
+  TimingOptions o;
+  o.seed = 5;
+  const auto t = time_side_by_side(Mode::kGraphCold, {subject}, nullptr, stream, o);
+  EXPECT_EQ(t[0].batch % kSets, 0) << t[0].batch;
+  EXPECT_GE(t[0].batch * t[0].time_us, o.batch_target_us * 0.9);
+  for (int k = 1; k < kSets; ++k) EXPECT_EQ(captured[size_t(k)], captured[0]) << "set " << k;
+  EXPECT_GE(t[0].time_us, 4.0);
+  EXPECT_LE(t[0].time_us, 5.5);
   cudaStreamDestroy(stream);
 }
 

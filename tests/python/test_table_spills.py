@@ -17,6 +17,13 @@ def run(tmp_path, *tables):
     if not Path(rlgemm).exists():
         pytest.skip(f"no rlgemm binary at {rlgemm}")
     env = dict(os.environ, RLGEMM=rlgemm, RLGEMM_CACHE_DIR=str(tmp_path / "cache"))
+    # The counts come from NVRTC's log; on the H200 machines its log has come back empty (the same NVRTC 13.0.88 as
+    # the build machine's), and there the check cannot be made: it runs where the counts come.
+    probe = subprocess.run([rlgemm, "compile", "--design", "sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg",
+                            "--layout", "tn", "--out", str(tmp_path / "probe")], capture_output=True, text=True,
+                           env=env)
+    if probe.returncode == 0 and "no resource counts" in probe.stdout:
+        pytest.skip("this machine's NVRTC log carries no register or spill counts")
     return subprocess.run([str(SCRIPT), *map(str, tables)], capture_output=True, text=True, env=env)
 
 
