@@ -8,6 +8,7 @@
 #include "compile/cubin_cache.h"
 #include "compile/sha256.h"
 #include "generate/embedded_headers.h"
+#include "sass/cubin.h"
 #include "rlgemm/error.h"
 
 namespace rlgemm {
@@ -67,10 +68,26 @@ KernelResources parse_ptxas_resources(const std::string& log) {
   return r;
 }
 
+void complete_from_image(CompiledKernel& k) {
+  KernelResources& r = k.resources;
+  if (r.registers >= 0 && r.stack_bytes >= 0) return;
+  try {
+    const sass::ImageResources image =
+        sass::Cubin::parse_any_sm(std::vector<uint8_t>(k.cubin.begin(), k.cubin.end()), k.name).resources(k.name);
+    if (r.registers < 0) r.registers = image.registers;
+    if (r.stack_bytes < 0) r.stack_bytes = image.frame_bytes;
+  } catch (const Error&) {
+    // An image this reader does not understand keeps what the log said.
+  }
+}
+
 std::optional<std::string> spill_reason(const KernelResources& r) {
   const int bytes = std::max(r.spill_store_bytes, r.spill_load_bytes);
-  if (bytes < 0 && r.local_bytes > 0)
-    return "uses " + std::to_string(r.local_bytes) +
+  // Without the log's spill counts: the loaded kernel's local memory (the driver's count), else the image's stack
+  // frame. Spilled registers live there; no kernel of rlgemm's tuned tables has a frame otherwise.
+  const int local = r.local_bytes >= 0 ? r.local_bytes : r.stack_bytes;
+  if (bytes < 0 && local > 0)
+    return "uses " + std::to_string(local) +
            " bytes of local memory a thread (spilled registers or a stack frame; the compiler's log gave no counts)";
   if (bytes <= 0) return std::nullopt;
   return "spills " + std::to_string(bytes) + " bytes of registers (" + std::to_string(std::max(r.spill_store_bytes, 0)) +
@@ -90,6 +107,7 @@ CompiledKernel compile_kernel(const GeneratedKernel& kernel, const CompileOption
       out.cubin = std::move(hit->cubin);
       out.log = std::move(hit->log);
       out.resources = parse_ptxas_resources(out.log);
+      complete_from_image(out);
       out.from_cache = true;
       return out;
     }
@@ -106,6 +124,7 @@ CompiledKernel compile_kernel(const GeneratedKernel& kernel, const CompileOption
   out.cubin = std::move(result.cubin);
   out.log = std::move(result.log);
   out.resources = parse_ptxas_resources(out.log);
+  complete_from_image(out);
   if (cache) cache->store(out.cache_key, CachedKernel{out.cubin, out.log});
   return out;
 }

@@ -23,7 +23,9 @@ struct CompileOptions {
   static std::optional<std::filesystem::path> default_cache_dir();
 };
 
-// Resource usage ptxas reported for the kernel (-Xptxas -v); -1 where the log did not say.
+// Resource usage ptxas reported for the kernel (-Xptxas -v); -1 where the log did not say. Where it did not, the
+// registers and the stack frame are read from the cubin's own records (compile_kernel); the spill counts are not
+// recorded there.
 struct KernelResources {
   int registers = -1;
   int spill_store_bytes = -1;
@@ -56,9 +58,15 @@ std::string cache_key(const GeneratedKernel& kernel, const std::vector<std::stri
 
 KernelResources parse_ptxas_resources(const std::string& log);
 
+// Fills the registers and the stack frame the log left at -1 from the cubin's own records (.nv.info); leaves them
+// where the image does not say or cannot be read. compile_kernel calls it on every kernel it returns: on some
+// machines NVRTC's log comes back without the counts.
+void complete_from_image(CompiledKernel& kernel);
+
 // Why a kernel that ptxas made spill registers to local memory is not one to keep ("spills 8 bytes of registers
 // (8 stored, 8 loaded)"), or nullopt when it spills nothing. Where the log gave no spill counts, a loaded kernel's
-// local memory decides ("uses 16 bytes of local memory a thread ..."); nullopt where neither is known.
+// local memory decides, else the image's stack frame ("uses 16 bytes of local memory a thread ..."); nullopt where
+// none is known.
 std::optional<std::string> spill_reason(const KernelResources& resources);
 
 // Compiles one kernel (or takes it from the cache). Throws Error(kRuntime) with the compiler log, or

@@ -92,6 +92,14 @@ Cubin Cubin::load(const std::string& path) {
 }
 
 Cubin Cubin::parse(std::vector<uint8_t> bytes, std::string origin) {
+  return parse_image(std::move(bytes), std::move(origin), true);
+}
+
+Cubin Cubin::parse_any_sm(std::vector<uint8_t> bytes, std::string origin) {
+  return parse_image(std::move(bytes), std::move(origin), false);
+}
+
+Cubin Cubin::parse_image(std::vector<uint8_t> bytes, std::string origin, bool hopper_only) {
   Cubin cubin;
   cubin.origin_ = origin;
   auto bad = [&](const std::string& why) -> void { fail("'" + origin + "' is not a usable cubin: " + why); };
@@ -104,7 +112,7 @@ Cubin Cubin::parse(std::vector<uint8_t> bytes, std::string origin) {
   // ELF ABI version 8 (CUDA 12.8+) keeps the SM number in bits 8-15 of e_flags; older images in bits 0-7.
   const int abi = eh.e_ident[EI_ABIVERSION];
   cubin.sm_ = abi >= 8 ? int((eh.e_flags >> 8) & 0xff) : int(eh.e_flags & 0xff);
-  if (cubin.sm_ != 90)
+  if (hopper_only && cubin.sm_ != 90)
     bad("compiled for sm_" + std::to_string(cubin.sm_) + "; the SASS stage reads Hopper (sm_90/sm_90a) code only");
   if (eh.e_shnum == 0 || eh.e_shoff == 0) bad("no section headers (a stripped image)");
   if (eh.e_shentsize != sizeof(Elf64_Shdr)) bad("unexpected section header size");
@@ -135,6 +143,37 @@ Cubin Cubin::parse(std::vector<uint8_t> bytes, std::string origin) {
   cubin.bytes_ = std::move(bytes);
   if (cubin.kernel_names().empty()) bad("no .text.<kernel> section (a stripped or empty image)");
   return cubin;
+}
+
+ImageResources Cubin::resources(const std::string& name) const {
+  const int text = find_section(".text." + name);
+  if (text < 0) {
+    std::string present;
+    for (const auto& k : kernel_names()) present += (present.empty() ? "" : ", ") + k;
+    fail("'" + origin_ + "' has no kernel '" + name + "' (it holds: " + present + ")");
+  }
+  // The .text section's sh_info is its kernel's symbol; the module-wide .nv.info keys per-function attributes by
+  // symbol: {u32 symbol, u32 value}.
+  const uint32_t symbol = sections_[size_t(text)].info & 0xffffffu;
+  ImageResources out;
+  const int info = find_section(".nv.info");
+  if (info < 0) return out;
+  const Section& sec = sections_[size_t(info)];
+  for (size_t pos = 0; pos + 4 <= sec.size;) {
+    const size_t at = sec.offset + pos;
+    const uint8_t format = bytes_[at], id = bytes_[at + 1];
+    const uint16_t size = read_at<uint16_t>(bytes_, at + 2);
+    pos += 4;
+    if (format != uint8_t(AttrFormat::kSizedValue)) continue;
+    if (size > sec.size - pos) break;  // a cut record: nothing more to read
+    if (size == 8 && read_at<uint32_t>(bytes_, at + 4) == symbol) {
+      const int value = int(read_at<uint32_t>(bytes_, at + 8));
+      if (id == 0x2f) out.registers = value;    // EIATTR_REGCOUNT
+      if (id == 0x11) out.frame_bytes = value;  // EIATTR_FRAME_SIZE
+    }
+    pos += size;
+  }
+  return out;
 }
 
 int Cubin::find_section(const std::string& name) const {

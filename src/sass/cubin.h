@@ -84,11 +84,21 @@ struct KernelText {
   std::vector<std::pair<size_t, std::string>> pinned;
 };
 
+// A kernel's registers and stack frame as the image records them in its .nv.info section (EIATTR_REGCOUNT,
+// EIATTR_FRAME_SIZE, keyed by the kernel's symbol); -1 where the image does not say. The frame holds spilled
+// registers and local arrays: the local memory a thread of the kernel uses.
+struct ImageResources {
+  int registers = -1;
+  int frame_bytes = -1;
+};
+
 class Cubin {
  public:
   // Throws Error (kInvalidInput) naming the rule: an ELF64 little-endian CUDA image for SM 90.
   static Cubin parse(std::vector<uint8_t> bytes, std::string origin = "<memory>");
   static Cubin load(const std::string& path);
+  // The same reading for an image of any SM (the SASS stage's moves need SM 90; resources() does not).
+  static Cubin parse_any_sm(std::vector<uint8_t> bytes, std::string origin = "<memory>");
 
   const std::vector<uint8_t>& bytes() const { return bytes_; }
   int sm_version() const { return sm_; }
@@ -103,6 +113,9 @@ class Cubin {
   // 0..n-1): words moved, attribute offsets and relocation offsets rewritten to follow their instruction.
   // Throws Error when `order` is not a permutation or moves a pinned instruction.
   std::vector<uint8_t> write(const KernelText& kernel, const std::vector<int>& order) const;
+
+  // Registers and stack frame of kernel `name` (Error naming the kernels present when it is not one).
+  ImageResources resources(const std::string& name) const;
 
   // Names of sections that map code addresses (line tables) and go stale when code moves.
   std::vector<std::string> address_map_sections() const;
@@ -122,6 +135,7 @@ class Cubin {
   };
   std::vector<Section> sections_;
   int find_section(const std::string& name) const;
+  static Cubin parse_image(std::vector<uint8_t> bytes, std::string origin, bool hopper_only);
 };
 
 // Writes bytes to path atomically (temporary file + rename).

@@ -152,6 +152,31 @@ TEST(Compile, PtxasResourcesSkipProseAndTakeTheLargestFunction) {
   EXPECT_EQ(parse_ptxas_resources("use of registers in GMMA").registers, -1);
 }
 
+// The cubin's own records give the registers and the stack frame that ptxas's log gives: where a log comes back
+// without counts, they stand in (a spilling kernel's frame holds its spills). Hopper and sm80 images alike.
+TEST(Compile, TheImageRecordsTheRegistersAndTheFrameTheLogGives) {
+  struct Case {
+    const char* design;
+    const char* arch;
+  };
+  for (const Case& c : {Case{"sm90.ws.pingpong/64x32x128/s6/c1x1/raster_n.g1/splitk16.parallel/epi_reg/swap", "sm_90a"},
+                        Case{"sm80/16x64x128/w16x16/s4/swz/raster_n.g1/splitk4.parallel/epi_reg/swap", "sm_80"}}) {
+    SCOPED_TRACE(c.design);
+    CompiledKernel k = compile_kernel(generate_kernel(parse_design(c.design), Problem{{256, 64, 16384}, Layout::kTN}, c.arch),
+                                      no_cache());
+    const KernelResources from_log = k.resources;
+    ASSERT_GT(from_log.registers, 0);
+    ASSERT_GE(from_log.stack_bytes, 0);
+    k.resources = parse_ptxas_resources("");  // a log without counts
+    complete_from_image(k);
+    EXPECT_EQ(k.resources.registers, from_log.registers);
+    EXPECT_EQ(k.resources.stack_bytes, from_log.stack_bytes);
+    EXPECT_EQ(k.resources.spill_store_bytes, -1);  // the image does not record spills as such
+    // The spill guard judges by the frame then: the spilling tile is refused, the sm80 tile is not.
+    EXPECT_EQ(spill_reason(k.resources).has_value(), from_log.spill_store_bytes > 0);
+  }
+}
+
 // A kernel that spills is refused by the tuner's measurements with this reason; none where ptxas said 0 bytes or
 // nothing at all.
 TEST(Compile, SpillingKernelsHaveAReason) {

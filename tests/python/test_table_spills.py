@@ -78,8 +78,29 @@ def test_counts_the_log_lacks_are_asked_again_without_the_cache_then_reported(tm
     r = subprocess.run([str(SCRIPT), str(table)], capture_output=True, text=True,
                        env=dict(os.environ, RLGEMM=str(fake)))
     assert r.returncode == 1
-    assert "gives no register or spill counts" in r.stderr and "ptxas said something else" in r.stderr
+    assert "neither the compiler's log nor the cubin" in r.stderr and "ptxas said something else" in r.stderr
     lines = calls.read_text().splitlines()
     assert len(lines) == 2 and "--no-cache" not in lines[0] and "--no-cache" in lines[1]
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert rows[0]["registers"] == "" and rows[0]["spill_store_bytes"] == ""
+
+
+@pytest.mark.parametrize("stack,code", [("0", 0), ("8", 1)])
+def test_without_spill_counts_the_cubins_stack_frame_decides(tmp_path, stack, code):
+    """The log gave no spill counts, the cubin gave the registers and the stack frame (rlgemm compile fills them from
+    the image): a zero frame passes with the spill columns empty, a frame of 8 bytes (spills) fails."""
+    fake = tmp_path / "rlgemm"
+    fake.write_text("#!/bin/sh\n"
+                    "echo 'registers     78 per thread, 128 threads per block'\n"
+                    f"echo 'spills        -1 bytes stored, -1 bytes loaded, {stack} bytes stack'\n"
+                    "echo 'compiler log  (no resource counts in it; registers and stack frame above are the cubin records)'\n")
+    fake.chmod(0o755)
+    table = tmp_path / "t.csv"
+    table.write_text(HEADER +
+                     "X,256,64,16384,tn,sm80/16x64x128/w16x16/s4/swz/raster_n.g1/splitk4.parallel/epi_reg/swap,1,1,,fp16\n")
+    r = subprocess.run([str(SCRIPT), str(table)], capture_output=True, text=True,
+                       env=dict(os.environ, RLGEMM=str(fake)))
+    assert r.returncode == code, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert rows[0]["registers"] == "78" and rows[0]["spill_store_bytes"] == "" and rows[0]["spill_load_bytes"] == ""
+    assert ("8-byte stack frame" in r.stderr) == (code == 1)

@@ -117,6 +117,10 @@ TEST(Cubin, RejectsBadInput) {
   eh.e_flags = (eh.e_flags & ~0xff00u) | (80u << 8);
   std::memcpy(sm80.data(), &eh, sizeof eh);
   expect_error(sm80, "sm_80");
+  // The resource reader takes any architecture: the same image marked sm_80 gives the same counts.
+  EXPECT_EQ(Cubin::parse_any_sm(sm80, "test").sm_version(), 80);
+  EXPECT_EQ(Cubin::parse_any_sm(sm80, "test").resources("mma_sync_gemm").registers,
+            cubin.resources("mma_sync_gemm").registers);
   auto stripped = good;
   std::memcpy(&eh, stripped.data(), sizeof eh);
   eh.e_shnum = 0;
@@ -131,6 +135,15 @@ TEST(Cubin, RejectsBadInput) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("mma_sync_gemm"), std::string::npos) << "lists the kernels present";
   }
+  try {
+    cubin.resources("no_such_kernel");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mma_sync_gemm"), std::string::npos) << "lists the kernels present";
+  }
+  const ImageResources r = cubin.resources("mma_sync_gemm");
+  EXPECT_GT(r.registers, 0);
+  EXPECT_EQ(r.frame_bytes, 0);
 }
 
 TEST(Cubin, RejectsCorruptNvInfo) {
