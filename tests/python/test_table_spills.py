@@ -60,28 +60,34 @@ def test_a_clean_table_passes_and_a_missing_one_is_refused(tmp_path):
     assert r.returncode == 2 and "no table" in r.stderr
 
 
-def test_counts_the_log_lacks_are_asked_again_without_the_cache_then_reported(tmp_path):
-    """A compile whose log gave no counts (-1) is compiled once more without the cache; counts still missing fail
-    the check with the compiler's log, never pass as 'no spills'."""
-    calls = tmp_path / "calls"
+DECODE_ROW = "X,256,64,16384,tn,sm80/16x64x128/w16x16/s4/swz/raster_n.g1/splitk4.parallel/epi_reg/swap,1,1,,fp16\n"
+
+
+def run_with_fake_compile(tmp_path, registers, stack, *log):
+    """table-spills on a one-row table, with an `rlgemm` that prints the given counts (spill counts -1, as from a
+    log without them) and records its arguments in tmp_path/calls."""
     fake = tmp_path / "rlgemm"
     fake.write_text("#!/bin/sh\n"
-                    f"echo \"$*\" >> {calls}\n"
-                    "echo 'registers     -1 per thread, 128 threads per block'\n"
-                    "echo 'spills        -1 bytes stored, -1 bytes loaded, -1 bytes stack'\n"
-                    "echo 'compiler log  (no resource counts in it)'\n"
-                    "echo '              ptxas said something else'\n")
+                    f"echo \"$*\" >> {tmp_path / 'calls'}\n"
+                    f"echo 'registers     {registers} per thread, 128 threads per block'\n"
+                    f"echo 'spills        -1 bytes stored, -1 bytes loaded, {stack} bytes stack'\n"
+                    + "".join(f"echo '{line}'\n" for line in log))
     fake.chmod(0o755)
     table = tmp_path / "t.csv"
-    table.write_text(HEADER +
-                     "X,256,64,16384,tn,sm80/16x64x128/w16x16/s4/swz/raster_n.g1/splitk4.parallel/epi_reg/swap,1,1,,fp16\n")
-    r = subprocess.run([str(SCRIPT), str(table)], capture_output=True, text=True,
-                       env=dict(os.environ, RLGEMM=str(fake)))
+    table.write_text(HEADER + DECODE_ROW)
+    r = subprocess.run([str(SCRIPT), str(table)], capture_output=True, text=True, env=dict(os.environ, RLGEMM=str(fake)))
+    return r, list(csv.DictReader(io.StringIO(r.stdout)))
+
+
+def test_counts_the_log_lacks_are_asked_again_without_the_cache_then_reported(tmp_path):
+    """A compile whose log gave no counts (-1) is compiled once more without the cache; counts still missing (and no
+    cubin record either) fail the check with the compiler's log, never pass as 'no spills'."""
+    r, rows = run_with_fake_compile(tmp_path, -1, -1, "compiler log  (no resource counts in it)",
+                                    "              ptxas said something else")
     assert r.returncode == 1
     assert "neither the compiler's log nor the cubin" in r.stderr and "ptxas said something else" in r.stderr
-    lines = calls.read_text().splitlines()
+    lines = (tmp_path / "calls").read_text().splitlines()
     assert len(lines) == 2 and "--no-cache" not in lines[0] and "--no-cache" in lines[1]
-    rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert rows[0]["registers"] == "" and rows[0]["spill_store_bytes"] == ""
 
 
@@ -89,18 +95,7 @@ def test_counts_the_log_lacks_are_asked_again_without_the_cache_then_reported(tm
 def test_without_spill_counts_the_cubins_stack_frame_decides(tmp_path, stack, code):
     """The log gave no spill counts, the cubin gave the registers and the stack frame (rlgemm compile fills them from
     the image): a zero frame passes with the spill columns empty, a frame of 8 bytes (spills) fails."""
-    fake = tmp_path / "rlgemm"
-    fake.write_text("#!/bin/sh\n"
-                    "echo 'registers     78 per thread, 128 threads per block'\n"
-                    f"echo 'spills        -1 bytes stored, -1 bytes loaded, {stack} bytes stack'\n"
-                    "echo 'compiler log  (no resource counts in it; registers and stack frame above are the cubin records)'\n")
-    fake.chmod(0o755)
-    table = tmp_path / "t.csv"
-    table.write_text(HEADER +
-                     "X,256,64,16384,tn,sm80/16x64x128/w16x16/s4/swz/raster_n.g1/splitk4.parallel/epi_reg/swap,1,1,,fp16\n")
-    r = subprocess.run([str(SCRIPT), str(table)], capture_output=True, text=True,
-                       env=dict(os.environ, RLGEMM=str(fake)))
+    r, rows = run_with_fake_compile(tmp_path, 78, stack, "compiler log  (no resource counts in it)")
     assert r.returncode == code, r.stderr
-    rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert rows[0]["registers"] == "78" and rows[0]["spill_store_bytes"] == "" and rows[0]["spill_load_bytes"] == ""
     assert ("8-byte stack frame" in r.stderr) == (code == 1)
