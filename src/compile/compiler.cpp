@@ -83,11 +83,10 @@ void complete_from_image(CompiledKernel& k) {
 
 std::optional<std::string> spill_reason(const KernelResources& r) {
   const int bytes = std::max(r.spill_store_bytes, r.spill_load_bytes);
-  // Without the log's spill counts: the loaded kernel's local memory (the driver's count), else the image's stack
-  // frame. Spilled registers live there; no kernel of rlgemm's tuned tables has a frame otherwise.
-  const int local = r.local_bytes >= 0 ? r.local_bytes : r.stack_bytes;
-  if (bytes < 0 && local > 0)
-    return "uses " + std::to_string(local) +
+  // Without the log's spill counts, the stack frame: spilled registers live there, and no kernel of rlgemm's tuned
+  // tables has a frame otherwise.
+  if (bytes < 0 && r.stack_bytes > 0)
+    return "uses " + std::to_string(r.stack_bytes) +
            " bytes of local memory a thread (spilled registers or a stack frame; the compiler's log gave no counts)";
   if (bytes <= 0) return std::nullopt;
   return "spills " + std::to_string(bytes) + " bytes of registers (" + std::to_string(std::max(r.spill_store_bytes, 0)) +

@@ -32,10 +32,6 @@ struct KernelResources {
   int spill_load_bytes = -1;
   int static_smem_bytes = -1;
   int stack_bytes = -1;
-  // Local memory a thread (stack frame and spilled registers together), as the driver reports it for the loaded
-  // function (GemmKernel fills it in); -1 until the kernel is loaded. Some NVRTC logs carry no counts: this one
-  // stands in for them (no kernel of rlgemm's tuned tables has a stack frame).
-  int local_bytes = -1;
 };
 
 struct CompiledKernel {
@@ -64,9 +60,9 @@ KernelResources parse_ptxas_resources(const std::string& log);
 void complete_from_image(CompiledKernel& kernel);
 
 // Why a kernel that ptxas made spill registers to local memory is not one to keep ("spills 8 bytes of registers
-// (8 stored, 8 loaded)"), or nullopt when it spills nothing. Where the log gave no spill counts, a loaded kernel's
-// local memory decides, else the image's stack frame ("uses 16 bytes of local memory a thread ..."); nullopt where
-// none is known.
+// (8 stored, 8 loaded)"), or nullopt when it spills nothing. Where the log gave no spill counts, the stack frame
+// decides (the image's, see complete_from_image: "uses 16 bytes of local memory a thread ..."); nullopt where
+// neither is known.
 std::optional<std::string> spill_reason(const KernelResources& resources);
 
 // Compiles one kernel (or takes it from the cache). Throws Error(kRuntime) with the compiler log, or

@@ -56,13 +56,6 @@ void GemmKernel::load() {
       family_->plan(design_, design_.static_shape ? compiled_for_ : layout_problem(compiled_for_.layout, compiled_for_.dtype), device_);
   smem_bytes_ = layout_plan.smem_bytes;
   function_ = ModuleCache::instance().function(compiled_.cache_key, compiled_.cubin, compiled_.name, smem_bytes_);
-  // What the driver says of the loaded code: the resources the compiler's log may have left out.
-  int local = 0, registers = 0;
-  if (driver().cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, function_) == CUDA_SUCCESS)
-    compiled_.resources.local_bytes = local;
-  if (compiled_.resources.registers < 0 &&
-      driver().cuFuncGetAttribute(&registers, CU_FUNC_ATTRIBUTE_NUM_REGS, function_) == CUDA_SUCCESS)
-    compiled_.resources.registers = registers;
   const unsigned cluster = layout_plan.cluster[0] * layout_plan.cluster[1] * layout_plan.cluster[2];
   // A persistent grid is as many CTAs as the device holds at once: one per SM, which whole clusters may not
   // reach (they must fit within a GPC). A stream-K tile's owner spins until the CTAs holding the rest of the

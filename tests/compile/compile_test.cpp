@@ -191,12 +191,12 @@ TEST(Compile, SpillingKernelsHaveAReason) {
   EXPECT_EQ(spill_reason(KernelResources{}), std::nullopt);
 }
 
-// Where the compiler's log gave no spill counts, the loaded kernel's local memory (the driver's count) decides.
-TEST(Compile, WithoutTheLogsCountsTheLoadedKernelsLocalMemoryDecides) {
+// Where the compiler's log gave no spill counts, the stack frame (the cubin's record) decides.
+TEST(Compile, WithoutTheLogsSpillCountsTheStackFrameDecides) {
   KernelResources r;
-  r.local_bytes = 0;
+  r.stack_bytes = 0;
   EXPECT_EQ(spill_reason(r), std::nullopt);
-  r.local_bytes = 16;
+  r.stack_bytes = 16;
   ASSERT_TRUE(spill_reason(r).has_value());
   EXPECT_NE(spill_reason(r)->find("uses 16 bytes of local memory a thread"), std::string::npos);
   // The log's counts, where it gave them, are what counts.

@@ -406,27 +406,6 @@ TEST_F(GpuGemm, BulkTailMatchesTheReferenceOnAwkwardShapes) {
   check_designs_on_awkward_shapes(*this, test::kBulkTailBf16Designs, DType::kBF16, /*valid_layouts_only=*/true);
 }
 
-// A loaded kernel carries the driver's count of its local memory, which stands in for the compiler's spill counts
-// where its log gave none: the 64x32 ping-pong tile with 16 parallel slices spills (8 bytes, by ptxas), the sm80
-// decode tile does not.
-TEST_F(GpuGemm, LoadedKernelsReportTheirLocalMemory) {
-  if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
-  const Problem tn{{256, 64, 16384}, Layout::kTN};
-  const GemmKernel spilling(parse_design("sm90.ws.pingpong/64x32x128/s6/c1x1/raster_n.g1/splitk16.parallel/epi_reg/swap"),
-                            tn, device_, options_);
-  const GemmKernel clean(parse_design("sm80/16x64x128/w16x16/s4/swz/raster_n.g1/splitk4.parallel/epi_reg/swap"), tn,
-                         device_, options_);
-  EXPECT_GT(spilling.compiled().resources.local_bytes, 0);
-  EXPECT_EQ(clean.compiled().resources.local_bytes, 0);
-  EXPECT_GT(clean.compiled().resources.registers, 0);
-  KernelResources without_counts = spilling.compiled().resources;
-  without_counts.spill_store_bytes = without_counts.spill_load_bytes = -1;
-  EXPECT_TRUE(spill_reason(without_counts).has_value());
-  without_counts = clean.compiled().resources;
-  without_counts.spill_store_bytes = without_counts.spill_load_bytes = -1;
-  EXPECT_FALSE(spill_reason(without_counts).has_value());
-}
-
 // L2 eviction hints on the operand loads (/evictAB): the same bits as without, on ragged shapes (a hint may change
 // what stays in the L2, never what a load delivers), plain and multicast loads, K- and MN-major operands, swap.
 TEST_F(GpuGemm, EvictionHintsMatchTheReferenceOnAwkwardShapes) {
