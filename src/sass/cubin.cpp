@@ -146,32 +146,19 @@ Cubin Cubin::parse_image(std::vector<uint8_t> bytes, std::string origin, bool ho
 }
 
 ImageResources Cubin::resources(const std::string& name) const {
-  const int text = find_section(".text." + name);
-  if (text < 0) {
-    std::string present;
-    for (const auto& k : kernel_names()) present += (present.empty() ? "" : ", ") + k;
-    fail("'" + origin_ + "' has no kernel '" + name + "' (it holds: " + present + ")");
-  }
   // The .text section's sh_info is its kernel's symbol; the module-wide .nv.info keys per-function attributes by
   // symbol: {u32 symbol, u32 value}.
-  const uint32_t symbol = sections_[size_t(text)].info & 0xffffffu;
+  const uint32_t symbol = sections_[size_t(text_section(name))].info & 0xffffffu;
   ImageResources out;
   const int info = find_section(".nv.info");
   if (info < 0) return out;
-  const Section& sec = sections_[size_t(info)];
-  for (size_t pos = 0; pos + 4 <= sec.size;) {
-    const size_t at = sec.offset + pos;
-    const uint8_t format = bytes_[at], id = bytes_[at + 1];
-    const uint16_t size = read_at<uint16_t>(bytes_, at + 2);
-    pos += 4;
-    if (format != uint8_t(AttrFormat::kSizedValue)) continue;
-    if (size > sec.size - pos) break;  // a cut record: nothing more to read
-    if (size == 8 && read_at<uint32_t>(bytes_, at + 4) == symbol) {
-      const int value = int(read_at<uint32_t>(bytes_, at + 8));
-      if (id == 0x2f) out.registers = value;    // EIATTR_REGCOUNT
-      if (id == 0x11) out.frame_bytes = value;  // EIATTR_FRAME_SIZE
-    }
-    pos += size;
+  for (const NvInfoAttr& a : records(info)) {
+    if (a.format != AttrFormat::kSizedValue || a.size != 8) continue;
+    const size_t payload = sections_[size_t(info)].offset + a.payload_offset;
+    if (read_at<uint32_t>(bytes_, payload) != symbol) continue;
+    const int value = int(read_at<uint32_t>(bytes_, payload + 4));
+    if (a.id == 0x2f) out.registers = value;    // EIATTR_REGCOUNT
+    if (a.id == 0x11) out.frame_bytes = value;  // EIATTR_FRAME_SIZE
   }
   return out;
 }
@@ -197,15 +184,45 @@ std::vector<std::string> Cubin::address_map_sections() const {
   return out;
 }
 
-KernelText Cubin::kernel(const std::string& name) const {
-  KernelText k;
-  k.name = name;
-  k.text_section = find_section(".text." + name);
-  if (k.text_section < 0) {
+int Cubin::text_section(const std::string& name) const {
+  const int section = find_section(".text." + name);
+  if (section < 0) {
     std::string present;
     for (const auto& n : kernel_names()) present += (present.empty() ? "" : ", ") + n;
     fail("kernel '" + name + "' is not in '" + origin_ + "' (kernels present: " + present + ")");
   }
+  return section;
+}
+
+std::vector<NvInfoAttr> Cubin::records(int section) const {
+  const auto& info = sections_[size_t(section)];
+  auto corrupt = [&](const std::string& why) { fail("'" + origin_ + "': " + info.name + " is corrupt: " + why); };
+  std::vector<NvInfoAttr> out;
+  size_t pos = 0;
+  while (pos < info.size) {
+    if (info.size - pos < 4) corrupt("a record header is cut short");
+    const size_t at = info.offset + pos;
+    NvInfoAttr a;
+    const uint8_t format = bytes_[at];
+    if (format < 1 || format > 4) corrupt("unknown record format " + std::to_string(format));
+    a.format = AttrFormat(format);
+    a.id = bytes_[at + 1];
+    a.size = read_at<uint16_t>(bytes_, at + 2);
+    a.payload_offset = pos + 4;
+    pos += 4;
+    if (a.format == AttrFormat::kSizedValue) {
+      if (a.size > info.size - pos) corrupt(a.name() + " runs past the section end");
+      pos += a.size;
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+KernelText Cubin::kernel(const std::string& name) const {
+  KernelText k;
+  k.name = name;
+  k.text_section = text_section(name);
   const auto& text = sections_[k.text_section];
   if (text.size % kInstructionBytes != 0)
     fail("'" + origin_ + "': .text." + name + " is not a whole number of 128-bit instructions (corrupt)");
@@ -219,23 +236,8 @@ KernelText Cubin::kernel(const std::string& name) const {
   k.info_section = find_section(".nv.info." + name);
   if (k.info_section >= 0) {
     const auto& info = sections_[k.info_section];
-    size_t pos = 0;
-    while (pos < info.size) {
-      if (info.size - pos < 4) corrupt("a record header is cut short");
-      const size_t at = info.offset + pos;
-      NvInfoAttr a;
-      const uint8_t format = bytes_[at];
-      if (format < 1 || format > 4) corrupt("unknown record format " + std::to_string(format));
-      a.format = AttrFormat(format);
-      a.id = bytes_[at + 1];
-      a.size = read_at<uint16_t>(bytes_, at + 2);
-      a.payload_offset = pos + 4;
-      pos += 4;
-      if (a.format == AttrFormat::kSizedValue) {
-        if (a.size > info.size - pos) corrupt(a.name() + " runs past the section end");
-        pos += a.size;
-      }
-      k.attributes.push_back(a);
+    k.attributes = records(k.info_section);
+    for (const NvInfoAttr& a : k.attributes) {
       if (a.format != AttrFormat::kSizedValue) continue;  // 16-bit inline values hold no offset lists
       const AttrInfo meta = attribute_info(a.id);
       const size_t payload = info.offset + a.payload_offset;

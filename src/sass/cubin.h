@@ -135,6 +135,10 @@ class Cubin {
   };
   std::vector<Section> sections_;
   int find_section(const std::string& name) const;
+  // The .text section of kernel `name`; Error naming the kernels present when there is none.
+  int text_section(const std::string& name) const;
+  // The attribute records of an .nv.info section, in order; Error where they do not fit the section (corrupt).
+  std::vector<NvInfoAttr> records(int section) const;
   static Cubin parse_image(std::vector<uint8_t> bytes, std::string origin, bool hopper_only);
 };
 
