@@ -148,9 +148,16 @@ bool asks_guesses(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const Tu
 
 FirstRound first_round(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const TuneOptions& options,
                        const Problem& problem, size_t cap, std::optional<std::vector<Design>> guesses) {
-  if (!asks_guesses(store, gpu_id, gpu, options, problem, cap))
-    return seeds_round(store, gpu_id, gpu, options, problem, cap, nullptr);
-  if (!guesses) guesses = options.seeds_for(problem);
+  if (!options.seeds_for) return seeds_round(store, gpu_id, gpu, options, problem, cap, nullptr);
+  // Guesses asked for ahead were asked because asks_guesses said so; otherwise it is decided here, with the
+  // round without guesses worked out once (it is the answer where the budget is spent and no seed is missing).
+  if (!guesses) {
+    if (budget_spent(store, gpu_id, options, problem, cap)) {
+      FirstRound seeds = seeds_round(store, gpu_id, gpu, options, problem, cap, nullptr);
+      if (seeds.designs.empty()) return seeds;
+    }
+    guesses = options.seeds_for(problem);
+  }
   return seeds_round(store, gpu_id, gpu, options, problem, cap, &*guesses);
 }
 
