@@ -146,7 +146,7 @@ struct TuneArgs {
   std::string strategy = "rl";
   std::string policy;
   std::string seed_designs;  // a designs file measured first on every shape
-  std::string seed_table;    // a tuned table whose row for a shape (this GPU's) is measured first on it
+  std::vector<std::string> seed_tables;  // tuned tables whose rows for a shape (this GPU's) are measured first on it
   bool independent = false;  // every shape's candidates depend only on it, the seed and the starting policy
   bool mpi = false;
   std::vector<std::string> models;  // config.json files
@@ -340,25 +340,39 @@ void set_first_guesses(const TuneArgs& args, const GpuIdentity& gpu, search::Tun
 
 // --seed-table: each problem starts from its own row of the table, the row of the GPU being tuned (the same
 // shape, layout and element type), so that `tune --seed-table T --budget 1 --guesses 0` measures exactly what
-// the table claims, paired with the reference (scripts/verify-tuned-table). A table without a row for this GPU
-// is refused: every shape would start from nothing, and the budget would go to the strategy instead.
+// the table claims, paired with the reference (scripts/verify-tuned-table). Given several times, a problem starts
+// from its row of each table, in the order given, a design two tables share measured once (a new GPU or element
+// type seeded from this GPU's other table and another GPU's table of the same element type). A table without a
+// row for this GPU is refused: every shape would start from nothing, and the budget would go to the strategy
+// instead.
 void set_table_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::TuneOptions& options) {
-  if (args.seed_table.empty()) return;
+  if (args.seed_tables.empty()) return;
 #ifdef RLGEMM_HAVE_DISPATCH
-  std::vector<dispatch::TunedRow> rows = dispatch::rows_for_gpu(dispatch::load_tuned_table(args.seed_table), gpu.name);
-  if (rows.empty())
-    fail("--seed-table " + args.seed_table + " has no row for this GPU ('" + gpu.name +
-         "'): a table's rows are keyed by the device name in its gpu column");
   // A table holds one row per (GPU, problem) (parse_tuned_table refuses duplicates).
-  auto table = std::make_shared<const std::vector<dispatch::TunedRow>>(std::move(rows));
-  auto design_of = [table, gpu = gpu.name](const Problem& problem) {
-    const size_t at = dispatch::row_index(*table, gpu, problem);
-    return at == table->size() ? std::vector<Design>{} : std::vector<Design>{(*table)[at].design};
+  auto tables = std::make_shared<std::vector<std::vector<dispatch::TunedRow>>>();
+  for (const std::string& path : args.seed_tables) {
+    std::vector<dispatch::TunedRow> rows = dispatch::rows_for_gpu(dispatch::load_tuned_table(path), gpu.name);
+    if (rows.empty())
+      fail("--seed-table " + path + " has no row for this GPU ('" + gpu.name +
+           "'): a table's rows are keyed by the device name in its gpu column");
+    tables->push_back(std::move(rows));
+  }
+  auto design_of = [tables = std::shared_ptr<const std::vector<std::vector<dispatch::TunedRow>>>(tables),
+                    gpu = gpu.name](const Problem& problem) {
+    std::vector<Design> designs;
+    for (const std::vector<dispatch::TunedRow>& table : *tables) {
+      const size_t at = dispatch::row_index(table, gpu, problem);
+      if (at != table.size() && std::find(designs.begin(), designs.end(), table[at].design) == designs.end())
+        designs.push_back(table[at].design);
+    }
+    return designs;
   };
   const size_t covered = static_cast<size_t>(std::count_if(
       options.problems.begin(), options.problems.end(), [&](const Problem& p) { return !design_of(p).empty(); }));
-  std::fprintf(stderr, "rlgemm tune: %zu of %zu problems start from their row of %s\n", covered,
-               options.problems.size(), args.seed_table.c_str());
+  std::string names;
+  for (const std::string& path : args.seed_tables) names += (names.empty() ? "" : ", ") + path;
+  std::fprintf(stderr, "rlgemm tune: %zu of %zu problems start from their rows of %s\n", covered,
+               options.problems.size(), names.c_str());
   options.table_seeds_for = design_of;
 #else
   (void)gpu;
@@ -692,9 +706,10 @@ CommandRegistration tune_registration("tune", [](CLI::App& app) -> std::function
   cmd->add_option("--seed-designs", args->seed_designs,
                   "a designs file (one per line, e.g. bench/designs/grid16.txt) measured first on every shape")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--seed-table", args->seed_table,
+  cmd->add_option("--seed-table", args->seed_tables,
                   "a tuned table (data/tuned/*.csv): each shape's row for this GPU is measured first on it; with "
-                  "--budget 1 --guesses 0, the table's claims measured again with the paired reward")
+                  "--budget 1 --guesses 0, the table's claims measured again with the paired reward. Repeatable: "
+                  "each table's row, in the order given")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--independent-shapes", args->independent,
                 "Each shape's candidates depend only on it, --seed and the starting policy, not on the shapes "

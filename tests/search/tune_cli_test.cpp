@@ -170,7 +170,7 @@ TEST(TuneCli, SeedTableRowsAreMeasuredAgainAndOnlyThoseThatHoldAreKept) {
                       (dir / "table.csv").string() + " --guesses 0 --budget 1 --strategy random --backend synthetic "
                       "--in-process --db " + db);
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("2 of 3 problems start from their row of"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("2 of 3 problems start from their rows of"), std::string::npos) << r.output;
   std::set<Shape> held;
   {
     Store store(db);
@@ -231,6 +231,53 @@ TEST(TuneCli, SeedTableRowsAreMeasuredAgainAndOnlyThoseThatHoldAreKept) {
   EXPECT_NE(r.output.find("twice"), std::string::npos) << r.output;
   r = run_rlgemm("tuned-table --db " + (dir / "missing.db").string() + " --out " + out);
   EXPECT_EQ(r.code, 2) << r.output;
+}
+
+// --seed-table given twice (a new element type seeded from this GPU's table of the other type and from another
+// GPU's table of its own type): a shape measures its row of each table first, in the order given, and a design
+// both tables hold once; the budget left goes to the strategy.
+TEST(TuneCli, EverySeedTablesRowIsMeasuredFirstAndASharedDesignOnce) {
+  TempDir dir;
+  const std::string gpu = "synthetic H100 (cost model)";
+  const std::string big = "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma";
+  const std::string tiny = "sm80/16x64x64/w16x16/s2/swz/raster_m.g1/splitk1/epi_reg";
+  const std::string head = "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate,dtype\n";
+  std::ofstream(dir / "a.csv") << head << gpu << ",4096,4096,4096,tn," << big << ",100.0,1.05,,fp16\n"
+                               << gpu << ",2048,2048,2048,tn," << big << ",20.0,1.10,,fp16\n";
+  std::ofstream(dir / "b.csv") << head << gpu << ",4096,4096,4096,tn," << tiny << ",900.0,1.02,,fp16\n"
+                               << gpu << ",2048,2048,2048,tn," << big << ",20.0,1.10,,fp16\n"
+                               << gpu << ",1024,1024,1024,tn," << tiny << ",9.0,1.01,,fp16\n";
+  std::ofstream(dir / "shapes.csv") << "M,N,K\n4096,4096,4096\n2048,2048,2048\n";
+  const std::string db = (dir / "t.db").string();
+  auto r = run_rlgemm("tune --shapes " + (dir / "shapes.csv").string() + " --seed-table " +
+                      (dir / "a.csv").string() + " --seed-table " + (dir / "b.csv").string() +
+                      " --guesses 0 --budget 2 --strategy random --backend synthetic --in-process --db " + db);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 of 2 problems start from their rows of " + (dir / "a.csv").string() + ", " +
+                          (dir / "b.csv").string()),
+            std::string::npos)
+      << r.output;
+  Store store(db);
+  const int64_t id = store.gpu_id(store.gpus().at(0).second);
+  auto designs_of = [&](const Shape& s, const std::string& strategy) {
+    std::multiset<std::string> designs;
+    for (const auto& row : store.measurements(id, {s, Layout::kTN}, TimingMode::kGraph))
+      if (row.strategy == strategy) designs.insert(row.design);
+    return designs;
+  };
+  EXPECT_EQ(designs_of({4096, 4096, 4096}, "table"), (std::multiset<std::string>{big, tiny}));
+  EXPECT_EQ(designs_of({2048, 2048, 2048}, "table"), (std::multiset<std::string>{big}));
+  EXPECT_EQ(store.measurements(id, {{2048, 2048, 2048}, Layout::kTN}, TimingMode::kGraph).size(), 2u);
+
+  // Each table is checked: one without a row for this GPU is refused, whichever place it has.
+  std::ofstream(dir / "other.csv") << head << "NVIDIA H100 80GB HBM3,4096,4096,4096,tn," << big << ",100.0,1.05,,fp16\n";
+  r = run_rlgemm("tune --shapes 4096,4096,4096 --seed-table " + (dir / "a.csv").string() + " --seed-table " +
+                 (dir / "other.csv").string() + " --budget 1 --backend synthetic --in-process --db " +
+                 (dir / "o.db").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--seed-table " + (dir / "other.csv").string() + " has no row for this GPU"),
+            std::string::npos)
+      << r.output;
 }
 
 // scripts/verify-tuned-table, played on the cost model: the table's kernel rows of the GPU (not its cuBLASLt rows,
