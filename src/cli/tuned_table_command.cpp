@@ -40,9 +40,10 @@ std::vector<TimingMode> parse_modes(const std::string& text) {
   return modes;
 }
 
-// What the new rows say of each row of an earlier table.
-void compare_with(const std::vector<dispatch::TunedRow>& rows, const std::string& against) {
-  const std::vector<dispatch::TunedRow> before = dispatch::load_tuned_table(against);
+// What the new rows say of each row of an earlier table (read before the new one is written: --against may name
+// the table --out replaces).
+void compare_with(const std::vector<dispatch::TunedRow>& rows, const std::vector<dispatch::TunedRow>& before,
+                  const std::string& against) {
   std::map<std::string, int> kept, replaced, dropped;
   for (const dispatch::TunedRow& old : before) {
     const size_t now = dispatch::row_index(rows, old.gpu, old.problem);
@@ -74,13 +75,15 @@ int run_tuned_table(const TunedTableArgs& args) {
                  "rlgemm tuned-table: %zu problem(s) held in more than one database: each takes the design with the "
                  "larger paired gain in its most preferred mode\n",
                  shared);
+  const std::vector<dispatch::TunedRow> before =
+      args.against.empty() ? std::vector<dispatch::TunedRow>{} : dispatch::load_tuned_table(args.against);
   dispatch::save_tuned_table(args.out, rows);
   std::map<std::string, int> per_gpu;
   for (const auto& row : rows) ++per_gpu[row.gpu];
   std::fprintf(stderr, "rlgemm tuned-table: wrote %zu rows to %s (modes %s, in order of preference)\n", rows.size(),
                args.out.c_str(), args.modes.c_str());
   for (const auto& [gpu, count] : per_gpu) std::fprintf(stderr, "  %s: %d rows\n", gpu.c_str(), count);
-  if (!args.against.empty()) compare_with(rows, args.against);
+  if (!args.against.empty()) compare_with(rows, before, args.against);
   return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include "generate/sm90_family.h"
 #include "compile/compiler.h"
+#include "design/sm90_shape.h"
 #include "generate/generate.h"
 #include "kernels/sm90/params.h"
 #include "rlgemm/error.h"
@@ -15,6 +16,7 @@
 #include "support/coop_columns.h"
 #include "support/bulk_tail.h"
 #include "support/evict_hints.h"
+#include "support/epilogue_alignment.h"
 #include "support/epilogue_pieces.h"
 #include "support/pingpong_wide.h"
 #include "support/multicast_overlap.h"
@@ -48,8 +50,9 @@ const std::vector<std::string> kSweepFeatures = {
 // (tests/support/epilogue_pieces.h), ping-pong tiles of more than 128 accumulators (tests/support/pingpong_wide.h)
 // 2x1 clusters whose B tile's multicast halves overlap (tests/support/multicast_overlap.h), clusters of four
 // CTAs (tests/support/cluster_four.h), the TMA-store epilogue's tail stored by bulk copies
-// (tests/support/bulk_tail.h; its bf16 design is the GPU test's) and the L2 eviction hints of the operand loads
-// (tests/support/evict_hints.h).
+// (tests/support/bulk_tail.h; its bf16 design is the GPU test's), the L2 eviction hints of the operand loads
+// (tests/support/evict_hints.h) and the epilogue staged after stages that end 512 bytes short of 1024
+// (tests/support/epilogue_alignment.h).
 std::vector<std::string> sweep() {
   std::vector<std::string> designs = kSweepFeatures;
   designs.insert(designs.end(), test::kNewTileWidthDesigns.begin(), test::kNewTileWidthDesigns.end());
@@ -60,6 +63,7 @@ std::vector<std::string> sweep() {
   designs.insert(designs.end(), test::kClusterFourDesigns.begin(), test::kClusterFourDesigns.end());
   designs.insert(designs.end(), test::kBulkTailDesigns.begin(), test::kBulkTailDesigns.end());
   designs.insert(designs.end(), test::kEvictHintDesigns.begin(), test::kEvictHintDesigns.end());
+  designs.insert(designs.end(), test::kEpilogueAlignmentDesigns.begin(), test::kEpilogueAlignmentDesigns.end());
   return designs;
 }
 const std::vector<std::string> kSweep = sweep();
@@ -120,6 +124,40 @@ TEST(Sm90Plan, PersistentGridOfWholeClusters) {
   // 3 x 2 tiles = 2 cluster tiles along M (ceil(3/2)) x 2 along N: 4 clusters, 8 CTAs.
   const LaunchPlan small = sm90_family().plan(d, {{300, 400, 64}, Layout::kTN}, h100());
   EXPECT_EQ(small.grid[0], 8u);
+}
+
+// The shared-memory layout the kernel computes from sm90/params.h, over every tile the template takes: each
+// stage's A and B tiles start on their swizzle atom (512 bytes for BK 32, 1024 otherwise), the TMA-store
+// epilogue's 128-byte swizzled staging on 1024 bytes, and the staging and barriers end inside what the launch
+// requests. The designs of tests/support/epilogue_alignment.h are the tiles whose stages end 512 bytes short.
+TEST(Sm90Layout, SwizzledBuffersStartOnTheirAtoms) {
+  int short_stages = 0;
+  for (const bool pingpong : {true, false})
+    for (const int bm : {64, 128, 192, 256})
+      for (int bn = 8; bn <= 256; bn += 8)
+        for (const int bk : {32, 64, 128})
+          for (int stages = 2; stages <= 8; ++stages)
+            for (const bool epilogue_tma : {true, false}) {
+              sm90::Shape s{};
+              s.bm = bm, s.bn = bn, s.bk = bk, s.stages = stages, s.pingpong = pingpong;
+              s.epilogue_tma = epilogue_tma;
+              const int atom = bk == 32 ? 512 : 1024;
+              for (int stage = 0; stage < stages; ++stage) {
+                ASSERT_EQ(stage * sm90::stage_bytes(s) % atom, 0);                   // A
+                ASSERT_EQ((stage * sm90::stage_bytes(s) + bm * bk * 2) % atom, 0);  // B
+              }
+              ASSERT_GE(sm90::epilogue_offset(s), stages * sm90::stage_bytes(s));
+              if (!epilogue_tma) continue;
+              ASSERT_EQ(sm90::epilogue_offset(s) % 1024, 0) << bm << "x" << bn << "x" << bk << " s" << stages;
+              if (stages * sm90::stage_bytes(s) % 1024 != 0) ++short_stages;
+              ASSERT_LE(1024 + sm90::epilogue_offset(s) + sm90::epilogue_bytes(s) + sm90::barrier_bytes(s),
+                        sm90::smem_bytes(s));
+            }
+  EXPECT_GT(short_stages, 0);  // the case exists: the rounding is not idle
+  for (const auto& text : test::kEpilogueAlignmentDesigns) {
+    const sm90::Shape s = sm90_shape(parse_design(text));
+    EXPECT_NE(s.stages * sm90::stage_bytes(s) % 1024, 0) << text;
+  }
 }
 
 TEST(Sm90Plan, SplitKNeedsAZeroedWorkspace) {

@@ -31,6 +31,7 @@
 #include "support/coop_columns.h"
 #include "support/bulk_tail.h"
 #include "support/evict_hints.h"
+#include "support/epilogue_alignment.h"
 #include "support/epilogue_pieces.h"
 #include "support/pingpong_wide.h"
 #include "support/multicast_overlap.h"
@@ -404,6 +405,15 @@ TEST_F(GpuGemm, BulkTailMatchesTheReferenceOnAwkwardShapes) {
   if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
   check_designs_on_awkward_shapes(*this, test::kBulkTailDesigns, DType::kF16, /*valid_layouts_only=*/true);
   check_designs_on_awkward_shapes(*this, test::kBulkTailBf16Designs, DType::kBF16, /*valid_layouts_only=*/true);
+}
+
+// The TMA-store epilogue after stages that end 512 bytes short of 1024 (BK 32, BN 8 mod 16, odd stages): its
+// swizzled staging starts on the next 1024 bytes, where TMA reads the swizzle it was written with.
+TEST_F(GpuGemm, EpilogueAfterShortStagesMatchesTheReferenceOnAwkwardShapes) {
+  if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
+  check_designs_on_awkward_shapes(*this, test::kEpilogueAlignmentDesigns, DType::kF16, /*valid_layouts_only=*/true);
+  check_designs_on_awkward_shapes(*this, test::kEpilogueAlignmentBf16Designs, DType::kBF16,
+                                  /*valid_layouts_only=*/true);
 }
 
 // L2 eviction hints on the operand loads (/evictAB): the same bits as without, on ragged shapes (a hint may change

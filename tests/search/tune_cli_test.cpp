@@ -204,6 +204,14 @@ TEST(TuneCli, SeedTableRowsAreMeasuredAgainAndOnlyThoseThatHoldAreKept) {
   EXPECT_NE(r.output.find(gpu + ": of the 3 rows of"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("1 kept their design, 0 took another, 2 go back to the floor"), std::string::npos)
       << r.output;
+  // --against may name the table --out replaces: it is read before the new one is written.
+  std::filesystem::copy_file(dir / "table.csv", dir / "same.csv");
+  r = run_rlgemm("tuned-table --db " + db + " --modes graph --out " + (dir / "same.csv").string() + " --against " +
+                 (dir / "same.csv").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 kept their design, 0 took another, 2 go back to the floor"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(read_text(dir / "same.csv"), text);
 
   // A second run over one of those shapes, into a database of its own: read together, the shape held in both takes
   // the larger gain, and the table keeps its row.

@@ -482,7 +482,7 @@ struct Gemm {
     const u32 raw = ptx::smem_addr(smem_raw);
     const u32 base = (raw + 1023u) & ~1023u;
     char* const base_ptr = smem_raw + (base - raw);
-    const u32 epi_base = base + kStages * kStageBytes;
+    const u32 epi_base = base + epilogue_offset(kShape);  // 1024-byte aligned: the staging is 128-byte swizzled
     const u32 bar_base = epi_base + epilogue_bytes(kShape);
     // Parallel split-K's "arrived last", one per consumer warpgroup.
     int* const flags = reinterpret_cast<int*>(base_ptr + (bar_base - base) + 2 * kStages * 8);

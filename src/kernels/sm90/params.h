@@ -69,10 +69,17 @@ RLGEMM_SM90_HD constexpr int barrier_bytes(const Shape& s) { return 2 * s.stages
 RLGEMM_SM90_HD constexpr int whole_rows_epilogue_buffers(const Shape& s) {
   return s.pingpong || warpgroup_cols(s) < 128 ? 1 : 2;
 }
+// Where the TMA-store epilogue's staging starts, from the 1024-byte aligned base: past the stages, rounded up to
+// 1024 bytes. Its chunks are 128-byte swizzled, and a TMA store reads the swizzle from address bits 4..9, so each
+// chunk starts on 1024 bytes. The stages end on 1024 bytes except where BK is 32 (64-byte rows, 512-byte swizzle
+// atoms): (BM + BN) x 64 bytes a stage, so a BN of 8 mod 16 with an odd stage count ends 512 bytes short.
+RLGEMM_SM90_HD constexpr int epilogue_offset(const Shape& s) {
+  return s.epilogue_tma ? (s.stages * stage_bytes(s) + 1023) / 1024 * 1024 : s.stages * stage_bytes(s);
+}
 // Dynamic shared memory to request with `epilogue` bytes of staging: 1024 bytes of slack to align the swizzled
-// tiles to 1024 bytes, the stages, the staging, the barriers.
+// tiles to 1024 bytes, the stages (rounded up to 1024 bytes), the staging, the barriers.
 RLGEMM_SM90_HD constexpr int smem_bytes_with(const Shape& s, int epilogue) {
-  return 1024 + s.stages * stage_bytes(s) + epilogue + barrier_bytes(s);
+  return 1024 + epilogue_offset(s) + epilogue + barrier_bytes(s);
 }
 RLGEMM_SM90_HD constexpr bool whole_rows_epilogue_fits(const Shape& s) {
   return smem_bytes_with(s, consumer_warpgroups() * whole_rows_epilogue_buffers(s) * warpgroup_rows(s) * 64 * 2) <=
