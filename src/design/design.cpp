@@ -399,6 +399,13 @@ std::optional<std::string> sm90_rules(const Design& d, Layout layout, int smem_l
   if (layout == Layout::kNN && !d.swap_ab && d.bn % 64 != 0)
     return "an nn design needs BN a multiple of 64: an N-major B tile is built of 64-column 128-byte swizzle atoms (got " +
            std::to_string(d.bn) + ")";
+  // With swap, an nn problem's A operand (B^T) is N-major: 128-byte swizzled atoms of 1024 bytes, each stage's A
+  // tile on 1024 bytes. A stage of BK 32 is (BM + BN) x 64 bytes, a whole number of 1024 only where BN is a
+  // multiple of 16 (BM is a multiple of 64).
+  if (layout == Layout::kNN && d.swap_ab && d.bk == 32 && d.bn % 16 != 0)
+    return "an nn design with swap and BK 32 needs BN a multiple of 16: its N-major A tiles are 128-byte swizzled, "
+           "and a stage of (BM + BN) x 64 bytes must end on 1024 bytes for the next stage's (got " +
+           std::to_string(d.bn) + ")";
   if (d.schedule == Sm90Schedule::kCooperative && d.bm % 128 != 0)
     return "a cooperative design splits BM between two consumer warpgroups of 64-row wgmma: BM must be 128 or 256 "
            "(got " + std::to_string(d.bm) + ")";

@@ -470,6 +470,44 @@ TEST(DesignRules, MulticastPartsStartOnWholeSwizzleAtoms) {
   }
 }
 
+// Each stage's operand tiles start on their swizzle atoms: K-major BK 32 tiles on 512 bytes (64-byte swizzle), every
+// 128-byte swizzled tile on 1024: MN-major tiles (nn; with swap the A operand) and K-major tiles of BK 64 and 128.
+// An nn design with swap and BK 32 whose stages would end 512 bytes short is refused.
+TEST(DesignRules, StageTilesStartOnTheirSwizzleAtoms) {
+  int refused = 0;
+  for (const Layout layout : {Layout::kTN, Layout::kNN})
+    for (const bool swap : {false, true})
+      for (const int bk : {32, 64, 128})
+        for (int bn = 16; bn <= 256; bn += 8)
+          for (const int stages : {2, 3, 4, 5}) {
+            const std::string text = "sm90.ws.pingpong/64x" + std::to_string(bn) + "x" + std::to_string(bk) + "/s" +
+                                     std::to_string(stages) + "/c1x1/raster_m.g1/splitk1/epi_reg" +
+                                     (swap ? "/swap" : "");
+            const Design d = parse_design(text);
+            if (const auto why = why_invalid(d, layout)) {
+              if (why->find("nn design with swap and BK 32") != std::string::npos) ++refused;
+              continue;
+            }
+            const bool a_mn = layout == Layout::kNN && swap, b_mn = layout == Layout::kNN && !swap;
+            const sm90::Shape s = sm90_shape(d);
+            const int k_atom = bk == 32 ? 512 : 1024;
+            for (int stage = 0; stage < stages; ++stage) {
+              const int a = stage * sm90::stage_bytes(s), b = a + s.bm * bk * 2;
+              ASSERT_EQ(a % (a_mn ? 1024 : k_atom), 0) << text << " " << to_string(layout);
+              ASSERT_EQ(b % (b_mn ? 1024 : k_atom), 0) << text << " " << to_string(layout);
+            }
+          }
+  EXPECT_GT(refused, 0);
+  const auto why = why_invalid(parse_design("sm90.ws.pingpong/64x72x32/s4/c1x1/raster_m.g1/splitk1/epi_reg/swap"),
+                               Layout::kNN);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("needs BN a multiple of 16"), std::string::npos) << *why;
+  EXPECT_FALSE(why_invalid(parse_design("sm90.ws.pingpong/64x72x32/s4/c1x1/raster_m.g1/splitk1/epi_reg/swap"),
+                           Layout::kTN));
+  EXPECT_FALSE(why_invalid(parse_design("sm90.ws.pingpong/64x80x32/s3/c1x1/raster_m.g1/splitk1/epi_reg/swap"),
+                           Layout::kNN));
+}
+
 // Clusters of up to four CTAs: a 2x2 cluster shares both operands, 4x1 and 1x4 one operand four ways. An MN-major
 // tile is split by k-rows, at least 8 per part.
 TEST(DesignRules, ClustersOfFourShareTheirTilesInParts) {

@@ -31,7 +31,7 @@
 #include "support/coop_columns.h"
 #include "support/bulk_tail.h"
 #include "support/evict_hints.h"
-#include "support/epilogue_alignment.h"
+#include "support/swizzle_alignment.h"
 #include "support/epilogue_pieces.h"
 #include "support/pingpong_wide.h"
 #include "support/multicast_overlap.h"
@@ -407,12 +407,13 @@ TEST_F(GpuGemm, BulkTailMatchesTheReferenceOnAwkwardShapes) {
   check_designs_on_awkward_shapes(*this, test::kBulkTailBf16Designs, DType::kBF16, /*valid_layouts_only=*/true);
 }
 
-// The TMA-store epilogue after stages that end 512 bytes short of 1024 (BK 32, BN 8 mod 16, odd stages): its
-// swizzled staging starts on the next 1024 bytes, where TMA reads the swizzle it was written with.
-TEST_F(GpuGemm, EpilogueAfterShortStagesMatchesTheReferenceOnAwkwardShapes) {
+// BK 32 stages that do not all end on 1024 bytes: the TMA-store epilogue after stages 512 bytes short (BN 8 mod 16,
+// odd stages) stages on the next 1024 bytes, where TMA reads the swizzle it was written with; swap with BN a
+// multiple of 16 keeps the nn layout's N-major A tiles on 1024 bytes.
+TEST_F(GpuGemm, SwizzledBuffersAfterBk32StagesMatchTheReferenceOnAwkwardShapes) {
   if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
-  check_designs_on_awkward_shapes(*this, test::kEpilogueAlignmentDesigns, DType::kF16, /*valid_layouts_only=*/true);
-  check_designs_on_awkward_shapes(*this, test::kEpilogueAlignmentBf16Designs, DType::kBF16,
+  check_designs_on_awkward_shapes(*this, test::kSwizzleAlignmentDesigns, DType::kF16, /*valid_layouts_only=*/true);
+  check_designs_on_awkward_shapes(*this, test::kSwizzleAlignmentBf16Designs, DType::kBF16,
                                   /*valid_layouts_only=*/true);
 }
 
