@@ -16,14 +16,16 @@ COOP = "sm90.ws.coop/128x{}x64/s4/c1x1/raster_m.g8/splitk1/epi_tma"
 
 
 def make_db(path, rows):
-    """rows: (m, n, k, design, strategy, gain, status, paired, mode)."""
+    """rows: (m, n, k, design, strategy, gain, status, paired, mode[, (low, high)]): the interval of gain - 1."""
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE measurements (id INTEGER PRIMARY KEY, m INTEGER, n INTEGER, k INTEGER, layout TEXT, "
-               "dtype TEXT, design TEXT, mode TEXT, status TEXT, strategy TEXT, paired INTEGER, log_ratio REAL)")
-    for m, n, k, design, strategy, gain, status, paired, mode in rows:
+               "dtype TEXT, design TEXT, mode TEXT, status TEXT, strategy TEXT, paired INTEGER, log_ratio REAL, "
+               "gain_low REAL, gain_high REAL)")
+    for m, n, k, design, strategy, gain, status, paired, mode, *interval in rows:
+        low, high = interval[0] if interval else (None, None)
         db.execute("INSERT INTO measurements (m, n, k, layout, dtype, design, mode, status, strategy, paired, "
-                   "log_ratio) VALUES (?, ?, ?, 'tn', 'fp16', ?, ?, ?, ?, ?, ?)",
-                   (m, n, k, design, mode, status, strategy, paired, math.log(gain)))
+                   "log_ratio, gain_low, gain_high) VALUES (?, ?, ?, 'tn', 'fp16', ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (m, n, k, design, mode, status, strategy, paired, math.log(gain), low, high))
     db.commit()
     db.close()
 
@@ -65,6 +67,29 @@ def test_best_of_each_shape_side_by_side_and_the_derived_pairs(tmp_path):
     assert len(derived) == 1
     assert (derived[0]["source"], derived[0]["derived"], derived[0]["derived_over_source"]) == (
         COOP.format(256), COOP.format(224), "1.0632")
+
+
+def test_the_same_designs_say_how_far_a_measurement_carries_to_the_other_run(tmp_path):
+    """Designs both runs measured on the same shape: the spread of their gains between the runs, and how many of B's
+    gains fall inside A's stored interval."""
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    make_db(a, [
+        (512, 7168, 7168, COOP.format(256), "predicted", 1.000, "ok", 1, "graph", (-0.001, 0.001)),
+        (512, 7168, 7168, COOP.format(128), "rl", 1.100, "ok", 1, "graph", (0.099, 0.101)),
+        (2048, 4096, 4096, COOP.format(128), "predicted", 0.900, "ok", 1, "graph", (-0.102, -0.098)),
+        (4096, 4096, 4096, COOP.format(128), "predicted", 1.000, "ok", 1, "graph"),  # no interval, not in B
+    ])
+    make_db(b, [
+        (512, 7168, 7168, COOP.format(256), "predicted", 1.0005, "ok", 1, "graph"),  # inside A's interval
+        (512, 7168, 7168, COOP.format(128), "rl", 1.100 * math.exp(0.02), "ok", 1, "graph"),
+        (2048, 4096, 4096, COOP.format(128), "predicted", 0.900 * math.exp(-0.04), "ok", 1, "graph"),
+        (2048, 4096, 4096, COOP.format(256), "rl", 0.95, "ok", 1, "graph"),  # A never measured it
+    ])
+    r = run(a, b)
+    assert r.returncode == 0, r.stderr
+    assert ("the same design on the same shape in both: 3 measurements; |ln B - ln A|: 50th 2.00%, 90th 4.00%, "
+            "95th 4.00%, 97.5th 4.00%") in r.stdout
+    assert "A's 95% intervals: median width 0.20%; B's gain inside A's interval on 1 of 3 (33%)" in r.stdout
 
 
 def test_refuses_what_it_cannot_compare(tmp_path):
