@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "cli/command.h"
 #include "compile/compiler.h"
@@ -66,12 +67,9 @@ int run_compile(const CompileArgs& args) {
   if (r.spill_store_bytes < 0 || r.spill_load_bytes < 0) {
     // The counts above come from the compiler's log; where it did not give them, the log itself says why.
     std::printf("compiler log  (no resource counts in it; registers and stack frame above are the cubin's records)\n");
-    std::string line;
-    for (const char c : compiled.log + "\n") {
-      if (c != '\n') { line += c; continue; }
+    std::istringstream log(compiled.log);
+    for (std::string line; std::getline(log, line);)
       if (!line.empty()) std::printf("              %s\n", line.c_str());
-      line.clear();
-    }
   }
   std::printf("wrote         %s\n              %s\n", cu.c_str(), cubin.c_str());
   return 0;
