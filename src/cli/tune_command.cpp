@@ -349,16 +349,16 @@ void set_table_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::TuneO
   if (args.seed_tables.empty()) return;
 #ifdef RLGEMM_HAVE_DISPATCH
   // A table holds one row per (GPU, problem) (parse_tuned_table refuses duplicates).
-  auto tables = std::make_shared<std::vector<std::vector<dispatch::TunedRow>>>();
+  std::vector<std::vector<dispatch::TunedRow>> loaded;
   for (const std::string& path : args.seed_tables) {
     std::vector<dispatch::TunedRow> rows = dispatch::rows_for_gpu(dispatch::load_tuned_table(path), gpu.name);
     if (rows.empty())
       fail("--seed-table " + path + " has no row for this GPU ('" + gpu.name +
            "'): a table's rows are keyed by the device name in its gpu column");
-    tables->push_back(std::move(rows));
+    loaded.push_back(std::move(rows));
   }
-  auto design_of = [tables = std::shared_ptr<const std::vector<std::vector<dispatch::TunedRow>>>(tables),
-                    gpu = gpu.name](const Problem& problem) {
+  auto tables = std::make_shared<const std::vector<std::vector<dispatch::TunedRow>>>(std::move(loaded));
+  auto design_of = [tables, gpu = gpu.name](const Problem& problem) {
     std::vector<Design> designs;
     for (const std::vector<dispatch::TunedRow>& table : *tables) {
       const size_t at = dispatch::row_index(table, gpu, problem);
