@@ -31,6 +31,7 @@
 #include "search/worker.h"
 #include "store/store.h"
 #ifdef RLGEMM_HAVE_DISPATCH
+#include "dispatch/dispatcher.h"
 #include "dispatch/tuned_table.h"
 #endif
 #ifdef RLGEMM_HAVE_MPI
@@ -147,6 +148,8 @@ struct TuneArgs {
   std::string policy;
   std::string seed_designs;  // a designs file measured first on every shape
   std::vector<std::string> seed_tables;  // tuned tables whose rows for a shape (this GPU's) are measured first on it
+  std::vector<std::string> seed_neighbors;  // tuned tables whose rows nearest to a shape give its next designs
+  int neighbors = 3;                        // how many of those designs a shape measures
   bool independent = false;  // every shape's candidates depend only on it, the seed and the starting policy
   bool mpi = false;
   std::vector<std::string> models;  // config.json files
@@ -345,19 +348,35 @@ void set_first_guesses(const TuneArgs& args, const GpuIdentity& gpu, search::Tun
 // type seeded from this GPU's other table and another GPU's table of the same element type). A table without a
 // row for this GPU is refused: every shape would start from nothing, and the budget would go to the strategy
 // instead.
+#ifdef RLGEMM_HAVE_DISPATCH
+// This GPU's rows of each table, refused where a table has none: every shape would start from nothing, and the
+// budget would go to the strategy instead.
+std::vector<std::vector<dispatch::TunedRow>> gpu_rows_of(const std::vector<std::string>& paths,
+                                                          const GpuIdentity& gpu, const char* option) {
+  std::vector<std::vector<dispatch::TunedRow>> loaded;
+  for (const std::string& path : paths) {
+    std::vector<dispatch::TunedRow> rows = dispatch::rows_for_gpu(dispatch::load_tuned_table(path), gpu.name);
+    if (rows.empty())
+      fail(std::string(option) + " " + path + " has no row for this GPU ('" + gpu.name +
+           "'): a table's rows are keyed by the device name in its gpu column");
+    loaded.push_back(std::move(rows));
+  }
+  return loaded;
+}
+
+std::string joined(const std::vector<std::string>& paths) {
+  std::string names;
+  for (const std::string& path : paths) names += (names.empty() ? "" : ", ") + path;
+  return names;
+}
+#endif
+
 void set_table_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::TuneOptions& options) {
   if (args.seed_tables.empty()) return;
 #ifdef RLGEMM_HAVE_DISPATCH
   // A table holds one row per (GPU, problem) (parse_tuned_table refuses duplicates).
-  std::vector<std::vector<dispatch::TunedRow>> loaded;
-  for (const std::string& path : args.seed_tables) {
-    std::vector<dispatch::TunedRow> rows = dispatch::rows_for_gpu(dispatch::load_tuned_table(path), gpu.name);
-    if (rows.empty())
-      fail("--seed-table " + path + " has no row for this GPU ('" + gpu.name +
-           "'): a table's rows are keyed by the device name in its gpu column");
-    loaded.push_back(std::move(rows));
-  }
-  auto tables = std::make_shared<const std::vector<std::vector<dispatch::TunedRow>>>(std::move(loaded));
+  auto tables = std::make_shared<const std::vector<std::vector<dispatch::TunedRow>>>(
+      gpu_rows_of(args.seed_tables, gpu, "--seed-table"));
   auto design_of = [tables, gpu = gpu.name](const Problem& problem) {
     std::vector<Design> designs;
     for (const std::vector<dispatch::TunedRow>& table : *tables) {
@@ -369,15 +388,37 @@ void set_table_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::TuneO
   };
   const size_t covered = static_cast<size_t>(std::count_if(
       options.problems.begin(), options.problems.end(), [&](const Problem& p) { return !design_of(p).empty(); }));
-  std::string names;
-  for (const std::string& path : args.seed_tables) names += (names.empty() ? "" : ", ") + path;
   std::fprintf(stderr, "rlgemm tune: %zu of %zu problems start from their rows of %s\n", covered,
-               options.problems.size(), names.c_str());
+               options.problems.size(), joined(args.seed_tables).c_str());
   options.table_seeds_for = design_of;
 #else
   (void)gpu;
   (void)options;
   fail("--seed-table: this rlgemm was built without the dispatch stage, which reads tuned tables "
+       "(configure with RLGEMM_STAGES including dispatch)");
+#endif
+}
+
+// --seed-neighbors: each problem measures next the designs of the table rows nearest to it (this GPU's rows of its
+// layout, either element type, its own row left out: dispatch::nearest_designs), the first --neighbors that it can
+// run. What the tune found on nearby shapes, and on the same shape in the other element type, is tried on every
+// shape: a tune of a few evaluations a shape leaves most of them untried (the grid's bf16 winners, measured as fp16
+// on their shapes, held on 153 of 168 where the fp16 tune had found less).
+void set_neighbor_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::TuneOptions& options) {
+  if (args.seed_neighbors.empty()) return;
+#ifdef RLGEMM_HAVE_DISPATCH
+  std::vector<dispatch::TunedRow> rows;
+  for (auto& table : gpu_rows_of(args.seed_neighbors, gpu, "--seed-neighbors"))
+    rows.insert(rows.end(), table.begin(), table.end());
+  std::fprintf(stderr, "rlgemm tune: each problem measures the designs of its %d nearest rows of %s (%zu rows)\n",
+               args.neighbors, joined(args.seed_neighbors).c_str(), rows.size());
+  options.neighbor_seeds_for = [rows = std::make_shared<const std::vector<dispatch::TunedRow>>(std::move(rows))](
+                                   const Problem& problem) { return dispatch::nearest_designs(*rows, problem); };
+  options.neighbors = args.neighbors;
+#else
+  (void)gpu;
+  (void)options;
+  fail("--seed-neighbors: this rlgemm was built without the dispatch stage, which reads tuned tables "
        "(configure with RLGEMM_STAGES including dispatch)");
 #endif
 }
@@ -395,6 +436,7 @@ search::TuneOptions tune_options(const TuneArgs& args, const std::vector<Problem
   options.progress = stderr;
   options.wave_fit = args.wave_fit;
   set_table_seeds(args, gpu, options);
+  set_neighbor_seeds(args, gpu, options);
   set_first_guesses(args, gpu, options);
   if (args.policy.empty() || !strategies.policy) return options;
   if (!strategies.learned) {
@@ -482,6 +524,7 @@ void check_tune_args(const TuneArgs& args) {
   if (!args.policy.empty() && args.strategy != "rl") fail("--policy goes with --strategy rl");
   if (args.guesses < 0) fail("--guesses must be >= 0");
   if (args.wave_fit < 0) fail("--wave-fit must be >= 0");
+  if (args.neighbors < 1) fail("--neighbors must be >= 1");
   search::Budget::parse(args.common.budget);
 }
 
@@ -711,6 +754,12 @@ CommandRegistration tune_registration("tune", [](CLI::App& app) -> std::function
                   "--budget 1 --guesses 0, the table's claims measured again with the paired reward. Repeatable: "
                   "each table's row, in the order given")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--seed-neighbors", args->seed_neighbors,
+                  "a tuned table: each shape measures next the designs of its rows nearest to it (this GPU's, either "
+                  "element type, the shape's own row left out), the first --neighbors it can run. Repeatable")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--neighbors", args->neighbors, "--seed-neighbors: how many of the nearest designs a shape measures")
+      ->default_val(3);
   cmd->add_flag("--independent-shapes", args->independent,
                 "Each shape's candidates depend only on it, --seed and the starting policy, not on the shapes "
                 "tuned before it (implied by --mpi)");

@@ -70,6 +70,30 @@ double log_distance(const Shape& a, const Shape& b) {
   return std::sqrt(dm * dm + dn * dn + dk * dk);
 }
 
+std::vector<Design> nearest_designs(const std::vector<TunedRow>& rows, const Problem& problem) {
+  struct Near {
+    long long distance;  // log_distance in millionths: shapes as far by ratio are as near, whatever the rounding
+    double gain;
+    size_t index;
+  };
+  std::vector<Near> near;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Problem& p = rows[i].problem;
+    if (p.layout != problem.layout || (p.shape == problem.shape && p.dtype == problem.dtype)) continue;
+    const long long distance = std::llround(log_distance(p.shape, problem.shape) * 1e6);
+    near.push_back({distance, rows[i].speedup_vs_lt_auto.value_or(0), i});
+  }
+  std::sort(near.begin(), near.end(), [](const Near& a, const Near& b) {
+    return std::tie(a.distance, b.gain, a.index) < std::tie(b.distance, a.gain, b.index);
+  });
+  std::vector<Design> designs;
+  for (const Near& n : near) {
+    const Design d = with_dtype(rows[n.index].design, problem.dtype);
+    if (std::find(designs.begin(), designs.end(), d) == designs.end()) designs.push_back(d);
+  }
+  return designs;
+}
+
 Dispatcher::Dispatcher(const std::vector<TunedRow>& rows, Target target, bool prefer_cublaslt, Proposer proposer,
                        Proposer predictor)
     : target_(std::move(target)),

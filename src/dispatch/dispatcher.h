@@ -53,6 +53,13 @@ Design default_design(const Target& target);
 // Distance between shapes in log space: sqrt(sum over M, N, K of (ln a - ln b)^2).
 double log_distance(const Shape& a, const Shape& b);
 
+// The designs of `rows` (one GPU's table) of the problem's layout, the nearest shape first (log_distance; between
+// rows as near, the larger gain over lt_auto, then the earlier row), each in the problem's element type and each
+// once: a bf16 row and an fp16 row of one design give it once. The problem's own row (its shape and element type)
+// is left out; a row of its shape in the other element type comes first. What other shapes found fast, for a
+// shape's tune to measure first (`rlgemm tune --seed-neighbors`).
+std::vector<Design> nearest_designs(const std::vector<TunedRow>& rows, const Problem& problem);
+
 // The cuBLASLt route takes an exact shape only where its row records lt_auto at least 3% faster offline than
 // the shape's best rlgemm kernel (speedup_vs_lt_auto < kCublasLtBelow). Offline timing hides a call's host
 // time, and a cublasLtMatmul call spends more of it than a kernel launch: on the H100 grid, the 147 shapes

@@ -114,6 +114,13 @@ FirstRound seeds_round(Store& store, int64_t gpu_id, const GpuIdentity& gpu, con
   };
   if (options.table_seeds_for)
     for (const Design& d : options.table_seeds_for(problem)) consider(d, "table");
+  if (options.neighbor_seeds_for && options.neighbors > 0) {
+    const size_t first = round.designs.size();
+    for (const Design& d : options.neighbor_seeds_for(problem)) {
+      if (round.designs.size() - first >= size_t(options.neighbors)) break;
+      consider(d, "neighbor");
+    }
+  }
   for (const Design& d : options.seed_designs) consider(d, "seed");
   if (guesses)
     for (const Design& d : *guesses) consider(d, "predicted");

@@ -7,7 +7,8 @@
 // reference timed once per problem would have credited to the candidates measured after it.
 //
 // A tuned table's design for the problem (TuneOptions::table_seeds_for) is measured first and recorded with
-// strategy "table", then the seed designs (TuneOptions::seed_designs) with strategy "seed", then the problem's
+// strategy "table", then the designs of the nearest tuned shapes (TuneOptions::neighbor_seeds_for) with strategy
+// "neighbor", then the seed designs (TuneOptions::seed_designs) with strategy "seed", then the problem's
 // own first guesses (TuneOptions::seeds_for), recorded with strategy "predicted", then the first of those
 // designs with their widths fitted to the problem's waves (TuneOptions::wave_fit), recorded with "wave-fit".
 //
@@ -79,6 +80,11 @@ struct TuneOptions {
   // claims are measured again with the paired reward (`rlgemm tune --seed-table`). Recorded with strategy
   // "table"; they count against the budget like seeds.
   std::function<std::vector<Design>(const Problem&)> table_seeds_for;
+  // Designs other shapes found fast, nearest first (`rlgemm tune --seed-neighbors`: a tuned table's rows nearest to
+  // the problem): the first `neighbors` of them that the problem can run and the store does not hold are measured
+  // after the table's row. Recorded with strategy "neighbor"; they count against the budget like seeds.
+  std::function<std::vector<Design>(const Problem&)> neighbor_seeds_for;
+  int neighbors = 0;
   // Up to this many of those first designs measured again with the tile width whose waves fill the GPU
   // (search/wave_fit.h), where that costs at least 5% less: a predictor or policy trained before the fitted
   // widths existed would not propose them. Recorded with strategy "wave-fit"; they count against the budget.
@@ -126,12 +132,13 @@ using StrategyFactory = std::function<StrategyPtr(const Problem&)>;
 // Candidates per strategy round: the option, but at least what the measurer works on at once.
 int effective_batch(const TuneOptions& options, int parallelism);
 
-// A problem's first round: its seeds (the tuned table's row, the seed designs, the predictor's guesses, their
-// widths fitted to the waves), those the problem can run and the store does not hold yet, at most `cap`, each
-// with its label ("table", "seed", "predicted" or "wave-fit"). It depends on the problem, the options and the
-// store only, so that it can be known, and its kernels built, before the problem's turn (Tuner::run). Where the
-// store holds the problem's whole evaluation budget already (a run going on after a stop), only the table's
-// and the command line's seeds it lacks are taken: the predictor is not asked again.
+// A problem's first round: its seeds (the tuned table's row, the nearest rows' designs, the seed designs, the
+// predictor's guesses, their widths fitted to the waves), those the problem can run and the store does not hold
+// yet, at most `cap`, each with its label ("table", "neighbor", "seed", "predicted" or "wave-fit"). It depends on
+// the problem, the options and the store only, so that it can be known, and its kernels built, before the
+// problem's turn (Tuner::run). Where the store holds the problem's whole evaluation budget already (a run going on
+// after a stop), only the table's and the command line's seeds it lacks are taken: the predictor is not asked
+// again.
 struct FirstRound {
   std::vector<Design> designs;
   std::vector<std::string> texts;
@@ -199,7 +206,7 @@ class ProblemTuning {
   enum class Phase { kSeeds, kSearch, kDone } phase_ = Phase::kSeeds;
   std::vector<Design> pending_;                    // the batch being measured
   std::vector<std::string> pending_text_;
-  std::vector<std::string> pending_label_;         // seeds: "table", "seed", "predicted" or "wave-fit"
+  std::vector<std::string> pending_label_;         // seeds: "table", "neighbor", "seed", "predicted" or "wave-fit"
   std::vector<Point> proposals_;                   // the strategy's round the batch came from
   size_t round_start_ = 0;                         // evaluations before that round
   int stalled_ = 0;

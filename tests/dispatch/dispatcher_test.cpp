@@ -435,6 +435,37 @@ TEST(Dispatcher, WithoutCublasLtOtherShapesBorrowTheNearestInLogSpace) {
   EXPECT_DOUBLE_EQ(log_distance({7, 16, 24}, {70, 160, 240}), log_distance({70, 160, 240}, {7, 16, 24}));
 }
 
+// A shape's tune measures the designs other shapes found fast, nearest first: its own row is left out (a seed
+// table gives it), the other element type's row of its shape comes first, each design once in the problem's type,
+// rows as near ordered by their gain, and only rows of its layout.
+TEST(TunedTable, NearestDesignsComeNearestFirstOnceEachInTheProblemsType) {
+  const std::string bf16 = "sm90.ws.pingpong/64x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg/bf16";
+  const auto rows = parse(header() + row(kH100, "1024,1024,1024", "tn", kSm90Big) +          // the problem's own row
+                          row(kH100, "1024,1024,1024", "tn", bf16, "1.2", "", "bf16") +     // its shape in bf16
+                          row(kH100, "2048,1024,1024", "tn", kSm80, "1.05") +               // ln 2 away
+                          row(kH100, "1024,512,1024", "tn", kSm90Small, "1.3") +            // ln 2 away, larger gain
+                          row(kH100, "1024,1024,2048", "tn", kSm90Big, "1.4") +             // ln 2 away, the largest gain
+                          row(kH100, "512,1024,1024", "nn", kSm80, "1.5") +                 // another layout
+                          row(kH100, "8192,8192,8192", "tn", bf16, "1.1", "", "bf16"));     // the same design as bf16
+  const Problem problem{{1024, 1024, 1024}, Layout::kTN};
+  std::vector<std::string> got;
+  for (const Design& d : nearest_designs(rows, problem)) got.push_back(to_string(d));
+  const std::string fp16_twin = "sm90.ws.pingpong/64x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg";
+  EXPECT_EQ(got, (std::vector<std::string>{fp16_twin, kSm90Big, kSm90Small, kSm80})) << ::testing::PrintToString(got);
+  // In bf16 the fp16 row of the shape is the other type's row, and the bf16 row its own.
+  got.clear();
+  for (const Design& d : nearest_designs(rows, {{1024, 1024, 1024}, Layout::kTN, DType::kBF16}))
+    got.push_back(to_string(d));
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got[0], kSm90Big + "/bf16");
+  EXPECT_EQ(std::count(got.begin(), got.end(), bf16), 1) << ::testing::PrintToString(got);  // from 8192^3 only
+  // nn: the one nn row, whatever its distance.
+  got.clear();
+  for (const Design& d : nearest_designs(rows, {{64, 64, 64}, Layout::kNN})) got.push_back(to_string(d));
+  EXPECT_EQ(got, (std::vector<std::string>{kSm80}));
+  EXPECT_TRUE(nearest_designs({}, problem).empty());
+}
+
 TEST(Dispatcher, OnlyRowsOfTheSameLayoutAreBorrowed) {
   const Dispatcher d(table(), h100(), /*prefer_cublaslt=*/false);
   // The only nn row is 64^3: every nn shape borrows it, however far, never a tn row.

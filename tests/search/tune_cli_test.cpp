@@ -288,6 +288,60 @@ TEST(TuneCli, EverySeedTablesRowIsMeasuredFirstAndASharedDesignOnce) {
       << r.output;
 }
 
+// --seed-neighbors: after its own table row, a shape measures the designs of the table's rows nearest to it (its
+// own row left out, the other element type's row of its shape first), the first --neighbors it can run, recorded
+// as "neighbor"; the budget left goes to the strategy.
+TEST(TuneCli, NeighborSeedsMeasureTheNearestRowsDesignsAfterTheShapesOwnRow) {
+  TempDir dir;
+  const std::string gpu = "synthetic H100 (cost model)";
+  const std::string big = "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma";
+  const std::string mid = "sm90.ws.pingpong/64x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg";
+  const std::string tiny = "sm80/16x64x64/w16x16/s2/swz/raster_m.g1/splitk1/epi_reg";
+  const std::string head = "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate,dtype\n";
+  std::ofstream(dir / "table.csv") << head << gpu << ",4096,4096,4096,tn," << big << ",100.0,1.05,,fp16\n"
+                                   << gpu << ",4096,4096,4096,tn," << mid << "/bf16,100.0,1.08,,bf16\n"
+                                   << gpu << ",4096,4096,2048,tn," << tiny << ",50.0,1.02,,fp16\n"
+                                   << gpu << ",64,64,64,tn," << big << ",5.0,1.30,,fp16\n";
+  const std::string db = (dir / "n.db").string();
+  auto r = run_rlgemm("tune --shapes 4096,4096,4096 --seed-table " + (dir / "table.csv").string() +
+                      " --seed-neighbors " + (dir / "table.csv").string() +
+                      " --neighbors 2 --guesses 0 --budget 4 --strategy random --backend synthetic --in-process --db " +
+                      db);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("each problem measures the designs of its 2 nearest rows of " +
+                          (dir / "table.csv").string() + " (4 rows)"),
+            std::string::npos)
+      << r.output;
+  {
+    Store store(db);
+    const int64_t id = store.gpu_id(store.gpus().at(0).second);
+    const auto rows = store.measurements(id, {{4096, 4096, 4096}, Layout::kTN}, TimingMode::kGraph);
+    std::vector<std::pair<std::string, std::string>> got;
+    for (const auto& row : rows) got.emplace_back(row.strategy, row.design);
+    ASSERT_EQ(got.size(), 4u);
+    const std::vector<std::pair<std::string, std::string>> first(got.begin(), got.begin() + 3);
+    // The shape's own row (big), then its bf16 row as fp16 (mid, distance 0), then the row ln 2 away (tiny); the
+    // 64^3 row's design is the shape's own and is not measured twice.
+    EXPECT_EQ(first, (std::vector<std::pair<std::string, std::string>>{
+                         {"table", big}, {"neighbor", mid}, {"neighbor", tiny}}))
+        << ::testing::PrintToString(got);
+    EXPECT_NE(got[3].first, "neighbor");  // the fourth evaluation is the strategy's
+  }
+
+  // Bad input: no neighbor at all asked for, a table without a row for this GPU.
+  r = run_rlgemm("tune --shapes 4096,4096,4096 --seed-neighbors " + (dir / "table.csv").string() +
+                 " --neighbors 0 --budget 1 --backend synthetic --in-process --db " + (dir / "z.db").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--neighbors must be >= 1"), std::string::npos) << r.output;
+  std::ofstream(dir / "other.csv") << head << "NVIDIA H100 80GB HBM3,4096,4096,4096,tn," << big << ",100.0,1.05,,fp16\n";
+  r = run_rlgemm("tune --shapes 4096,4096,4096 --seed-neighbors " + (dir / "other.csv").string() +
+                 " --budget 1 --backend synthetic --in-process --db " + (dir / "o.db").string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--seed-neighbors " + (dir / "other.csv").string() + " has no row for this GPU"),
+            std::string::npos)
+      << r.output;
+}
+
 // scripts/verify-tuned-table, played on the cost model: the table's kernel rows of the GPU (not its cuBLASLt rows,
 // not another GPU's) are measured in both modes, and the table is written only once every mode is complete.
 TEST(TuneCli, VerifyTunedTableScriptMeasuresEveryKernelRowBeforeWritingTheTable) {
@@ -422,17 +476,21 @@ TEST(TuneCli, TuneThenBenchScriptRetunesATableOnItsEvidence) {
   const std::string out = (dir / "t").string(), table_out = (dir / "table-out.csv").string();
   std::filesystem::copy_file(table_in, table_out);
   r = rlgemm::testing::run_command(env + script + " " + shapes + " " + out + " --gpus 2 --budget 2 --no-bench " +
-                                   "--seed-table " + table_in + " --table " + table_out + " --evidence " + evidence);
+                                   "--seed-table " + table_in + " --seed-neighbors " + table_in + " --neighbors 1 --table " +
+                                   table_out + " --evidence " + evidence);
   ASSERT_EQ(r.code, 0) << r.output;
-  // 4096^3 started from its row.
-  bool seeded = false;
+  // 4096^3 started from its row, 1024^3 (no row) from the design of its nearest rows.
+  bool seeded = false, neighbor = false;
   for (int shard : {0, 1}) {
     Store store(dir / "t" / ("tune-" + std::to_string(shard) + ".db"));
     const int64_t id = store.gpu_id(SyntheticMeasurer().gpu());
     for (const auto& m : store.measurements(id, {{4096, 4096, 4096}, Layout::kTN}, TimingMode::kGraph))
       seeded = seeded || (m.strategy == "table" && m.design == big);
+    for (const auto& m : store.measurements(id, {{1024, 1024, 1024}, Layout::kTN}, TimingMode::kGraph))
+      neighbor = neighbor || (m.strategy == "neighbor" && m.design == big);
   }
   EXPECT_TRUE(seeded);
+  EXPECT_TRUE(neighbor);
   const std::string text = read_text(table_out);
   EXPECT_NE(text.find(gpu + ",8192,4096,4096,tn," + big + ","), std::string::npos) << text;  // from the evidence
   EXPECT_NE(text.find(gpu + ",4096,4096,4096,tn,"), std::string::npos) << text;               // from the retune
@@ -441,7 +499,7 @@ TEST(TuneCli, TuneThenBenchScriptRetunesATableOnItsEvidence) {
 
   // Bad input, before any work: evidence without a table, a missing database or table.
   for (const std::string& bad : {" --evidence " + evidence, " --table " + table_out + " --evidence " + out + "/none.db",
-                                 " --seed-table " + out + "/none.csv"}) {
+                                 " --seed-table " + out + "/none.csv", " --seed-neighbors " + out + "/none.csv"}) {
     r = rlgemm::testing::run_command(env + script + " " + shapes + " " + (dir / "bad").string() + " --no-bench" + bad);
     EXPECT_EQ(r.code, 2) << bad << "\n" << r.output;
     EXPECT_FALSE(std::filesystem::exists(dir / "bad" / "tune-0.db")) << bad;
