@@ -50,9 +50,9 @@
 //             checked beside it (or alone, where only its estimate, the guess's gain times the ratio of their
 //             costs in waves of tiles, clears the rule), and the faster serves; choosing costs about half a
 //             second at the shape's first use, a kernel's first compile a second or two (then cached on disk),
-//             the timing milliseconds; with HandleOptions::autotune, the predictor's few best designs are all
-//             checked against the floor, whatever their predicted gain, and the fastest of each way of calling
-//             is kept (describe() says "autotuned");
+//             the timing milliseconds; with HandleOptions::autotune, the predictor's few best designs and the
+//             designs of the nearest tuned rows are all checked against the floor, whatever their predicted
+//             gain, and the fastest of each way of calling is kept (describe() says "autotuned");
 //   With HandleOptions::prefer_cublaslt = false (kernels only), shapes without a tuned row take instead:
 //   nearest   the design of the nearest tuned shape of this GPU and layout, distance measured between
 //             (log M, log N, log K), among designs valid for the layout and the GPU;
@@ -140,15 +140,17 @@ struct HandleOptions {
   // On by default: a kernel takes a shape only where it measured faster than the floor at first use.
   bool predicted_kernels = true;
   // Autotuning: a shape without a tuned row measures, at its first use, the built-in predictor's
-  // `autotune_candidates` best designs, and up to two of them again with the tile width that fills the GPU's
-  // waves where theirs leaves a wave part-empty (compiled, then checked side by side with the floor's cuBLASLt
-  // choice, in CUDA graphs and eager calls) and keeps for each way of calling the fastest that passed, else the
-  // floor.
+  // `autotune_candidates` best designs, up to two of them again with the tile width that fills the GPU's
+  // waves where theirs leaves a wave part-empty, and the designs of the `autotune_neighbors` tuned rows nearest to
+  // the shape (what the table found fast on nearby shapes; dispatch::nearest_designs), all compiled, then checked
+  // side by side with the floor's cuBLASLt choice, in CUDA graphs and eager calls, and keeps for each way of
+  // calling the fastest that passed, else the floor.
   // The choices persist in the cache directory (autotune-choices.csv, per GPU and library build), so that a
   // shape costs its compiles (a second or two each, cached) once per machine; a later handle builds and checks
   // only the kernels kept. Needs prefer_cublaslt. Off: the predicted route (one design, checked).
   bool autotune = false;
   int autotune_candidates = 4;  // 1..16
+  int autotune_neighbors = 2;   // 0..8
   // Where compiled kernels are cached: empty for the default ($RLGEMM_CACHE_DIR, else ~/.cache/rlgemm/cubins).
   std::string cache_dir;
   // A tuning database whose SASS-rescheduled cubins (`rlgemm sass-opt --db`) this handle loads in place of

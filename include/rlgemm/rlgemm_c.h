@@ -60,7 +60,8 @@ typedef struct rlgemm_options_t {
   const char* cache_dir;
   int prefer_cublaslt;     /* 0 or 1 */
   int predicted_kernels;   /* 0 or 1 */
-  int autotune;            /* 0 or 1: measure the predictor's best designs at a shape's first use, keep the fastest */
+  int autotune;            /* 0 or 1: measure the predictor's best designs (and the two nearest tuned rows'
+                              designs, HandleOptions::autotune_neighbors) at a shape's first use, keep the fastest */
   int autotune_candidates; /* 1..16 */
   int check_routes;        /* 0 or 1: a kernel route serves a way of calling only where it measured faster than the
                               cuBLASLt floor at first use (1, the default); 0 serves the table's or database's kernel

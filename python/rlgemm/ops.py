@@ -54,7 +54,8 @@ def configure(database=None, tuned_table=None, policy=None, prefer_cublaslt=True
     """Options of the handles created from now on (one per device, on first use); by default the environment's
     RLGEMM_DATABASE, RLGEMM_TUNED_TABLE, RLGEMM_POLICY, RLGEMM_PREFER_CUBLASLT (0/1), RLGEMM_AUTOTUNE (0/1),
     else the tuned table built into librlgemm. autotune: a shape without a tuned row measures the predictor's
-    `autotune_candidates` best kernels against cuBLASLt at its first call and keeps the fastest (the choice is
+    `autotune_candidates` best kernels, and the designs of the two tuned rows nearest to it, against cuBLASLt at
+    its first call and keeps the fastest (the choice is
     kept in the cache directory, once per machine). check_routes (RLGEMM_CHECK_ROUTES, default on): a kernel route
     serves eager or captured calls only where it measured faster than the cuBLASLt floor at the shape's first
     use; off, the table's or database's kernel serves as it is."""

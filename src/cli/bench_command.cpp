@@ -56,6 +56,7 @@ struct BenchArgs {
   std::string rlgemm_policy;
   std::string rlgemm_sass_db;
   bool rlgemm_floor_only = false;
+  int rlgemm_autotune_neighbors = HandleOptions{}.autotune_neighbors;
   bool rlgemm_through_cublaslt = false;
   std::string command_line;
 };
@@ -225,6 +226,7 @@ int run(BenchArgs& a) {
       options.optimized_cubins = a.rlgemm_sass_db;
       options.predicted_kernels = !a.rlgemm_floor_only && name != dispatch::kFloorDispatchImplementation;
       options.autotune = name == dispatch::kAutotuneDispatchImplementation;
+      options.autotune_neighbors = a.rlgemm_autotune_neighbors;
       options.direct_cublaslt = !a.rlgemm_through_cublaslt;
       config.implementations.push_back(dispatch::make_dispatch_implementation(options, name));
       continue;
@@ -311,6 +313,11 @@ const CommandRegistration registration("bench", [](CLI::App& app) -> std::functi
   cmd->add_option("--rlgemm-policy", args->rlgemm_policy, "--impl rlgemm: a policy file whose zero-shot designs serve the shapes that are not tuned")->check(CLI::ExistingFile);
   cmd->add_option("--rlgemm-sass-db", args->rlgemm_sass_db, "--impl rlgemm: a database whose SASS-rescheduled cubins (rlgemm sass-opt --db) the tuned kernels use (default: --rlgemm-db)")->check(CLI::ExistingFile);
   cmd->add_flag("--rlgemm-through-cublaslt", args->rlgemm_through_cublaslt, "--impl rlgemm: the library's cuBLASLt routes called through cublasLtMatmul, never their kernel launched directly (HandleOptions::direct_cublaslt = false)");
+  cmd->add_option("--rlgemm-autotune-neighbors", args->rlgemm_autotune_neighbors,
+                  "--impl rlgemm_autotune: how many of the nearest tuned rows' designs a shape also measures "
+                  "(HandleOptions::autotune_neighbors, 0..8; autotune's choices are kept per cache directory, so "
+                  "runs that differ in this want a RLGEMM_CACHE_DIR each)")
+      ->check(CLI::Range(0, 8));
   cmd->add_flag("--rlgemm-floor-only", args->rlgemm_floor_only, "--impl rlgemm: no predicted route: every shape without a tuned row on the cuBLASLt floor (HandleOptions::predicted_kernels = false)");
   cmd->add_flag("--resume", args->resume, "keep the problems --out already holds (a run that stopped) and measure the rest");
   cmd->add_option("--seed", args->seed, "the run's seed (inputs of every problem, order of the subjects in every round); a run's JSON records it, so --seed replays it (default: from the clock)");

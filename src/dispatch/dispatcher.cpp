@@ -94,6 +94,20 @@ std::vector<Design> nearest_designs(const std::vector<TunedRow>& rows, const Pro
   return designs;
 }
 
+std::vector<Design> runnable_nearest_designs(const std::vector<TunedRow>& rows, const Problem& problem,
+                                             const Target& target, int count, const std::vector<Design>& taken) {
+  std::vector<Design> designs;
+  for (Design d : nearest_designs(rows, problem)) {
+    if (int(designs.size()) >= count) break;
+    d.static_shape = false;
+    if (why_not_runnable(d, problem, target) || std::find(taken.begin(), taken.end(), d) != taken.end() ||
+        std::find(designs.begin(), designs.end(), d) != designs.end())
+      continue;
+    designs.push_back(d);
+  }
+  return designs;
+}
+
 Dispatcher::Dispatcher(const std::vector<TunedRow>& rows, Target target, bool prefer_cublaslt, Proposer proposer,
                        Proposer predictor)
     : target_(std::move(target)),

@@ -60,6 +60,11 @@ double log_distance(const Shape& a, const Shape& b);
 // shape's tune to measure first (`rlgemm tune --seed-neighbors`).
 std::vector<Design> nearest_designs(const std::vector<TunedRow>& rows, const Problem& problem);
 
+// The first `count` of nearest_designs that run the problem on `target` as shape-generic kernels (as borrowed
+// designs run) and are not among `taken`: the autotuned route's neighbours (HandleOptions::autotune_neighbors).
+std::vector<Design> runnable_nearest_designs(const std::vector<TunedRow>& rows, const Problem& problem,
+                                             const Target& target, int count, const std::vector<Design>& taken);
+
 // The cuBLASLt route takes an exact shape only where its row records lt_auto at least 3% faster offline than
 // the shape's best rlgemm kernel (speedup_vs_lt_auto < kCublasLtBelow). Offline timing hides a call's host
 // time, and a cublasLtMatmul call spends more of it than a kernel launch: on the H100 grid, the 147 shapes
@@ -87,6 +92,7 @@ class Dispatcher {
 
   const Target& target() const { return target_; }
   size_t tuned_rows() const { return rows_.size(); }
+  const std::vector<TunedRow>& rows() const { return rows_; }  // this GPU's
 
  private:
   Target target_;

@@ -210,6 +210,9 @@ struct Handle::Impl {
     if (options.autotune && (options.autotune_candidates < 1 || options.autotune_candidates > 16))
       fail("HandleOptions::autotune_candidates is " + std::to_string(options.autotune_candidates) +
            ": it must be 1 to 16 (each candidate costs a compile at a shape's first use)");
+    if (options.autotune && (options.autotune_neighbors < 0 || options.autotune_neighbors > 8))
+      fail("HandleOptions::autotune_neighbors is " + std::to_string(options.autotune_neighbors) +
+           ": it must be 0 to 8 (each costs a compile at a shape's first use)");
     std::vector<dispatch::TunedRow> rows;
     if (!options.database.empty())
       rows = dispatch::load_tuning_database(options.database, options.mode);
@@ -780,6 +783,12 @@ struct Handle::Impl {
         designs.push_back(fitted);
         ++fitted_count;
       }
+      // And the designs of the tuned rows nearest to the shape: a design that won on a nearby shape, or on this one
+      // in the other element type, is often the winner here (of the H200 table's rows, 45-48% have the design of
+      // one of their three nearest other shapes' rows; bench/experiments/README.md).
+      for (const Design& d : dispatch::runnable_nearest_designs(dispatcher->rows(), problem, dispatcher->target(),
+                                                                options.autotune_neighbors, designs))
+        designs.push_back(d);
       precompile(designs, problem);
     }
     std::vector<std::unique_ptr<Route>> kernels;

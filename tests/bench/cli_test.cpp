@@ -52,6 +52,8 @@ TEST(BenchCli, BadInputIsRejectedClearly) {
   expect_error("bench --shape 64,64,64 --shard 3/2", 2, "--shard takes I/N");
   expect_error("bench --shape 64,64,64 --bogus", 2, "bogus");
   expect_error("bench --shape 64,64,64 --dtype fp8", 2, "unsupported element type 'fp8': supported are fp16, bf16");
+  expect_error("bench --shape 64,64,64 --impl rlgemm_autotune --rlgemm-autotune-neighbors 9", 2,
+               "--rlgemm-autotune-neighbors: Value 9 not in range 0 to 8");
 }
 
 // The yardstick's own options, and the paths of a run, are checked before any GPU work (exit 2 naming the

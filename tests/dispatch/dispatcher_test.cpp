@@ -466,6 +466,24 @@ TEST(TunedTable, NearestDesignsComeNearestFirstOnceEachInTheProblemsType) {
   EXPECT_TRUE(nearest_designs({}, problem).empty());
 }
 
+// The autotuned route's neighbours: the nearest rows' designs as shape-generic kernels, those the GPU can run, none
+// already among the candidates, at most the count asked for.
+TEST(TunedTable, RunnableNearestDesignsSkipWhatTheGpuCannotRunAndWhatIsTaken) {
+  const auto rows = parse(header() + row(kH100, "1024,1024,2048", "tn", kSm90Small) +   // nearest; baked shape
+                          row(kH100, "1024,1024,4096", "tn", kSm90Big) +              // next
+                          row(kH100, "1024,1024,8192", "tn", kSm80));                 // farthest
+  const Problem problem{{1024, 1024, 1024}, Layout::kTN};
+  Design small = parse_design(kSm90Small);
+  small.static_shape = false;
+  const Design big = parse_design(kSm90Big), sm80 = parse_design(kSm80);
+  EXPECT_EQ(runnable_nearest_designs(rows, problem, h100(), 2, {}), (std::vector<Design>{small, big}));
+  EXPECT_EQ(runnable_nearest_designs(rows, problem, h100(), 2, {big}), (std::vector<Design>{small, sm80}));
+  EXPECT_TRUE(runnable_nearest_designs(rows, problem, h100(), 0, {}).empty());
+  // An Ampere GPU runs the sm80 design only.
+  const Target a100{"NVIDIA A100-SXM4-80GB", 8, 0, 166912};
+  EXPECT_EQ(runnable_nearest_designs(rows, problem, a100, 3, {}), (std::vector<Design>{sm80}));
+}
+
 TEST(Dispatcher, OnlyRowsOfTheSameLayoutAreBorrowed) {
   const Dispatcher d(table(), h100(), /*prefer_cublaslt=*/false);
   // The only nn row is 64^3: every nn shape borrows it, however far, never a tn row.

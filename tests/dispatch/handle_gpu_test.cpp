@@ -498,6 +498,40 @@ TEST_F(HandleGpu, AutotuneKeepsTheFastestAndASecondHandleFindsIt) {
   }
 }
 
+// Autotuning also measures the designs of the tuned rows nearest to an untuned shape: with one table row near the
+// shape, the shape's first call measures one kernel more than without neighbours, and both calls are correct.
+TEST_F(HandleGpu, AutotuneAlsoMeasuresTheNearestTunedRowsDesign) {
+  const std::string neighbor = "sm80/16x64x64/w16x16/s4/swz/raster_m.g1/splitk1/epi_reg";  // no predictor's guess
+  HandleOptions options = options_with({"512,4096,4096,tn," + neighbor + ",1.05"});
+  options.autotune = true;
+  options.autotune_candidates = 1;
+  const Shape shape{300, 4608, 3584};
+  std::vector<int> measured;
+  for (int neighbors : {0, 1}) {
+    options.autotune_neighbors = neighbors;
+    const std::filesystem::path cache = dir_ / ("cache-" + std::to_string(neighbors));
+    options.cache_dir = cache.string();
+    {
+      Handle handle(options);
+      const Case c(shape, Layout::kTN, 11 + neighbors);
+      c.poison();
+      c.run(handle);
+      EXPECT_EQ(c.check(), "") << handle.describe(shape.m, shape.n, shape.k, Layout::kTN);
+    }
+    // The choices file's row of the shape ends in how many kernels were measured.
+    std::ifstream in(cache / "autotune-choices.csv");
+    std::string line;
+    int count = -1;
+    while (std::getline(in, line))
+      if (line.find(",300,4608,3584,") != std::string::npos) count = std::stoi(line.substr(line.rfind(',') + 1));
+    ASSERT_GE(count, 0) << "no row of the shape in " << (cache / "autotune-choices.csv");
+    measured.push_back(count);
+  }
+  EXPECT_EQ(measured[1], measured[0] + 1) << measured[0] << " then " << measured[1];
+  options.autotune_neighbors = 9;
+  EXPECT_THROW(Handle{options}, Error);
+}
+
 // Table rows are checked against the floor at first use, in CUDA graphs and in eager calls, and each way of
 // calling takes its own winner: calls captured into a graph take the GPU-time winner (counted on its path when
 // captured), eager calls the eager winner; both are correct, and describe() says which serves each way. Small
