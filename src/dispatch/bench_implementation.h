@@ -15,6 +15,9 @@ inline constexpr const char* kFloorDispatchImplementation = "rlgemm_floor";
 // The same library with autotuning (HandleOptions::autotune): the predictor's few best kernels timed against
 // the floor at each untuned shape's first use (in prepare(), before the harness's gate and timing).
 inline constexpr const char* kAutotuneDispatchImplementation = "rlgemm_autotune";
+// The same library checking, at each untuned shape's first use, the nearest tuned row's design beside the predicted
+// one (HandleOptions::nearest_kernels), so that one run measures it beside the default.
+inline constexpr const char* kNearestDispatchImplementation = "rlgemm_nearest";
 
 // A handle made with `options` (default: the built-in tuned table of this GPU), named `name` in the results.
 bench::ImplementationPtr make_dispatch_implementation(const HandleOptions& options = {},

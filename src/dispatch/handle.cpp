@@ -177,8 +177,9 @@ struct Handle::Impl {
   const predict::Predictor* predictor = nullptr;  // HandleOptions::predicted_kernels: the built-in one
   predict::GpuTraits gpu_traits;
   std::string predicted_note;  // the last predicted route's gain, under build_mutex
-  // With it: the predicted design again at the tile width that fills the GPU's waves, checked beside it.
-  std::optional<Design> predicted_fitted;
+  // With it, checked beside it: the predicted design again at the tile width that fills the GPU's waves, and
+  // (HandleOptions::nearest_kernels) the nearest tuned row's design; each with what its description adds.
+  std::vector<std::pair<Design, std::string>> predicted_also;
   std::optional<search::DesignSpaces> spaces;  // the policy's, built at its first proposal
   std::unique_ptr<dispatch::Dispatcher> dispatcher;
   CompileOptions compile_options;
@@ -239,11 +240,11 @@ struct Handle::Impl {
     if (options.predicted_kernels || options.autotune) {
       gpu_traits = predict::traits_of(identity_of(device));
       predictor = predict::builtin_predictor(gpu_traits);
-      // Autotuning measures the predictor's few best designs itself: the dispatcher then gives untuned shapes
-      // the floor, which autotune() starts from.
-      if (predictor && !options.autotune)
-        predicted = [this](const Problem& problem) -> std::optional<Design> { return predict_design(problem); };
     }
+    // Autotuning measures the predictor's few best designs and the nearest rows' designs itself: the dispatcher
+    // then gives untuned shapes the floor, which autotune() starts from.
+    if ((predictor || options.nearest_kernels) && !options.autotune)
+      predicted = [this](const Problem& problem) -> std::optional<Design> { return predict_design(problem); };
     dispatcher = std::make_unique<dispatch::Dispatcher>(rows, target, options.prefer_cublaslt, proposer, predicted);
     load_optimized_cubins();
     const auto& dir = compile_options.cache_dir;
@@ -405,8 +406,33 @@ struct Handle::Impl {
   // first-use compile is more often worth it.
   static constexpr double kPredictedRouteZ = 1.0;
 
-  // Called by the dispatcher, under build_mutex: the predictor's best guess, when its gain over cuBLASLt
-  // clears the route rule (predict::take_kernel_route); what it predicted goes into the route's description.
+  // Called by the dispatcher, under build_mutex: the predicted route's design (the predictor's, predictor_design)
+  // and what is checked beside it (predicted_also); with HandleOptions::nearest_kernels, the nearest tuned row's
+  // design too, beside the predictor's or alone where the predictor proposes none. Its description's note goes
+  // into predicted_note.
+  std::optional<Design> predict_design(const Problem& problem) {
+    predicted_note.clear();
+    predicted_also.clear();
+    std::optional<Design> design = predictor ? predictor_design(problem) : std::nullopt;
+    if (!options.nearest_kernels) return design;
+    // The nearest tuned row's design: checked beside the prediction, or alone where there is none.
+    std::vector<Design> taken;
+    if (design) taken.push_back(*design);
+    for (const auto& [d, label] : predicted_also) taken.push_back(d);
+    const std::vector<Design> nearest =
+        dispatch::runnable_nearest_designs(dispatcher->rows(), problem, dispatcher->target(), 1, taken);
+    if (nearest.empty()) return design;
+    const std::string label = " (the nearest tuned row's design)";
+    if (design) {
+      predicted_also.emplace_back(nearest.front(), label);
+      return design;
+    }
+    predicted_note = label;
+    return nearest.front();
+  }
+
+  // The predictor's best guess, when its gain over cuBLASLt clears the route rule (predict::take_kernel_route);
+  // what it predicted goes into the route's description.
   //
   // The predictor was trained before the fitted tile widths existed, so its guess may leave a wave of tiles
   // part-empty. Then the same design at the width that fills the waves (search::fitted_alternatives) is checked
@@ -414,9 +440,7 @@ struct Handle::Impl {
   // if its gain does, estimated as the guess's times the ratio of their costs (predict::fitted_guess): in a tune's
   // first evaluations on the H100 such a design measured 0.94-1.03 of that ratio, 9 of 11 faster than the guess
   // (bench/results/h100/wave-fit-ab-pairs.csv).
-  std::optional<Design> predict_design(const Problem& problem) {
-    predicted_note.clear();
-    predicted_fitted.reset();
+  std::optional<Design> predictor_design(const Problem& problem) {
     // The built-in predictors learned fp16 kernels against fp16 cuBLASLt. A bf16 problem gets the fp16 twin's
     // guess in bf16: wgmma and mma.sync take bf16 at fp16's rate with the same tiles, and cuBLASLt's bf16
     // algorithms mirror its fp16 ones. The guess is only a proposal: its kernel is timed against the bf16 floor
@@ -438,7 +462,8 @@ struct Handle::Impl {
     predicted_note = note;
     if (!take_guess) predicted_note += ", as " + to_string(guess.design) + " fitted to the waves";
     predicted_note += ")";
-    if (take_guess && fitted) predicted_fitted = with_dtype(fitted->design, problem.dtype);
+    if (take_guess && fitted)
+      predicted_also.emplace_back(with_dtype(fitted->design, problem.dtype), " (the prediction's design fitted to the waves)");
     return with_dtype(taken.design, problem.dtype);
   }
 
@@ -699,12 +724,17 @@ struct Handle::Impl {
   }
 
   // A route with one kernel candidate (a tuned row, a policy's or the predictor's design) checked against the
-  // floor; with `also` (the predicted design at its fitted width), two, the faster serving.
+  // floor; with `also` (the predicted design at its fitted width, the nearest tuned row's design), more, the
+  // fastest serving.
   std::unique_ptr<Route> verified(const Problem& problem, const dispatch::Choice& choice, const std::string& note,
                                   cudaStream_t stream, const Caller& caller,
-                                  const std::optional<Design>& also = std::nullopt) {
+                                  const std::vector<std::pair<Design, std::string>>& also = {}) {
     std::unique_ptr<Route> floor = floor_route(problem, stream, caller);
-    if (also && !capturing(stream)) precompile({choice.design, *also}, problem);
+    if (!also.empty() && !capturing(stream)) {
+      std::vector<Design> designs = {choice.design};
+      for (const auto& [d, label] : also) designs.push_back(d);
+      precompile(designs, problem);
+    }
     std::vector<std::unique_ptr<Route>> kernels;
     std::string why;
     if (std::unique_ptr<Route> kernel = kernel_route(problem, choice, why)) {
@@ -713,11 +743,11 @@ struct Handle::Impl {
     } else {
       floor->description += " (" + choice.describe() + " not built: " + why + ")";
     }
-    if (also) {  // checked beside the design, or alone where the design did not build
-      dispatch::Choice fitted = choice;
-      fitted.design = *also;
-      if (auto k = kernel_route(problem, fitted, why)) {
-        k->description += " (the prediction's design fitted to the waves)";
+    for (const auto& [design, label] : also) {  // checked beside the design, or alone where it did not build
+      dispatch::Choice other = choice;
+      other.design = design;
+      if (auto k = kernel_route(problem, other, why)) {
+        k->description += label;
         kernels.push_back(std::move(k));
       }
     }
@@ -855,7 +885,7 @@ struct Handle::Impl {
       // measured faster than the floor.
       const bool predicted = choice.path == Path::kPredicted;
       r = verified(problem, choice, predicted ? predicted_note : "", stream, caller,
-                   predicted ? predicted_fitted : std::nullopt);
+                   predicted ? predicted_also : std::vector<std::pair<Design, std::string>>{});
     } else {
       // Kernels only: nothing to measure them against.
       std::string why;

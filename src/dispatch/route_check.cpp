@@ -36,8 +36,9 @@ std::string route_verdict_text(const std::vector<std::string>& names, const std:
   if (chosen >= 0) return names.at(size_t(chosen)) + " at " + gain_text(gains.at(size_t(chosen)));
   if (gains.empty()) return "cuBLASLt";
   const auto best = std::max_element(gains.begin(), gains.end(), [](auto& a, auto& b) { return a.gain < b.gain; });
-  return std::string("cuBLASLt; ") + (gains.size() == 1 ? "the kernel" : "the best of " + std::to_string(gains.size()) +
-                                                                            " kernels") +
+  const std::string& name = names.at(size_t(best - gains.begin()));
+  return std::string("cuBLASLt; ") +
+         (gains.size() == 1 ? "the kernel " + name : "the best of " + std::to_string(gains.size()) + " kernels, " + name + ",") +
          " measured " + gain_text(*best);
 }
 

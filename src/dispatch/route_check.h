@@ -28,7 +28,7 @@ RouteVerdict decide_routes(const std::vector<GainInterval>& eager, const std::ve
                            double margin = kRouteMargin);
 
 // What serves one way of calling and why, for describe(): "<name> at 1.07x cuBLASLt (95% CI 1.05..1.09)", or
-// "cuBLASLt; the kernel measured 0.93x cuBLASLt (95% CI ...)" (of several: the best of them).
+// "cuBLASLt; the kernel <name> measured 0.93x cuBLASLt (95% CI ...)" (of several: the best of them, named).
 std::string route_verdict_text(const std::vector<std::string>& names, const std::vector<GainInterval>& gains,
                                int chosen);
 

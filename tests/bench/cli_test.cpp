@@ -54,6 +54,11 @@ TEST(BenchCli, BadInputIsRejectedClearly) {
   expect_error("bench --shape 64,64,64 --dtype fp8", 2, "unsupported element type 'fp8': supported are fp16, bf16");
   expect_error("bench --shape 64,64,64 --impl rlgemm_autotune --rlgemm-autotune-neighbors 9", 2,
                "--rlgemm-autotune-neighbors: Value 9 not in range 0 to 8");
+#ifdef RLGEMM_TEST_HAVE_DISPATCH
+  // The library's variants are known by name: an unknown one lists them.
+  for (const char* name : {"rlgemm", "rlgemm_floor", "rlgemm_autotune", "rlgemm_nearest"})
+    expect_error("bench --shape 64,64,64 --impl foo", 2, name);
+#endif
 }
 
 // The yardstick's own options, and the paths of a run, are checked before any GPU work (exit 2 naming the

@@ -532,6 +532,26 @@ TEST_F(HandleGpu, AutotuneAlsoMeasuresTheNearestTunedRowsDesign) {
   EXPECT_THROW(Handle{options}, Error);
 }
 
+// HandleOptions::nearest_kernels: a shape without a tuned row checks its nearest row's design at first use (here
+// alone: the predictor is off), and describe() names it, as what serves or as the kernel the floor beat; the
+// result is right whichever route serves. Without the option the shape takes the floor unmeasured.
+TEST_F(HandleGpu, NearestKernelsCheckTheNearestRowsDesignAtFirstUse) {
+  const std::string neighbor = "sm80/16x64x64/w16x16/s4/swz/raster_m.g1/splitk1/epi_reg";
+  HandleOptions options = options_with({"512,4096,4096,tn," + neighbor + ",1.05"});
+  const Shape shape{300, 4608, 3584};
+  for (bool nearest : {true, false}) {
+    options.nearest_kernels = nearest;
+    Handle handle(options);
+    const Case c(shape, Layout::kTN, 21 + nearest);
+    c.poison();
+    c.run(handle);
+    EXPECT_EQ(c.check(), "") << "nearest_kernels " << nearest;
+    const std::string route = handle.describe(shape.m, shape.n, shape.k, Layout::kTN);
+    EXPECT_EQ(route.find(neighbor) != std::string::npos, nearest) << route;
+    if (nearest) EXPECT_NE(route.find("measured on first use"), std::string::npos) << route;
+  }
+}
+
 // Table rows are checked against the floor at first use, in CUDA graphs and in eager calls, and each way of
 // calling takes its own winner: calls captured into a graph take the GPU-time winner (counted on its path when
 // captured), eager calls the eager winner; both are correct, and describe() says which serves each way. Small

@@ -39,9 +39,9 @@ TEST(RouteCheck, EachWayTakesItsOwnFastestKernel) {
 TEST(RouteCheck, TheVerdictSaysWhatServesAndWhatWasMeasured) {
   EXPECT_EQ(route_verdict_text({"k"}, {gain(0.07, 0.02)}, 0), "k at 1.07x cuBLASLt (95% CI 1.05..1.09)");
   EXPECT_EQ(route_verdict_text({"k"}, {gain(-0.07, 0.02)}, -1),
-            "cuBLASLt; the kernel measured 0.93x cuBLASLt (95% CI 0.91..0.95)");
+            "cuBLASLt; the kernel k measured 0.93x cuBLASLt (95% CI 0.91..0.95)");
   EXPECT_EQ(route_verdict_text({"a", "b"}, {gain(-0.2, 0.01), gain(0.004, 0.02)}, -1),
-            "cuBLASLt; the best of 2 kernels measured 1.00x cuBLASLt (95% CI 0.98..1.02)");
+            "cuBLASLt; the best of 2 kernels, b, measured 1.00x cuBLASLt (95% CI 0.98..1.02)");
 }
 
 }  // namespace
