@@ -7,6 +7,7 @@
 #include <map>
 #include <ostream>
 #include <sstream>
+#include <string_view>
 #include <iterator>
 #include <tuple>
 
@@ -282,6 +283,23 @@ std::vector<Row> best_of_designs(const std::vector<Row>& rows, const std::string
   return out;
 }
 
+ServedBy served_by(const Row& row) {
+  if (row.impl.rfind("rlgemm", 0) != 0 || is_design_row(row)) return ServedBy::kUnknown;
+  const std::string& d = row.detail;
+  auto verdict = [](std::string_view text) {
+    if (text.rfind("sm", 0) == 0) return ServedBy::kKernel;  // a design's text: sm80/..., sm90....
+    if (text.rfind("cuBLASLt", 0) == 0) return ServedBy::kCublasLt;
+    return ServedBy::kUnknown;
+  };
+  const std::string marker = row.mode == Mode::kGraph ? "CUDA graphs: " : "eager calls: ";
+  const size_t at = d.rfind(marker);
+  if (at != std::string::npos) return verdict(std::string_view(d).substr(at + marker.size()));
+  if (d.rfind("cublaslt", 0) == 0) return ServedBy::kCublasLt;
+  for (const char* kernel_route : {"tuned ", "predicted ", "autotuned ", "nearest ", "policy ", "default "})
+    if (d.rfind(kernel_route, 0) == 0) return ServedBy::kKernel;
+  return ServedBy::kUnknown;
+}
+
 std::vector<SummaryGroup> summarize(const std::vector<Row>& rows) {
   struct Acc {
     SummaryGroup group;
@@ -289,6 +307,7 @@ std::vector<SummaryGroup> summarize(const std::vector<Row>& rows) {
     std::vector<Row> ranked[2];
     std::vector<double> paired;
     std::vector<Row> paired_ranked;
+    std::vector<double> served[2], served_bucket[2][3];  // kernel, cuBLASLt
   };
   std::vector<Acc> accs;
   std::map<std::tuple<int, int, int, std::string>, size_t> index;
@@ -321,6 +340,12 @@ std::vector<SummaryGroup> summarize(const std::vector<Row>& rows) {
       a.bucket[ref][int(bucket_of(r.shape))].push_back(speedups[ref]);
       a.ranked[ref].push_back(r);
     }
+    const ServedBy by = served_by(r);
+    if (by != ServedBy::kUnknown && std::isfinite(r.speedup_vendor) && r.speedup_vendor > 0) {
+      const int side = by == ServedBy::kKernel ? 0 : 1;
+      a.served[side].push_back(r.speedup_vendor);
+      a.served_bucket[side][int(bucket_of(r.shape))].push_back(r.speedup_vendor);
+    }
   }
   std::vector<SummaryGroup> out;
   for (auto& a : accs) {
@@ -340,6 +365,12 @@ std::vector<SummaryGroup> summarize(const std::vector<Row>& rows) {
               [](const Row& x, const Row& y) { return x.paired_vendor.gain < y.paired_vendor.gain; });
     if (a.paired_ranked.size() > 5) a.paired_ranked.resize(5);
     a.group.paired.worst = std::move(a.paired_ranked);
+    a.group.routes.kernel_all = speedup_stats(a.served[0]);
+    a.group.routes.cublaslt_all = speedup_stats(a.served[1]);
+    for (int b = 0; b < 3; ++b) {
+      a.group.routes.kernel_by_bucket[b] = speedup_stats(a.served_bucket[0][b]);
+      a.group.routes.cublaslt_by_bucket[b] = speedup_stats(a.served_bucket[1][b]);
+    }
     out.push_back(a.group);
   }
   return out;
@@ -447,11 +478,42 @@ void print_paired(std::ostream& out, const std::vector<SummaryGroup>& groups) {
   }
 }
 
+// The library's rows split by what served them: a kernel or cuBLASLt (served_by), geometric mean against the best
+// vendor call with the shapes counted, over all shapes and per bucket.
+void print_routes(std::ostream& out, const std::vector<SummaryGroup>& groups) {
+  auto served = [](const SummaryGroup& g) { return g.routes.kernel_all.count + g.routes.cublaslt_all.count; };
+  if (std::none_of(groups.begin(), groups.end(), [&](const SummaryGroup& g) { return served(g) > 0; })) return;
+  char buf[512];
+  auto cell = [](const Stats& st) {
+    char c[32];
+    if (st.count == 0) std::snprintf(c, sizeof c, "%-14s", "-");
+    else std::snprintf(c, sizeof c, "%6.3f (%4d)  ", st.geo_mean, st.count);
+    return std::string(c);
+  };
+  out << "\nThe library's rows by what served them in their way of calling, geometric mean vs the best vendor call "
+         "(shapes): all | "
+      << bucket_name(Bucket::kSmall) << " | " << bucket_name(Bucket::kMedium) << " | " << bucket_name(Bucket::kLarge) << ":\n";
+  for (const auto& g : groups) {
+    if (served(g) == 0) continue;
+    const RouteSplit& r = g.routes;
+    for (int side = 0; side < 2; ++side) {
+      const Stats& all = side == 0 ? r.kernel_all : r.cublaslt_all;
+      const Stats* by = side == 0 ? r.kernel_by_bucket : r.cublaslt_by_bucket;
+      std::snprintf(buf, sizeof buf, "%-8s %-3s %-4s %-14s %-8s | %s | %s | %s | %s\n",
+                    std::string(to_string(g.mode)).c_str(), std::string(to_string(g.layout)).c_str(),
+                    std::string(to_string(g.dtype)).c_str(), g.impl.c_str(), side == 0 ? "kernel" : "cuBLASLt",
+                    cell(all).c_str(), cell(by[0]).c_str(), cell(by[1]).c_str(), cell(by[2]).c_str());
+      out << buf;
+    }
+  }
+}
+
 void print_summary(std::ostream& out, const std::vector<SummaryGroup>& groups) {
   print_table(out, groups, true);
   print_table(out, groups, false);
   print_modes_side_by_side(out, groups);
   print_paired(out, groups);
+  print_routes(out, groups);
   char buf[128];
   out << "\nWorst shapes (speedup vs the best vendor call):\n";
   for (const auto& g : groups) {
@@ -501,6 +563,17 @@ nlohmann::json summary_json(const std::vector<SummaryGroup>& groups) {
                                            {"below", p.below},
                                            {"credibly_below", p.credibly_below},
                                            {"worst", worst}};
+  }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const RouteSplit& r = groups[i].routes;
+    if (r.kernel_all.count + r.cublaslt_all.count == 0) continue;
+    auto side = [&](const Stats& all, const Stats* by) {
+      nlohmann::json j = {{"all", stats(all)}};
+      for (int b = 0; b < 3; ++b) j[bucket_name(Bucket(b))] = stats(by[b]);
+      return j;
+    };
+    summary[i]["served_by"] = {{"kernel", side(r.kernel_all, r.kernel_by_bucket)},
+                               {"cublaslt", side(r.cublaslt_all, r.cublaslt_by_bucket)}};
   }
   return summary;
 }

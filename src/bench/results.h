@@ -97,6 +97,20 @@ struct PairedSummary {
 };
 inline constexpr double kPairedFloor = 0.97;
 
+// Which route served a row of the library (impl "rlgemm", "rlgemm_floor", ...) in its own way of calling, read
+// from its detail column (the handle's describe()): kKernel, an rlgemm kernel; kCublasLt, cuBLASLt (the floor or
+// a row that routes to it). Where the route was checked at first use, the verdict of the row's mode decides
+// ("CUDA graphs: ..." for graph rows, "eager calls: ..." for the others); else the route's own first word.
+// kUnknown for other rows (vendor calls, designs) and details that say neither.
+enum class ServedBy { kUnknown, kKernel, kCublasLt };
+ServedBy served_by(const Row& row);
+
+// Speedups against the best vendor call of the shapes a library's rows served with a kernel and with cuBLASLt.
+struct RouteSplit {
+  Stats kernel_all, kernel_by_bucket[3];
+  Stats cublaslt_all, cublaslt_by_bucket[3];
+};
+
 struct SummaryGroup {
   Mode mode;
   Layout layout;
@@ -105,6 +119,7 @@ struct SummaryGroup {
   SpeedupSummary vendor;   // against the best vendor call of the same run (the headline)
   SpeedupSummary lt_auto;  // against lt_auto
   PairedSummary paired;    // against the best vendor call, round by round
+  RouteSplit routes;       // the library's rows by what served them (counts 0 elsewhere)
   int incorrect = 0;
 };
 

@@ -361,6 +361,57 @@ TEST(Results, ModesSideBySide) {
   EXPECT_LT(row.find("1.600"), row.find("0.900")) << "offline first, as the modes came";
 }
 
+// The library's rows are split by what served them in their own way of calling: a route checked at first use by
+// the verdict of its mode ("CUDA graphs: ..." for graph rows, "eager calls: ..." for the others), an unchecked one
+// by its first word; other implementations' rows and unreadable details are not counted.
+TEST(Results, LibraryRowsSplitByWhatServedThem) {
+  const std::string checked =
+      "cublaslt floor (timed on first use) (measured on first use: eager calls: cuBLASLt; the kernel sm90.ws.coop/"
+      "128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_tma measured 0.99x cuBLASLt (95% CI 0.99..0.99); CUDA graphs: "
+      "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_tma at 1.05x cuBLASLt (95% CI 1.05..1.05))";
+  auto row = [](Shape s, const std::string& impl, Mode mode, double speedup, const std::string& detail) {
+    Row r = make_row(s, impl, 10, speedup);
+    r.mode = mode;
+    r.speedup_vendor = speedup;
+    r.detail = detail;
+    return r;
+  };
+  EXPECT_EQ(served_by(row({64, 64, 64}, "rlgemm", Mode::kGraph, 1, checked)), ServedBy::kKernel);
+  EXPECT_EQ(served_by(row({64, 64, 64}, "rlgemm", Mode::kOffline, 1, checked)), ServedBy::kCublasLt);
+  EXPECT_EQ(served_by(row({64, 64, 64}, "rlgemm", Mode::kServer, 1, checked)), ServedBy::kCublasLt);
+  EXPECT_EQ(served_by(row({64, 64, 64}, "rlgemm_nearest", Mode::kGraph, 1, "tuned sm80/64x64x64/w32x32/s3/swz/"
+                                                                           "raster_m.g8/splitk1/epi_reg")),
+            ServedBy::kKernel);
+  EXPECT_EQ(served_by(row({64, 64, 64}, "rlgemm", Mode::kGraph, 1, "cublaslt floor (timed on first use)")),
+            ServedBy::kCublasLt);
+  EXPECT_EQ(served_by(row({64, 64, 64}, "lt_auto", Mode::kGraph, 1, "candidate 2 of 8")), ServedBy::kUnknown);
+  EXPECT_EQ(served_by(row({64, 64, 64}, "rlgemm", Mode::kGraph, 1, "something else")), ServedBy::kUnknown);
+
+  std::vector<Row> rows = {row({64, 64, 64}, "rlgemm", Mode::kGraph, 1.2, checked),
+                           row({64, 64, 128}, "rlgemm", Mode::kGraph, 1.05, checked),
+                           row({4096, 4096, 4096}, "rlgemm", Mode::kGraph, 0.99, "cublaslt floor (timed)"),
+                           row({64, 64, 64}, "lt_auto", Mode::kGraph, 1.0, "candidate 2 of 8")};
+  const auto groups = summarize(rows);
+  ASSERT_EQ(groups.size(), 2u);
+  const RouteSplit& r = groups[0].routes;
+  EXPECT_EQ(r.kernel_all.count, 2);
+  EXPECT_NEAR(r.kernel_all.geo_mean, std::sqrt(1.2 * 1.05), 1e-12);
+  EXPECT_EQ(r.kernel_by_bucket[0].count, 2);
+  EXPECT_EQ(r.cublaslt_all.count, 1);
+  EXPECT_EQ(r.cublaslt_by_bucket[2].count, 1);
+  EXPECT_EQ(groups[1].routes.kernel_all.count + groups[1].routes.cublaslt_all.count, 0) << "lt_auto is not the library";
+  std::ostringstream out;
+  print_summary(out, groups);
+  const std::string text = out.str();
+  const size_t section = text.find("by what served them");
+  ASSERT_NE(section, std::string::npos) << text;
+  EXPECT_NE(text.find("kernel", section), std::string::npos);
+  EXPECT_NE(text.find(" 1.122 (   2)", section), std::string::npos) << text;
+  const nlohmann::json j = summary_json(groups);
+  EXPECT_EQ(j[0]["served_by"]["cublaslt"]["all"]["count"], 1);
+  EXPECT_FALSE(j[1].contains("served_by"));
+}
+
 // lt_auto's detail names the candidate it kept; the tuned table reads the index back from it.
 TEST(LtAutoDetail, CandidateIndexReadsBack) {
   EXPECT_EQ(lt_auto_detail(3, 8, 0), "candidate 3 of 8 timed");
