@@ -313,8 +313,11 @@ Design parse_design(std::string_view text) {
 namespace {
 
 std::optional<std::string> common_rules(const Design& d) {
-  if (d.stages < 2 || d.stages > 8)
-    return "stages must be 2..8 (got " + std::to_string(d.stages) + "): one stage cannot overlap loads with math";
+  // Up to 16: small tiles streaming a long K keep more bytes in flight with more stages (cuBLAS's kernels for
+  // K-heavy small shapes on Hopper are named with 16 stages of a 64-wide k-block, `..._64x16_...`); shared memory
+  // bounds the rest (why_invalid).
+  if (d.stages < 2 || d.stages > 16)
+    return "stages must be 2..16 (got " + std::to_string(d.stages) + "): one stage cannot overlap loads with math";
   if (d.bk != 32 && d.bk != 64 && d.bk != 128)
     return "BK must be 32, 64 or 128 (got " + std::to_string(d.bk) + ")";
   if (d.group < 1 || d.group > 64) return "raster group must be 1..64 (got " + std::to_string(d.group) + ")";

@@ -352,8 +352,8 @@ TEST(DesignRules, RejectionsNameTheRule) {
       {"sm90.ws.coopn/128x336x64/s3/c1x1/raster_m.g8/splitk1/epi_tma", "BN / CM <= 256"},
       {"sm90.ws.coopn/128x336x64/s3/c2x1/raster_m.g8/splitk1/epi_reg/swap", "needs tn, no swap"},
       // pipeline and K
-      {"sm80/64x64x32/w32x32/s1/swz/raster_m.g8/splitk1/epi_reg", "stages must be 2..8"},
-      {"sm90.ws.coop/128x128x64/s9/c1x1/raster_m.g8/splitk1/epi_reg", "stages must be 2..8"},
+      {"sm80/64x64x32/w32x32/s1/swz/raster_m.g8/splitk1/epi_reg", "stages must be 2..16"},
+      {"sm90.ws.pingpong/64x16x64/s17/c1x1/raster_m.g8/splitk1/epi_reg", "stages must be 2..16"},
       {"sm80/64x64x16/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg", "BK must be 32, 64 or 128"},
       {"sm90.ws.coop/128x128x256/s2/c1x1/raster_m.g8/splitk1/epi_reg", "BK must be 32, 64 or 128"},
       // clusters, splits, features of the other family

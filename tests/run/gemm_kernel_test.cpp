@@ -624,6 +624,22 @@ TEST_F(GpuGemm, SplitK16DesignsMatchTheReferenceOnKHeavyShapes) {
   expect_designs_match(kSplitK16Designs, kKHeavyShapes, 900);
 }
 
+// Pipelines deeper than 8 stages (up to 16: small tiles streaming a long K), both families, parallel and serial
+// split-K and an unsplit TMA-store tile, on K-heavy shapes whose slices wrap the ring several times, ragged ones
+// included.
+const std::vector<std::string> kDeepPipelineDesigns = {
+    "sm90.ws.pingpong/64x16x64/s16/c1x1/raster_n.g1/splitk8.parallel/epi_reg/swap",
+    "sm90.ws.pingpong/64x32x64/s16/c1x1/raster_n.g1/splitk4.serial/epi_reg/swap",
+    "sm90.ws.coop/128x64x32/s12/c1x1/raster_m.g8/splitk1/epi_tma",
+    "sm80/16x64x64/w16x16/s12/swz/raster_n.g1/splitk8.parallel/epi_reg/swap",
+};
+const std::vector<Shape> kDeepPipelineShapes = {{256, 64, 16384}, {40, 136, 4104}, {200, 72, 16392}};
+
+TEST_F(GpuGemm, DeepPipelinesMatchTheReferenceOnKHeavyShapes) {
+  if (device_.cc_major != 9) GTEST_SKIP() << "needs a Hopper GPU (sm_90a)";
+  expect_designs_match(kDeepPipelineDesigns, kDeepPipelineShapes, 2300);
+}
+
 TEST_F(GpuGemm, Bf16KernelRefusesAnFp16Problem) {
   const HostProblem hp = make_problem({100, 200, 136}, Layout::kTN, 9);
   EXPECT_THROW(GemmKernel(parse_design("sm80/64x64x32/w32x32/s4/swz/raster_m.g8/splitk1/epi_reg/bf16"), hp.problem,

@@ -105,7 +105,7 @@ struct Gemm {
   static_assert(Cfg::kBMnMajor || multicast_part_rows(kBN, Cfg::kClusterM) <= 256,
                 "a K-major B part is one TMA box of at most 256 rows");
   static_assert(kBK == 32 || kBK == 64 || kBK == 128, "BK is 32, 64 or 128");
-  static_assert(kStages >= 2 && kStages <= 8, "2 to 8 stages");
+  static_assert(kStages >= 2 && kStages <= 16, "2 to 16 stages");
   static_assert(kMmaM * kAcc <= 168, "at most 168 accumulator registers per thread");
   static_assert(!Cfg::kAMnMajor || kBK >= 32, "MN-major A needs k-rows for the swizzle");
   static_assert(!Cfg::kBMnMajor || kBN % 64 == 0, "MN-major B tiles are whole 64-column swizzle atoms");
