@@ -463,7 +463,8 @@ struct Handle::Impl {
     if (!take_guess) predicted_note += ", as " + to_string(guess.design) + " fitted to the waves";
     predicted_note += ")";
     if (take_guess && fitted)
-      predicted_also.emplace_back(with_dtype(fitted->design, problem.dtype), " (the prediction's design fitted to the waves)");
+      predicted_also.emplace_back(with_dtype(fitted->design, problem.dtype),
+                                  " (the prediction's design fitted to the waves)");
     return with_dtype(taken.design, problem.dtype);
   }
 
