@@ -25,6 +25,11 @@ using rlgemm::testing::run_rlgemm;
 using testing::TempDir;
 
 const std::string kModels = std::string(RLGEMM_SOURCE_DIR) + "/bench/models/";
+// The synthetic backend's GPU, two designs of its space and a tuned table's header, for the tables these tests write.
+const std::string kSyntheticGpu = "synthetic H100 (cost model)";
+const std::string kBigDesign = "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma";
+const std::string kTinyDesign = "sm80/16x64x64/w16x16/s2/swz/raster_m.g1/splitk1/epi_reg";
+const std::string kTableHeader = "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate,dtype\n";
 
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
@@ -153,16 +158,13 @@ TEST(TuneCli, ShapesStartFromThePredictorsGuesses) {
 // faster than the reference beyond its paired interval, and sends the others back to the floor.
 TEST(TuneCli, SeedTableRowsAreMeasuredAgainAndOnlyThoseThatHoldAreKept) {
   TempDir dir;
-  const std::string gpu = "synthetic H100 (cost model)";
-  const std::string big = "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma";
-  const std::string tiny = "sm80/16x64x64/w16x16/s2/swz/raster_m.g1/splitk1/epi_reg";
   {
     std::ofstream t(dir / "table.csv");
     t << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate,dtype\n"
-      << gpu << ",4096,4096,4096,tn," << big << ",100.0,1.05,,fp16\n"
-      << gpu << ",8192,8192,4096,tn," << tiny << ",900.0,1.02,,fp16\n"
-      << gpu << ",2048,2048,2048,tn," << big << ",20.0,1.10,,fp16\n"
-      << "NVIDIA H100 80GB HBM3,4096,4096,4096,tn," << tiny << ",50.0,2.0,,fp16\n";  // another GPU's row
+      << kSyntheticGpu << ",4096,4096,4096,tn," << kBigDesign << ",100.0,1.05,,fp16\n"
+      << kSyntheticGpu << ",8192,8192,4096,tn," << kTinyDesign << ",900.0,1.02,,fp16\n"
+      << kSyntheticGpu << ",2048,2048,2048,tn," << kBigDesign << ",20.0,1.10,,fp16\n"
+      << "NVIDIA H100 80GB HBM3,4096,4096,4096,tn," << kTinyDesign << ",50.0,2.0,,fp16\n";  // another GPU's row
     std::ofstream(dir / "shapes.csv") << "M,N,K\n4096,4096,4096\n8192,8192,4096\n1024,1024,1024\n";
   }
   const std::string db = (dir / "v.db").string();
@@ -179,7 +181,7 @@ TEST(TuneCli, SeedTableRowsAreMeasuredAgainAndOnlyThoseThatHoldAreKept) {
       const auto rows = store.measurements(id, {s, Layout::kTN}, TimingMode::kGraph);
       ASSERT_EQ(rows.size(), 1u) << s.to_string();  // the table's design, and nothing else
       EXPECT_EQ(rows[0].strategy, "table");
-      EXPECT_EQ(rows[0].design, s.m == 4096 ? big : tiny);
+      EXPECT_EQ(rows[0].design, s.m == 4096 ? kBigDesign : kTinyDesign);
       ASSERT_TRUE(rows[0].measurement.paired);
       if (rows[0].measurement.paired->better()) held.insert(s);
     }
@@ -198,10 +200,10 @@ TEST(TuneCli, SeedTableRowsAreMeasuredAgainAndOnlyThoseThatHoldAreKept) {
                  (dir / "table.csv").string());
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string text = read_text(out);
-  EXPECT_NE(text.find(gpu + ",4096,4096,4096,tn," + big + ","), std::string::npos) << text;
+  EXPECT_NE(text.find(kSyntheticGpu + ",4096,4096,4096,tn," + kBigDesign + ","), std::string::npos) << text;
   EXPECT_EQ(text.find("8192,8192,4096"), std::string::npos) << text;
   EXPECT_EQ(text.find("2048,2048,2048"), std::string::npos) << text;  // never measured: not claimed
-  EXPECT_NE(r.output.find(gpu + ": of the 3 rows of"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(kSyntheticGpu + ": of the 3 rows of"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("1 kept their design, 0 took another, 2 go back to the floor"), std::string::npos)
       << r.output;
   // --against may name the table --out replaces: it is read before the new one is written.
@@ -222,18 +224,19 @@ TEST(TuneCli, SeedTableRowsAreMeasuredAgainAndOnlyThoseThatHoldAreKept) {
   r = run_rlgemm("tuned-table --db " + db + " --db " + again_db + " --modes graph --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("1 problem(s) held in more than one database"), std::string::npos) << r.output;
-  EXPECT_NE(read_text(out).find(gpu + ",4096,4096,4096,tn," + big + ","), std::string::npos) << read_text(out);
+  EXPECT_NE(read_text(out).find(kSyntheticGpu + ",4096,4096,4096,tn," + kBigDesign + ","), std::string::npos)
+      << read_text(out);
   r = run_rlgemm("tuned-table --db " + db + " --db " + db + " --out " + out);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("twice"), std::string::npos) << r.output;
 
   // Bad input: a table with no row for the GPU being tuned, a mode named twice, a missing database.
   std::ofstream(dir / "other.csv") << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto\n"
-                                   << "NVIDIA H100 80GB HBM3,4096,4096,4096,tn," << big << ",100.0,1.05\n";
+                                   << "NVIDIA H100 80GB HBM3,4096,4096,4096,tn," << kBigDesign << ",100.0,1.05\n";
   r = run_rlgemm("tune --shapes 4096,4096,4096 --seed-table " + (dir / "other.csv").string() +
                  " --budget 1 --backend synthetic --in-process --db " + (dir / "o.db").string());
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("has no row for this GPU ('" + gpu + "')"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("has no row for this GPU ('" + kSyntheticGpu + "')"), std::string::npos) << r.output;
   r = run_rlgemm("tuned-table --db " + db + " --modes graph,graph --out " + out);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("twice"), std::string::npos) << r.output;
@@ -246,15 +249,13 @@ TEST(TuneCli, SeedTableRowsAreMeasuredAgainAndOnlyThoseThatHoldAreKept) {
 // both tables hold once; the budget left goes to the strategy.
 TEST(TuneCli, EverySeedTablesRowIsMeasuredFirstAndASharedDesignOnce) {
   TempDir dir;
-  const std::string gpu = "synthetic H100 (cost model)";
-  const std::string big = "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma";
-  const std::string tiny = "sm80/16x64x64/w16x16/s2/swz/raster_m.g1/splitk1/epi_reg";
-  const std::string head = "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate,dtype\n";
-  std::ofstream(dir / "a.csv") << head << gpu << ",4096,4096,4096,tn," << big << ",100.0,1.05,,fp16\n"
-                               << gpu << ",2048,2048,2048,tn," << big << ",20.0,1.10,,fp16\n";
-  std::ofstream(dir / "b.csv") << head << gpu << ",4096,4096,4096,tn," << tiny << ",900.0,1.02,,fp16\n"
-                               << gpu << ",2048,2048,2048,tn," << big << ",20.0,1.10,,fp16\n"
-                               << gpu << ",1024,1024,1024,tn," << tiny << ",9.0,1.01,,fp16\n";
+  std::ofstream(dir / "a.csv") << kTableHeader
+                               << kSyntheticGpu << ",4096,4096,4096,tn," << kBigDesign << ",100.0,1.05,,fp16\n"
+                               << kSyntheticGpu << ",2048,2048,2048,tn," << kBigDesign << ",20.0,1.10,,fp16\n";
+  std::ofstream(dir / "b.csv") << kTableHeader
+                               << kSyntheticGpu << ",4096,4096,4096,tn," << kTinyDesign << ",900.0,1.02,,fp16\n"
+                               << kSyntheticGpu << ",2048,2048,2048,tn," << kBigDesign << ",20.0,1.10,,fp16\n"
+                               << kSyntheticGpu << ",1024,1024,1024,tn," << kTinyDesign << ",9.0,1.01,,fp16\n";
   std::ofstream(dir / "shapes.csv") << "M,N,K\n4096,4096,4096\n2048,2048,2048\n";
   const std::string db = (dir / "t.db").string();
   auto r = run_rlgemm("tune --shapes " + (dir / "shapes.csv").string() + " --seed-table " +
@@ -273,12 +274,13 @@ TEST(TuneCli, EverySeedTablesRowIsMeasuredFirstAndASharedDesignOnce) {
       if (row.strategy == strategy) designs.insert(row.design);
     return designs;
   };
-  EXPECT_EQ(designs_of({4096, 4096, 4096}, "table"), (std::multiset<std::string>{big, tiny}));
-  EXPECT_EQ(designs_of({2048, 2048, 2048}, "table"), (std::multiset<std::string>{big}));
+  EXPECT_EQ(designs_of({4096, 4096, 4096}, "table"), (std::multiset<std::string>{kBigDesign, kTinyDesign}));
+  EXPECT_EQ(designs_of({2048, 2048, 2048}, "table"), (std::multiset<std::string>{kBigDesign}));
   EXPECT_EQ(store.measurements(id, {{2048, 2048, 2048}, Layout::kTN}, TimingMode::kGraph).size(), 2u);
 
   // Each table is checked: one without a row for this GPU is refused, whichever place it has.
-  std::ofstream(dir / "other.csv") << head << "NVIDIA H100 80GB HBM3,4096,4096,4096,tn," << big << ",100.0,1.05,,fp16\n";
+  std::ofstream(dir / "other.csv") << kTableHeader
+                                   << "NVIDIA H100 80GB HBM3,4096,4096,4096,tn," << kBigDesign << ",100.0,1.05,,fp16\n";
   r = run_rlgemm("tune --shapes 4096,4096,4096 --seed-table " + (dir / "a.csv").string() + " --seed-table " +
                  (dir / "other.csv").string() + " --budget 1 --backend synthetic --in-process --db " +
                  (dir / "o.db").string());
@@ -293,15 +295,12 @@ TEST(TuneCli, EverySeedTablesRowIsMeasuredFirstAndASharedDesignOnce) {
 // as "neighbor"; the budget left goes to the strategy.
 TEST(TuneCli, NeighborSeedsMeasureTheNearestRowsDesignsAfterTheShapesOwnRow) {
   TempDir dir;
-  const std::string gpu = "synthetic H100 (cost model)";
-  const std::string big = "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma";
   const std::string mid = "sm90.ws.pingpong/64x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg";
-  const std::string tiny = "sm80/16x64x64/w16x16/s2/swz/raster_m.g1/splitk1/epi_reg";
-  const std::string head = "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate,dtype\n";
-  std::ofstream(dir / "table.csv") << head << gpu << ",4096,4096,4096,tn," << big << ",100.0,1.05,,fp16\n"
-                                   << gpu << ",4096,4096,4096,tn," << mid << "/bf16,100.0,1.08,,bf16\n"
-                                   << gpu << ",4096,4096,2048,tn," << tiny << ",50.0,1.02,,fp16\n"
-                                   << gpu << ",64,64,64,tn," << big << ",5.0,1.30,,fp16\n";
+  std::ofstream(dir / "table.csv") << kTableHeader
+                                   << kSyntheticGpu << ",4096,4096,4096,tn," << kBigDesign << ",100.0,1.05,,fp16\n"
+                                   << kSyntheticGpu << ",4096,4096,4096,tn," << mid << "/bf16,100.0,1.08,,bf16\n"
+                                   << kSyntheticGpu << ",4096,4096,2048,tn," << kTinyDesign << ",50.0,1.02,,fp16\n"
+                                   << kSyntheticGpu << ",64,64,64,tn," << kBigDesign << ",5.0,1.30,,fp16\n";
   const std::string db = (dir / "n.db").string();
   auto r = run_rlgemm("tune --shapes 4096,4096,4096 --seed-table " + (dir / "table.csv").string() +
                       " --seed-neighbors " + (dir / "table.csv").string() +
@@ -323,7 +322,7 @@ TEST(TuneCli, NeighborSeedsMeasureTheNearestRowsDesignsAfterTheShapesOwnRow) {
     // The shape's own row (big), then its bf16 row as fp16 (mid, distance 0), then the row ln 2 away (tiny); the
     // 64^3 row's design is the shape's own and is not measured twice.
     EXPECT_EQ(first, (std::vector<std::pair<std::string, std::string>>{
-                         {"table", big}, {"neighbor", mid}, {"neighbor", tiny}}))
+                         {"table", kBigDesign}, {"neighbor", mid}, {"neighbor", kTinyDesign}}))
         << ::testing::PrintToString(got);
     EXPECT_NE(got[3].first, "neighbor");  // the fourth evaluation is the strategy's
   }
@@ -333,7 +332,8 @@ TEST(TuneCli, NeighborSeedsMeasureTheNearestRowsDesignsAfterTheShapesOwnRow) {
                  " --neighbors 0 --budget 1 --backend synthetic --in-process --db " + (dir / "z.db").string());
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--neighbors must be >= 1"), std::string::npos) << r.output;
-  std::ofstream(dir / "other.csv") << head << "NVIDIA H100 80GB HBM3,4096,4096,4096,tn," << big << ",100.0,1.05,,fp16\n";
+  std::ofstream(dir / "other.csv") << kTableHeader
+                                   << "NVIDIA H100 80GB HBM3,4096,4096,4096,tn," << kBigDesign << ",100.0,1.05,,fp16\n";
   r = run_rlgemm("tune --shapes 4096,4096,4096 --seed-neighbors " + (dir / "other.csv").string() +
                  " --budget 1 --backend synthetic --in-process --db " + (dir / "o.db").string());
   EXPECT_EQ(r.code, 2) << r.output;
@@ -346,18 +346,18 @@ TEST(TuneCli, NeighborSeedsMeasureTheNearestRowsDesignsAfterTheShapesOwnRow) {
 // not another GPU's) are measured in both modes, and the table is written only once every mode is complete.
 TEST(TuneCli, VerifyTunedTableScriptMeasuresEveryKernelRowBeforeWritingTheTable) {
   TempDir dir;
-  const std::string gpu = "synthetic H100 (cost model)";
-  const std::string big = "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma";
   {
     std::ofstream t(dir / "table.csv");
     t << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate,dtype\n"
-      << gpu << ",4096,4096,4096,tn," << big << ",100.0,1.05,,fp16\n"
-      << gpu << ",2048,2048,2048,tn," << big << ",20.0,,,fp16\n"        // no reference recorded: a kernel row
-      << gpu << ",1024,1024,1024,tn," << big << ",9.0,0.91,2,fp16\n"    // cuBLASLt serves it: not measured
-      << "NVIDIA H100 80GB HBM3,512,512,512,tn," << big << ",5.0,1.3,,fp16\n";
+      << kSyntheticGpu << ",4096,4096,4096,tn," << kBigDesign << ",100.0,1.05,,fp16\n"
+      // no reference recorded: a kernel row
+      << kSyntheticGpu << ",2048,2048,2048,tn," << kBigDesign << ",20.0,,,fp16\n"
+      // cuBLASLt serves it: not measured
+      << kSyntheticGpu << ",1024,1024,1024,tn," << kBigDesign << ",9.0,0.91,2,fp16\n"
+      << "NVIDIA H100 80GB HBM3,512,512,512,tn," << kBigDesign << ",5.0,1.3,,fp16\n";
   }
   const std::string script = std::string(RLGEMM_SOURCE_DIR) + "/scripts/verify-tuned-table";
-  const std::string env = "RLGEMM=" + rlgemm_binary() + " BACKEND=synthetic GPU_NAME='" + gpu + "' ";
+  const std::string env = "RLGEMM=" + rlgemm_binary() + " BACKEND=synthetic GPU_NAME='" + kSyntheticGpu + "' ";
   const std::string out = (dir / "v").string();
   // No time left: nothing is measured and no table is written (exit 4, to be run again).
   const std::string table = (dir / "table.csv").string();
@@ -451,12 +451,10 @@ TEST(TuneCli, TuneThenBenchScriptTunesEveryShardOnceAndWritesTheTable) {
 // where the retune does not cover them; an existing table is compared with (--against).
 TEST(TuneCli, TuneThenBenchScriptRetunesATableOnItsEvidence) {
   TempDir dir;
-  const std::string gpu = "synthetic H100 (cost model)";
-  const std::string big = "sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma";
   const std::string table_in = (dir / "table.csv").string();
   std::ofstream(table_in) << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto,cublaslt_candidate,dtype\n"
-                          << gpu << ",4096,4096,4096,tn," << big << ",100.0,1.05,,fp16\n"
-                          << gpu << ",8192,4096,4096,tn," << big << ",200.0,1.05,,fp16\n";
+                          << kSyntheticGpu << ",4096,4096,4096,tn," << kBigDesign << ",100.0,1.05,,fp16\n"
+                          << kSyntheticGpu << ",8192,4096,4096,tn," << kBigDesign << ",200.0,1.05,,fp16\n";
   // The earlier verification: 8192x4096x4096's row measured again, held.
   const std::string evidence = (dir / "verify.db").string();
   auto r = run_rlgemm("tune --shapes 8192,4096,4096 --seed-table " + table_in +
@@ -485,16 +483,17 @@ TEST(TuneCli, TuneThenBenchScriptRetunesATableOnItsEvidence) {
     Store store(dir / "t" / ("tune-" + std::to_string(shard) + ".db"));
     const int64_t id = store.gpu_id(SyntheticMeasurer().gpu());
     for (const auto& m : store.measurements(id, {{4096, 4096, 4096}, Layout::kTN}, TimingMode::kGraph))
-      seeded = seeded || (m.strategy == "table" && m.design == big);
+      seeded = seeded || (m.strategy == "table" && m.design == kBigDesign);
     for (const auto& m : store.measurements(id, {{1024, 1024, 1024}, Layout::kTN}, TimingMode::kGraph))
-      neighbor = neighbor || (m.strategy == "neighbor" && m.design == big);
+      neighbor = neighbor || (m.strategy == "neighbor" && m.design == kBigDesign);
   }
   EXPECT_TRUE(seeded);
   EXPECT_TRUE(neighbor);
   const std::string text = read_text(table_out);
-  EXPECT_NE(text.find(gpu + ",8192,4096,4096,tn," + big + ","), std::string::npos) << text;  // from the evidence
-  EXPECT_NE(text.find(gpu + ",4096,4096,4096,tn,"), std::string::npos) << text;               // from the retune
-  EXPECT_NE(r.output.find(gpu + ": of the 2 rows of " + table_out), std::string::npos) << r.output;
+  // One row from the evidence, one from the retune.
+  EXPECT_NE(text.find(kSyntheticGpu + ",8192,4096,4096,tn," + kBigDesign + ","), std::string::npos) << text;
+  EXPECT_NE(text.find(kSyntheticGpu + ",4096,4096,4096,tn,"), std::string::npos) << text;
+  EXPECT_NE(r.output.find(kSyntheticGpu + ": of the 2 rows of " + table_out), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(table_out + ".new"));
 
   // Bad input, before any work: evidence without a table, a missing database or table.
