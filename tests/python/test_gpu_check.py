@@ -1,8 +1,16 @@
 """scripts/gpu_check_results.py, scripts/gpu-check's reading of JUnit files: statuses and skip reasons from ctest
-and pytest, which tests the GPU pass runs again, and the summary. Standard library only."""
+and pytest, which tests the GPU pass runs again, and the summary; and scripts/gpu-check itself on a made-up ctest
+tree, cut and resumed. Standard library only."""
 import json
+import os
+import shutil
+import signal
+import subprocess
+import time
 
 import pytest
+
+from conftest import SCRIPTS_DIR
 
 
 CTEST_JUNIT = """<?xml version="1.0" encoding="UTF-8"?>
@@ -129,3 +137,72 @@ def test_gpu_check_merges_the_gpu_pass_split_over_gpus(results, tmp_path):
     assert {k: v[0] for k, v in got.items()} == {"A.One": "passed", "B.Two": "failed"}
     lines, failed = results.summary([str(tmp_path / "cpu.xml"), str(merged)], "G", "c", ["A.One", "B.Two"])
     assert failed and lines[-1] == "gpu-check: SUMMARY G, c: 2 tests, 1 passed, 1 failed, 0 skipped"
+
+
+# scripts/gpu-check end to end, on a made-up ctest tree in a copy of the scripts: A passes whole without a GPU, B
+# and C skip there ("needs a CUDA GPU") and pass when a device is visible. Each run of B or C adds a line to
+# runs.txt; C waits while the file `hold` exists, so a run can be cut while C runs.
+def _fake_checkout(tmp_path):
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    for name in ("gpu-check", "gpu_check_results.py"):
+        shutil.copy2(SCRIPTS_DIR / name, root / "scripts" / name)
+    build = root / "build"
+    build.mkdir()
+    runs, hold = tmp_path / "runs.txt", tmp_path / "hold"
+
+    def gpu_test(name, wait):
+        body = (f'[ -z "$CUDA_VISIBLE_DEVICES" ] && {{ echo needs a CUDA GPU; exit 0; }}; echo {name} >> {runs}; '
+                + (f'while [ -e {hold} ]; do sleep 0.1; done; ' if wait else "") + "echo ran on the GPU")
+        body = body.replace('"', '\\"')
+        return (f'add_test({name} "/bin/sh" "-c" "{body}")\n'
+                f'set_tests_properties({name} PROPERTIES SKIP_REGULAR_EXPRESSION "needs a CUDA GPU")\n')
+
+    (build / "CTestTestfile.cmake").write_text('add_test(T.A "/bin/sh" "-c" "echo fine")\n'
+                                               + gpu_test("T.B", False) + gpu_test("T.C", True))
+    return root, runs, hold
+
+
+def _gpu_check(root, *args, timeout=60):
+    env = dict(os.environ, PATH="/nonexistent-nvidia-smi:" + os.environ["PATH"])
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return subprocess.run([str(root / "scripts" / "gpu-check"), "--allow-no-gpu", "--jobs", "2", *args],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_gpu_check_keeps_a_cut_runs_results_and_resume_runs_only_the_rest(tmp_path):
+    if not shutil.which("ctest") or not shutil.which("flock"):
+        pytest.skip("needs ctest and flock")
+    root, runs, hold = _fake_checkout(tmp_path)
+    log, state = tmp_path / "gpu-tests.log", tmp_path / "state"
+    args = ["--log", str(log), "--state", str(state)]
+    # The first run is cut while C runs: B's result and output are kept, in the state folder and in the log.
+    hold.write_text("")
+    first = subprocess.Popen([str(root / "scripts" / "gpu-check"), "--allow-no-gpu", "--jobs", "2", *args],
+                             cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 60
+    while not (runs.exists() and "T.C" in runs.read_text()) and time.time() < deadline:
+        time.sleep(0.1)
+    assert runs.read_text().split() == ["T.B", "T.C"]
+    os.killpg(first.pid, signal.SIGTERM)
+    first.wait(timeout=30)
+    hold.unlink()
+    assert (state / "pass2" / "T.B.xml").exists() and not (state / "pass2" / "T.C.xml").exists()
+    text = log.read_text()
+    assert "-- GPU 0: T.B" in text and "SUMMARY" not in text
+    # Resumed with other arguments: refused, nothing run.
+    r = _gpu_check(root, *args, "--resume", "--only", "T.C")
+    assert r.returncode == 2 and "other arguments" in r.stderr
+    # Resumed: pass 1 is not run again, only C runs, and the summary covers A, B and C; the log keeps the first part.
+    r = _gpu_check(root, *args, "--resume")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert runs.read_text().split() == ["T.B", "T.C", "T.C"]
+    text = log.read_text()
+    assert "-- GPU 0: T.B" in text and "-- GPU 0: T.C" in text and "== pass 1: taken from the cut run" in text
+    assert text.strip().splitlines()[-1].endswith("3 tests, 3 passed, 0 failed, 0 skipped")
+    # A fresh run starts over (pass 1 and both GPU tests again); --resume without a state is refused.
+    r = _gpu_check(root, *args)
+    assert r.returncode == 0 and runs.read_text().split() == ["T.B", "T.C", "T.C", "T.B", "T.C"]
+    assert "taken from the cut run" not in log.read_text()
+    r = _gpu_check(root, "--log", str(log), "--state", str(tmp_path / "empty"), "--resume")
+    assert r.returncode == 2 and "no pass 1" in r.stderr
