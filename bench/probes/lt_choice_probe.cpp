@@ -255,6 +255,39 @@ std::string captured_kernel(const bench::Call& call, cudaStream_t stream) {
       api.cuFuncGetAttribute(&v, id, l.function);
       out += std::string(" ") + label + "=" + std::to_string(v);
     }
+    // The launch's own attributes, and how many of its clusters the GPU holds at once (cuOccupancyMaxActiveClusters
+    // with this launch's configuration) against how many it launches: a grid of exactly as many clusters as fit
+    // needs every cluster slot free when it starts.
+    unsigned cluster = 1;
+    for (const CUlaunchAttribute& a : l.attributes) {
+      if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+        const auto& d = a.value.clusterDim;
+        cluster = d.x * d.y * d.z;
+        out += " cluster " + std::to_string(d.x) + "x" + std::to_string(d.y) + "x" + std::to_string(d.z);
+      } else if (a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) {
+        out += " programmatic";
+      } else {
+        out += " attribute" + std::to_string(int(a.id));
+      }
+    }
+    CUlaunchConfig config{};
+    config.gridDimX = l.grid[0];
+    config.gridDimY = l.grid[1];
+    config.gridDimZ = l.grid[2];
+    config.blockDimX = l.block[0];
+    config.blockDimY = l.block[1];
+    config.blockDimZ = l.block[2];
+    config.sharedMemBytes = l.smem_bytes;
+    std::vector<CUlaunchAttribute> attributes = l.attributes;
+    config.attrs = attributes.data();
+    config.numAttrs = unsigned(attributes.size());
+    int fit = -1;
+    const bool known = api.cuOccupancyMaxActiveClusters &&
+                       api.cuOccupancyMaxActiveClusters(&fit, l.function, &config) == CUDA_SUCCESS;
+    const unsigned long long launched =
+        (unsigned long long)l.grid[0] * l.grid[1] * l.grid[2] / std::max(cluster, 1u);
+    out += " clusters " + std::to_string(launched) + " of " + (known ? std::to_string(fit) : std::string("?")) +
+           " resident";
     out += "]";
   }
   return out;
@@ -342,6 +375,31 @@ void check_offsets(const Problem& problem, const std::string& s, int repeat, int
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+// --kernels: each candidate's kernels, one line a candidate on stdout ("M,N,K candidate i: [...]"); a candidate
+// that does not launch says why.
+void list_kernels(const Problem& problem, const std::string& s, cublasLtHandle_t handle, cudaStream_t stream) {
+  const bench::LtProblem lt(problem);
+  const auto candidates = lt.candidates(handle);
+  const bench::ScratchOperands x(problem, stream);
+  DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
+  std::vector<bench::Subject> offered;
+  std::vector<std::pair<std::string, int>> labels;
+  add_first_candidates(lt, handle, candidates, int(candidates.size()), x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr, "",
+                       offered, labels);
+  for (size_t j = 0; j < offered.size(); ++j) {
+    std::string line;
+    try {
+      offered[j].call(stream);  // a first launch outside the capture, as every other probe mode makes it
+      RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+      line = captured_kernel(offered[j].call, stream);
+    } catch (const Error& e) {
+      line = std::string(" [does not run: ") + e.what() + "]";
+    }
+    std::printf("%s candidate %d:%s\n", s.c_str(), labels[j].second, line.c_str());
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -375,6 +433,9 @@ int main(int argc, char** argv) {
   bool workspace_check = false;
   app.add_flag("--workspace-check", workspace_check,
                "time each candidate with the whole workspace, with its own, and launched directly");
+  bool kernels = false;
+  app.add_flag("--kernels", kernels,
+               "list each candidate's kernels (configuration, attributes, clusters launched and resident); no timing");
   std::vector<Shape> shapes;
   if (const int status = probes::parse_command_line(app, argc, argv, shapes); status >= 0) return status;
   try {
@@ -382,10 +443,14 @@ int main(int argc, char** argv) {
     RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     cublasLtHandle_t handle = nullptr;
     if (cublasLtCreate(&handle) != CUBLAS_STATUS_SUCCESS) throw Error(ErrorKind::kRuntime, "cublasLtCreate failed");
-    std::printf("M,N,K,what,mode,candidate,time_us,min_us,max_us\n");
+    if (!kernels) std::printf("M,N,K,what,mode,candidate,time_us,min_us,max_us\n");
     for (const Shape& shape : shapes) {
       const Problem problem{shape, Layout::kTN, DType::kF16};
       const std::string s = std::to_string(shape.m) + "," + std::to_string(shape.n) + "," + std::to_string(shape.k);
+      if (kernels) {
+        list_kernels(problem, s, handle, stream);
+        continue;
+      }
       if (mix_check) {
         check_mix(problem, s, repeat, first_in_capture, handle, stream);
         continue;

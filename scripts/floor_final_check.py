@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""How the cuBLASLt floor's final held up in the harness: for every graph-mode row where the library served the
+floor and its final kept a challenger over the heuristic's first (candidate 0), the challenger's time in the
+harness (the `rlgemm` row) over candidate 0's in the same rounds (the `lt_heuristic` row), against the ratio the
+final measured at first use. Reads results CSVs of `rlgemm bench` run with --impl ...lt_heuristic...,rlgemm.
+
+    scripts/floor_final_check.py [--worst N] results.csv ...
+"""
+import argparse
+import csv
+import math
+import re
+import sys
+
+FINAL = re.compile(r"final: candidate (\d+) at ([\d./]+) of candidate 0's time by operand set; candidate (\d+) kept")
+
+
+def floor_served_in_graphs(detail):
+    """The floor served the row's graph calls: the detail names the floor, and a first-use check of a kernel, where
+    there was one, left CUDA graphs to cuBLASLt."""
+    if not detail.startswith("cublaslt floor"):
+        return False
+    check = detail.find("(measured on first use:")
+    return check < 0 or "CUDA graphs: cuBLASLt" in detail[check:]
+
+
+def kept_challengers(paths):
+    """(file, (M, N, K, dtype), kept candidate, final's ratios by operand set, harness ratio, speedup vs best vendor)
+    for every graph row whose floor final kept a challenger."""
+    out = []
+    for path in paths:
+        by = {}
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                if r.get("mode") == "graph" and r.get("correct", "1") == "1":
+                    by.setdefault((r["M"], r["N"], r["K"], r.get("dtype") or "fp16"), {})[r["impl"]] = r
+        for key, rows in by.items():
+            lib, first = rows.get("rlgemm"), rows.get("lt_heuristic")
+            if not lib or not first or not floor_served_in_graphs(lib["detail"]):
+                continue
+            m = FINAL.search(lib["detail"])
+            if not m or int(m[3]) == 0:
+                continue
+            ratios = [float(x) for x in m[2].split("/")]
+            harness = float(lib["time_us"]) / float(first["time_us"])
+            out.append((path, key, int(m[3]), ratios, harness, float(lib["speedup_vs_best_vendor"])))
+    return out
+
+
+def report(rows, worst=10):
+    lines = [f"{len(rows)} graph rows served by the floor whose final kept a challenger over candidate 0"]
+    if not rows:
+        return lines
+    bins = [(0.0, 0.95), (0.95, 0.97), (0.97, 0.98), (0.98, 0.99), (0.99, 1.01)]
+    lines.append("final's ratio (slowest operand set) | rows | harness: challenger / candidate 0, geometric mean | "
+                 "slower than candidate 0 | more than 3% slower")
+    for lo, hi in bins:
+        sel = [r for r in rows if lo <= max(r[3]) < hi]
+        if sel:
+            g = math.exp(sum(math.log(r[4]) for r in sel) / len(sel))
+            lines.append(f"[{lo:.2f}, {hi:.2f}) | {len(sel)} | {g:.3f} | {sum(r[4] > 1 for r in sel)} | "
+                         f"{sum(r[4] > 1.03 for r in sel)}")
+    g = math.exp(sum(math.log(r[4]) for r in rows) / len(rows))
+    lines.append(f"all | {len(rows)} | {g:.3f} | {sum(r[4] > 1 for r in rows)} | {sum(r[4] > 1.03 for r in rows)}")
+    lines.append("the largest reversals (file, shape, kept candidate, final's ratios, harness ratio, vs best vendor):")
+    for r in sorted(rows, key=lambda r: -r[4])[:worst]:
+        lines.append(f"  {r[0]} {','.join(r[1])} candidate {r[2]} final {'/'.join(f'{x:.3f}' for x in r[3])} "
+                     f"harness {r[4]:.3f} best-vendor {r[5]:.3f}")
+    return lines
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--worst", type=int, default=10, help="list this many of the largest reversals")
+    p.add_argument("files", nargs="+")
+    a = p.parse_args(argv)
+    print("\n".join(report(kept_challengers(a.files), a.worst)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

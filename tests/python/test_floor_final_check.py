@@ -1,0 +1,49 @@
+"""scripts/floor_final_check.py: which graph rows count (the floor served them and its final kept a challenger), the
+harness ratio it reads, and the report's bins."""
+import pytest
+
+HEADER = ("M,N,K,layout,impl,mode,time_us,tflops,speedup_vs_best_vendor,speedup_vs_lt_auto,correct,time_min_us,"
+          "time_max_us,samples,batch,detail,dtype\n")
+
+
+def row(shape, impl, mode, time_us, detail="", speedup=1.0):
+    return f"{shape},tn,{impl},{mode},{time_us},1,{speedup},1,1,{time_us},{time_us},9,1,\"{detail}\",fp16\n"
+
+
+def floor(kept, ratios, tail=""):
+    return ("cublaslt floor (timed on first use in CUDA graphs; on the caller's operands too: candidate 8 of 13; "
+            f"final: candidate 8 at {ratios} of candidate 0's time by operand set; candidate {kept} kept){tail}")
+
+
+@pytest.fixture(scope="module")
+def check(load_script):
+    return load_script("floor_final_check")
+
+
+def test_floor_final_check_reads_only_floor_rows_that_kept_a_challenger(check, tmp_path):
+    path = tmp_path / "run.csv"
+    path.write_text(
+        HEADER
+        # held: the challenger ran 0.9 of candidate 0's time in the harness
+        + row("1,2,3", "lt_heuristic", "graph", 10.0) + row("1,2,3", "rlgemm", "graph", 9.0, floor(8, "0.880/0.900/0.910"))
+        # reversed: 1.1
+        + row("4,5,6", "lt_heuristic", "graph", 10.0)
+        + row("4,5,6", "rlgemm", "graph", 11.0, floor(8, "0.960/0.970/0.975"), 0.9)
+        # candidate 0 kept: not counted
+        + row("7,8,9", "lt_heuristic", "graph", 10.0) + row("7,8,9", "rlgemm", "graph", 10.0, floor(0, "1.010/1.000/1.020"))
+        # a kernel served the graph calls: not counted
+        + row("2,2,2", "lt_heuristic", "graph", 10.0)
+        + row("2,2,2", "rlgemm", "graph", 8.0, floor(8, "0.900/0.900/0.900",
+                                                       " (measured on first use: eager calls: cuBLASLt; CUDA graphs: "
+                                                       "sm80/16x64x128/w16x16/s6 at 1.20x cuBLASLt)"))
+        # offline rows: not counted
+        + row("1,2,3", "lt_heuristic", "offline", 10.0) + row("1,2,3", "rlgemm", "offline", 20.0, floor(8, "0.9/0.9/0.9")))
+    rows = check.kept_challengers([str(path)])
+    got = {r[1][:3]: (r[2], r[3], round(r[4], 3)) for r in rows}
+    assert got == {("1", "2", "3"): (8, [0.88, 0.9, 0.91], 0.9), ("4", "5", "6"): (8, [0.96, 0.97, 0.975], 1.1)}
+    lines = check.report(rows)
+    assert lines[0].startswith("2 graph rows")
+    assert "[0.00, 0.95) | 1 | 0.900 | 0 | 0" in lines
+    assert "[0.97, 0.98) | 1 | 1.100 | 1 | 1" in lines
+    assert "all | 2 | 0.995 | 1 | 1" in lines
+    assert "4,5,6,fp16 candidate 8" in lines[-2]
