@@ -2,9 +2,13 @@
 """How the cuBLASLt floor's final held up in the harness: for every graph-mode row where the library served the
 floor and its final kept a challenger over the heuristic's first (candidate 0), the challenger's time in the
 harness (the `rlgemm` row) over candidate 0's in the same rounds (the `lt_heuristic` row), against the ratio the
-final measured at first use. Reads results CSVs of `rlgemm bench` run with --impl ...lt_heuristic...,rlgemm.
+final measured at first use. With --same-kernel, also how far apart the same cuBLASLt candidate ran in graphs where
+several subjects of one run ran it (lt_heuristic: candidate 0; lt_auto and lt_auto_graph: the candidate their detail
+names; rlgemm: the floor's kept candidate, where the floor served): the spread of identical kernels that a "best
+vendor call" over several subjects takes the fastest of. Reads results CSVs of `rlgemm bench` run with --impl
+...lt_heuristic...,rlgemm.
 
-    scripts/floor_final_check.py [--worst N] results.csv ...
+    scripts/floor_final_check.py [--worst N] [--same-kernel] results.csv ...
 """
 import argparse
 import csv
@@ -47,6 +51,54 @@ def kept_challengers(paths):
     return out
 
 
+AUTO = re.compile(r"^candidate (\d+) of \d+ timed")
+
+
+def same_kernel_groups(paths):
+    """(file, (M, N, K, dtype), candidate, [(time_us, impl), ...] fastest first) for every graph problem where at
+    least two subjects ran the same cuBLASLt candidate."""
+    out = []
+    for path in paths:
+        by = {}
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                if r.get("mode") == "graph" and r.get("correct", "1") == "1":
+                    by.setdefault((r["M"], r["N"], r["K"], r.get("dtype") or "fp16"), {})[r["impl"]] = r
+        for key, rows in by.items():
+            ran = {}
+            for impl, r in rows.items():
+                candidate = None
+                if impl == "lt_heuristic":
+                    candidate = 0
+                elif impl in ("lt_auto", "lt_auto_graph"):
+                    m = AUTO.match(r["detail"])
+                    candidate = int(m[1]) if m else None
+                elif impl == "rlgemm" and floor_served_in_graphs(r["detail"]):
+                    m = FINAL.search(r["detail"])
+                    candidate = int(m[3]) if m else None
+                if candidate is not None:
+                    ran.setdefault(candidate, []).append((float(r["time_us"]), impl))
+            for candidate, times in ran.items():
+                if len(times) >= 2:
+                    out.append((path, key, candidate, sorted(times)))
+    return out
+
+
+def same_kernel_report(groups, worst=10):
+    lines = [f"{len(groups)} graph problems where several subjects ran the same cuBLASLt candidate"]
+    if not groups:
+        return lines
+    spread = [g[3][-1][0] / g[3][0][0] for g in groups]
+    mean = math.exp(sum(math.log(x) for x in spread) / len(spread))
+    lines.append(f"slowest over fastest, geometric mean {mean:.4f}; above 1.03: {sum(x > 1.03 for x in spread)}; "
+                 f"above 1.05: {sum(x > 1.05 for x in spread)}")
+    lines.append("the widest (file, shape, candidate, slowest over fastest, times):")
+    for x, g in sorted(zip(spread, groups), key=lambda p: -p[0])[:worst]:
+        lines.append(f"  {g[0]} {','.join(g[1])} candidate {g[2]} {x:.3f} "
+                     + " ".join(f"{impl}={t:.1f}" for t, impl in g[3]))
+    return lines
+
+
 def report(rows, worst=10):
     lines = [f"{len(rows)} graph rows served by the floor whose final kept a challenger over candidate 0"]
     if not rows:
@@ -72,9 +124,12 @@ def report(rows, worst=10):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--worst", type=int, default=10, help="list this many of the largest reversals")
+    p.add_argument("--same-kernel", action="store_true", help="also the spread of the same candidate across subjects")
     p.add_argument("files", nargs="+")
     a = p.parse_args(argv)
     print("\n".join(report(kept_challengers(a.files), a.worst)))
+    if a.same_kernel:
+        print("\n".join(same_kernel_report(same_kernel_groups(a.files), a.worst)))
     return 0
 
 
