@@ -155,6 +155,39 @@ void check_placements(const Problem& problem, const std::string& s, int repeat, 
   RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+// --workspace-placements: every candidate timed side by side in CUDA graphs on one operand set with each of
+// `placements` workspaces allocated apart (a spacer allocation between two), `repeat` rounds. Whether a candidate's
+// time moves with where its workspace lies, as some move with their operands' (check_placements): the floor times
+// its choice on a scratch workspace and serves it on the handle's. Candidates that take no workspace are the
+// control. The label names the workspace and the bytes the candidate uses of it.
+void check_workspace_placements(const Problem& problem, const std::string& s, int repeat, int placements,
+                                cublasLtHandle_t handle, cudaStream_t stream) {
+  const bench::LtProblem lt(problem);
+  const auto candidates = lt.candidates(handle);
+  const bench::ScratchOperands x(problem, stream);
+  std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> spaces, spacers;
+  for (int p = 0; p < placements; ++p) {
+    spaces.push_back(std::make_unique<DeviceScratch<unsigned char>>(bench::kLtWorkspaceBytes));
+    spacers.push_back(std::make_unique<DeviceScratch<unsigned char>>(bench::kLtWorkspaceBytes + (size_t(p) << 20)));
+    std::fprintf(stderr, "%s workspace %d at %p\n", s.c_str(), p, static_cast<void*>(spaces.back()->ptr));
+  }
+  std::vector<bench::Subject> subjects;
+  std::vector<std::pair<std::string, int>> labels;  // "workspace-p-<bytes>", candidate
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    const size_t bytes = candidates[i].workspaceSize;
+    for (int p = 0; p < placements; ++p) {
+      void* workspace = spaces[size_t(p)]->ptr;
+      subjects.push_back({[&, i, workspace, bytes](cudaStream_t st) {
+                            lt.launch(handle, candidates[i].algo, x.a.ptr, x.b.ptr, x.c.ptr, workspace, bytes, st);
+                          }, {}, "candidate " + std::to_string(i) + " workspace " + std::to_string(p)});
+      labels.emplace_back("workspace-" + std::to_string(p) + "-" + std::to_string(bytes), int(i));
+    }
+  }
+  time_rounds(s, subjects, labels, bench::Mode::kGraph, repeat, 6000, stream);
+  RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 // Appends the first `count` runnable candidates, each with its own workspace size, on operands a, b, c, labelled
 // `what`.
 void add_first_candidates(const bench::LtProblem& lt, cublasLtHandle_t handle,
@@ -433,6 +466,10 @@ int main(int argc, char** argv) {
   bool workspace_check = false;
   app.add_flag("--workspace-check", workspace_check,
                "time each candidate with the whole workspace, with its own, and launched directly");
+  int workspace_placements = 0;
+  app.add_option("--workspace-placements", workspace_placements,
+                 "time each candidate with this many workspaces allocated apart, on one operand set")
+      ->check(CLI::PositiveNumber);
   bool kernels = false;
   app.add_flag("--kernels", kernels,
                "list each candidate's kernels (configuration, attributes, clusters launched and resident); no timing");
@@ -465,6 +502,10 @@ int main(int argc, char** argv) {
       }
       if (placements > 0) {
         check_placements(problem, s, repeat, placements, handle, stream);
+        continue;
+      }
+      if (workspace_placements > 0) {
+        check_workspace_placements(problem, s, repeat, workspace_placements, handle, stream);
         continue;
       }
       if (workspace_check) {
