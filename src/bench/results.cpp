@@ -578,7 +578,7 @@ nlohmann::json summary_json(const std::vector<SummaryGroup>& groups) {
   return summary;
 }
 
-const char* const kFairnessHeader = "mode,with_rlgemm,shapes,geomean_twin_over_auto,max_abs_dev";
+const char* const kFairnessHeader = "mode,with_rlgemm,shapes,geomean_twin_over_auto,max_abs_dev,apart_3pct";
 
 std::vector<FairnessRow> fairness(const std::vector<Row>& rows) {
   const bool with_rlgemm = std::any_of(rows.begin(), rows.end(), [](const Row& r) {
@@ -602,6 +602,7 @@ std::vector<FairnessRow> fairness(const std::vector<Row>& rows) {
       const double ratio = times.second / times.first;
       log_sum += std::log(ratio);
       max_dev = std::max(max_dev, std::fabs(ratio - 1));
+      if (std::fabs(ratio - 1) > kTwinApart) ++f.apart;
       ++f.shapes;
     }
     if (f.shapes) {
@@ -615,7 +616,7 @@ std::vector<FairnessRow> fairness(const std::vector<Row>& rows) {
 
 void write_fairness_row(std::ostream& out, const FairnessRow& f) {
   out << to_string(f.mode) << ',' << (f.with_rlgemm ? 1 : 0) << ',' << f.shapes << ','
-      << number(f.geomean_twin_over_auto, "%.4f") << ',' << number(f.max_abs_dev, "%.4f") << '\n';
+      << number(f.geomean_twin_over_auto, "%.4f") << ',' << number(f.max_abs_dev, "%.4f") << ',' << f.apart << '\n';
 }
 
 }  // namespace rlgemm::bench

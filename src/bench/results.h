@@ -141,9 +141,13 @@ struct FairnessRow {
   int shapes = 0;            // problems with both rows correct
   double geomean_twin_over_auto = NAN;  // geometric mean of lt_twin time / lt_auto time
   double max_abs_dev = NAN;             // max over problems of |ratio - 1|
+  // Problems where the two, the same kernel, ran more than kTwinApart apart: how often a run's identical kernels
+  // differ by that much, the spread a "best vendor call" over several subjects takes the fastest of.
+  int apart = 0;
 };
+inline constexpr double kTwinApart = 0.03;
 std::vector<FairnessRow> fairness(const std::vector<Row>& rows);
-extern const char* const kFairnessHeader;  // mode,with_rlgemm,shapes,geomean_twin_over_auto,max_abs_dev
+extern const char* const kFairnessHeader;  // mode,with_rlgemm,shapes,geomean_twin_over_auto,max_abs_dev,apart_3pct
 void write_fairness_row(std::ostream& out, const FairnessRow& row);
 void print_summary(std::ostream& out, const std::vector<SummaryGroup>& groups);
 // The summary as recorded in a run's JSON.

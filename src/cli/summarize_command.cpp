@@ -202,7 +202,7 @@ const CommandRegistration registration("summarize", [](CLI::App& app) -> std::fu
       ->check(CLI::ExistingFile);
   cmd->add_option("--fairness", args->fairness,
                   "write the fairness control of runs made with bench --control: per file and mode, the geometric "
-                  "mean of lt_twin / lt_auto (mode,with_rlgemm,shapes,geomean_twin_over_auto,max_abs_dev)");
+                  "mean of lt_twin / lt_auto, the largest deviation and how many problems the two ran more than 3% apart (mode,with_rlgemm,shapes,geomean_twin_over_auto,max_abs_dev,apart_3pct)");
   return [args] { return run(*args); };
 });
 

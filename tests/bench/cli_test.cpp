@@ -170,7 +170,7 @@ TEST(BenchCliGpu, ControlMeasuresTheTwinBesideLtAuto) {
                               (std::filesystem::temp_directory_path() / "rlgemm_cli_fairness.csv").string());
   ASSERT_EQ(f.code, 0) << f.output;
   const std::string fair = read_text(std::filesystem::temp_directory_path() / "rlgemm_cli_fairness.csv");
-  EXPECT_EQ(fair.rfind("mode,with_rlgemm,shapes,geomean_twin_over_auto,max_abs_dev\noffline,0,1,", 0), 0u) << fair;
+  EXPECT_EQ(fair.rfind("mode,with_rlgemm,shapes,geomean_twin_over_auto,max_abs_dev,apart_3pct\noffline,0,1,", 0), 0u) << fair;
 }
 
 TEST(BenchCliGpu, OutOfDeviceMemoryStopsCleanlyAndSaysSo) {

@@ -261,12 +261,14 @@ TEST(Results, FairnessComparesTheTwinWithLtAutoPerMode) {
   EXPECT_FALSE(f[0].with_rlgemm);
   EXPECT_NEAR(f[0].geomean_twin_over_auto, std::pow(1.02 * 0.98 * 1.0 * 1.05, 0.25), 1e-12);
   EXPECT_NEAR(f[0].max_abs_dev, 0.05, 1e-12);
+  EXPECT_EQ(f[0].apart, 1);  // 1.05 only: 1.02 and 0.98 are within kTwinApart
   rows.push_back(make_row({64, 64, 64}, "rlgemm", 5, 2.0));
   f = fairness(rows);
   EXPECT_TRUE(f[0].with_rlgemm);
   std::ostringstream out;
   write_fairness_row(out, f[0]);
   EXPECT_EQ(out.str().rfind("offline,1,4,", 0), 0u) << out.str();
+  EXPECT_EQ(out.str().substr(out.str().rfind(',')), ",1\n") << out.str();
 }
 
 TEST(Results, BestOfDesignsKeepsTheFastestCorrectDesignPerProblem) {
