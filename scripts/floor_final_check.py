@@ -28,10 +28,8 @@ def floor_served_in_graphs(detail):
     return check < 0 or "CUDA graphs: cuBLASLt" in detail[check:]
 
 
-def kept_challengers(paths):
-    """(file, (M, N, K, dtype), kept candidate, final's ratios by operand set, harness ratio, speedup vs best vendor)
-    for every graph row whose floor final kept a challenger."""
-    out = []
+def graph_problems(paths):
+    """(file, (M, N, K, dtype), {impl: row}) for every problem of the files, from their correct graph rows."""
     for path in paths:
         by = {}
         with open(path, newline="") as f:
@@ -39,15 +37,23 @@ def kept_challengers(paths):
                 if r.get("mode") == "graph" and r.get("correct", "1") == "1":
                     by.setdefault((r["M"], r["N"], r["K"], r.get("dtype") or "fp16"), {})[r["impl"]] = r
         for key, rows in by.items():
-            lib, first = rows.get("rlgemm"), rows.get("lt_heuristic")
-            if not lib or not first or not floor_served_in_graphs(lib["detail"]):
-                continue
-            m = FINAL.search(lib["detail"])
-            if not m or int(m[3]) == 0:
-                continue
-            ratios = [float(x) for x in m[2].split("/")]
-            harness = float(lib["time_us"]) / float(first["time_us"])
-            out.append((path, key, int(m[3]), ratios, harness, float(lib["speedup_vs_best_vendor"])))
+            yield path, key, rows
+
+
+def kept_challengers(paths):
+    """(file, (M, N, K, dtype), kept candidate, final's ratios by operand set, harness ratio, speedup vs best vendor)
+    for every graph row whose floor final kept a challenger."""
+    out = []
+    for path, key, rows in graph_problems(paths):
+        lib, first = rows.get("rlgemm"), rows.get("lt_heuristic")
+        if not lib or not first or not floor_served_in_graphs(lib["detail"]):
+            continue
+        m = FINAL.search(lib["detail"])
+        if not m or int(m[3]) == 0:
+            continue
+        ratios = [float(x) for x in m[2].split("/")]
+        harness = float(lib["time_us"]) / float(first["time_us"])
+        out.append((path, key, int(m[3]), ratios, harness, float(lib["speedup_vs_best_vendor"])))
     return out
 
 
@@ -58,29 +64,23 @@ def same_kernel_groups(paths):
     """(file, (M, N, K, dtype), candidate, [(time_us, impl), ...] fastest first) for every graph problem where at
     least two subjects ran the same cuBLASLt candidate."""
     out = []
-    for path in paths:
-        by = {}
-        with open(path, newline="") as f:
-            for r in csv.DictReader(f):
-                if r.get("mode") == "graph" and r.get("correct", "1") == "1":
-                    by.setdefault((r["M"], r["N"], r["K"], r.get("dtype") or "fp16"), {})[r["impl"]] = r
-        for key, rows in by.items():
-            ran = {}
-            for impl, r in rows.items():
-                candidate = None
-                if impl == "lt_heuristic":
-                    candidate = 0
-                elif impl in ("lt_auto", "lt_auto_graph"):
-                    m = AUTO.match(r["detail"])
-                    candidate = int(m[1]) if m else None
-                elif impl == "rlgemm" and floor_served_in_graphs(r["detail"]):
-                    m = FINAL.search(r["detail"])
-                    candidate = int(m[3]) if m else None
-                if candidate is not None:
-                    ran.setdefault(candidate, []).append((float(r["time_us"]), impl))
-            for candidate, times in ran.items():
-                if len(times) >= 2:
-                    out.append((path, key, candidate, sorted(times)))
+    for path, key, rows in graph_problems(paths):
+        ran = {}
+        for impl, r in rows.items():
+            candidate = None
+            if impl == "lt_heuristic":
+                candidate = 0
+            elif impl in ("lt_auto", "lt_auto_graph"):
+                m = AUTO.match(r["detail"])
+                candidate = int(m[1]) if m else None
+            elif impl == "rlgemm" and floor_served_in_graphs(r["detail"]):
+                m = FINAL.search(r["detail"])
+                candidate = int(m[3]) if m else None
+            if candidate is not None:
+                ran.setdefault(candidate, []).append((float(r["time_us"]), impl))
+        for candidate, times in ran.items():
+            if len(times) >= 2:
+                out.append((path, key, candidate, sorted(times)))
     return out
 
 

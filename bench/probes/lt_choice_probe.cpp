@@ -207,6 +207,22 @@ void add_first_candidates(const bench::LtProblem& lt, cublasLtHandle_t handle,
   }
 }
 
+// Every candidate of `problem` on one set of scratch operands and one workspace, each with its own workspace size:
+// the subjects (`offered`) and their labels ("", candidate).
+struct EveryCandidate {
+  EveryCandidate(const Problem& problem, cublasLtHandle_t handle, cudaStream_t stream)
+      : lt(problem), candidates(lt.candidates(handle)), x(problem, stream), workspace(bench::kLtWorkspaceBytes) {
+    add_first_candidates(lt, handle, candidates, int(candidates.size()), x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr, "",
+                         offered, labels);
+  }
+  const bench::LtProblem lt;
+  const std::vector<cublasLtMatmulHeuristicResult_t> candidates;
+  const bench::ScratchOperands x;
+  DeviceScratch<unsigned char> workspace;
+  std::vector<bench::Subject> offered;
+  std::vector<std::pair<std::string, int>> labels;
+};
+
 // A, B and C of `problem`, each at the start of an allocation `pad` bytes larger than it, filled with random values.
 std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> padded_operands(const Problem& problem, size_t pad,
                                                                            cudaStream_t stream) {
@@ -332,14 +348,9 @@ std::string captured_kernel(const bench::Call& call, cudaStream_t stream) {
 // which other kernels run between its replays.
 void check_mix(const Problem& problem, const std::string& s, int repeat, bool first_in_capture, cublasLtHandle_t handle,
                cudaStream_t stream) {
-  const bench::LtProblem lt(problem);
-  const auto candidates = lt.candidates(handle);
-  const bench::ScratchOperands x(problem, stream);
-  DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
-  std::vector<bench::Subject> offered;
-  std::vector<std::pair<std::string, int>> offered_labels;
-  add_first_candidates(lt, handle, candidates, int(candidates.size()), x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr, "",
-                       offered, offered_labels);
+  const EveryCandidate candidates(problem, handle, stream);
+  const std::vector<bench::Subject>& offered = candidates.offered;
+  const std::vector<std::pair<std::string, int>>& offered_labels = candidates.labels;
   std::vector<bench::Subject> all;  // those that run, with their candidate numbers
   std::vector<int> index;
   for (size_t j = 0; j < offered.size(); ++j) {
@@ -411,14 +422,9 @@ void check_offsets(const Problem& problem, const std::string& s, int repeat, int
 // --kernels: each candidate's kernels, one line a candidate on stdout ("M,N,K candidate i: [...]"); a candidate
 // that does not launch says why.
 void list_kernels(const Problem& problem, const std::string& s, cublasLtHandle_t handle, cudaStream_t stream) {
-  const bench::LtProblem lt(problem);
-  const auto candidates = lt.candidates(handle);
-  const bench::ScratchOperands x(problem, stream);
-  DeviceScratch<unsigned char> workspace(bench::kLtWorkspaceBytes);
-  std::vector<bench::Subject> offered;
-  std::vector<std::pair<std::string, int>> labels;
-  add_first_candidates(lt, handle, candidates, int(candidates.size()), x.a.ptr, x.b.ptr, x.c.ptr, workspace.ptr, "",
-                       offered, labels);
+  const EveryCandidate every(problem, handle, stream);
+  const std::vector<bench::Subject>& offered = every.offered;
+  const std::vector<std::pair<std::string, int>>& labels = every.labels;
   for (size_t j = 0; j < offered.size(); ++j) {
     std::string line;
     try {
