@@ -141,7 +141,8 @@ def test_gpu_check_merges_the_gpu_pass_split_over_gpus(results, tmp_path):
 
 # scripts/gpu-check end to end, on a made-up ctest tree in a copy of the scripts: A passes whole without a GPU, B
 # and C skip there ("needs a CUDA GPU") and pass when a device is visible. Each run of B or C adds a line to
-# runs.txt; C waits while the file `hold` exists, so a run can be cut while C runs.
+# runs.txt; C waits while the file `hold` exists, so a run can be cut while C runs. C's name holds slashes, as a
+# parameterized GoogleTest's does.
 def _fake_checkout(tmp_path):
     root = tmp_path / "checkout"
     (root / "scripts").mkdir(parents=True)
@@ -151,15 +152,15 @@ def _fake_checkout(tmp_path):
     build.mkdir()
     runs, hold = tmp_path / "runs.txt", tmp_path / "hold"
 
-    def gpu_test(name, wait):
-        body = (f'[ -z "$CUDA_VISIBLE_DEVICES" ] && {{ echo needs a CUDA GPU; exit 0; }}; echo {name} >> {runs}; '
+    def gpu_test(name, token, wait):
+        body = (f'[ -z "$CUDA_VISIBLE_DEVICES" ] && {{ echo needs a CUDA GPU; exit 0; }}; echo {token} >> {runs}; '
                 + (f'while [ -e {hold} ]; do sleep 0.1; done; ' if wait else "") + "echo ran on the GPU")
         body = body.replace('"', '\\"')
         return (f'add_test({name} "/bin/sh" "-c" "{body}")\n'
                 f'set_tests_properties({name} PROPERTIES SKIP_REGULAR_EXPRESSION "needs a CUDA GPU")\n')
 
     (build / "CTestTestfile.cmake").write_text('add_test(T.A "/bin/sh" "-c" "echo fine")\n'
-                                               + gpu_test("T.B", False) + gpu_test("T.C", True))
+                                               + gpu_test("T.B", "T.B", False) + gpu_test("P/T.C/0", "T.C", True))
     return root, runs, hold
 
 
@@ -187,18 +188,19 @@ def test_gpu_check_keeps_a_cut_runs_results_and_resume_runs_only_the_rest(tmp_pa
     os.killpg(first.pid, signal.SIGTERM)
     first.wait(timeout=30)
     hold.unlink()
-    assert (state / "pass2" / "T.B.xml").exists() and not (state / "pass2" / "T.C.xml").exists()
+    kept = sorted(p.name for p in (state / "pass2").glob("*.xml"))
+    assert len(kept) == 1 and "T.B" in (state / "pass2" / kept[0]).read_text()
     text = log.read_text()
     assert "-- GPU 0: T.B" in text and "SUMMARY" not in text
     # Resumed with other arguments: refused, nothing run.
-    r = _gpu_check(root, *args, "--resume", "--only", "T.C")
+    r = _gpu_check(root, *args, "--resume", "--only", "T.B")
     assert r.returncode == 2 and "other arguments" in r.stderr
     # Resumed: pass 1 is not run again, only C runs, and the summary covers A, B and C; the log keeps the first part.
     r = _gpu_check(root, *args, "--resume")
     assert r.returncode == 0, r.stdout + r.stderr
     assert runs.read_text().split() == ["T.B", "T.C", "T.C"]
     text = log.read_text()
-    assert "-- GPU 0: T.B" in text and "-- GPU 0: T.C" in text and "== pass 1: taken from the cut run" in text
+    assert "-- GPU 0: T.B" in text and "-- GPU 0: P/T.C/0" in text and "== pass 1: taken from the cut run" in text
     assert text.strip().splitlines()[-1].endswith("3 tests, 3 passed, 0 failed, 0 skipped")
     # A fresh run starts over (pass 1 and both GPU tests again); --resume without a state is refused.
     r = _gpu_check(root, *args)
