@@ -208,3 +208,24 @@ def test_gpu_check_keeps_a_cut_runs_results_and_resume_runs_only_the_rest(tmp_pa
     assert "taken from the cut run" not in log.read_text()
     r = _gpu_check(root, "--log", str(log), "--state", str(tmp_path / "empty"), "--resume")
     assert r.returncode == 2 and "no pass 1" in r.stderr
+
+
+def test_gpu_check_shares_the_gpu_pass_among_gpus_each_test_once_and_python_first(tmp_path):
+    if not shutil.which("ctest") or not shutil.which("flock"):
+        pytest.skip("needs ctest and flock")
+    root, runs, hold = _fake_checkout(tmp_path)
+    build = root / "build" / "CTestTestfile.cmake"
+    extra = "".join(
+        f'add_test({name} "/bin/sh" "-c" "[ -z \\"$CUDA_VISIBLE_DEVICES\\" ] && {{ echo needs a CUDA GPU; exit 0; }}; '
+        f'echo {name}:$CUDA_VISIBLE_DEVICES >> {runs}")\n'
+        f'set_tests_properties({name} PROPERTIES SKIP_REGULAR_EXPRESSION "needs a CUDA GPU")\n'
+        for name in ("T.D", "T.E", "T.F", "python.pytest"))
+    build.write_text(build.read_text() + extra)
+    state = tmp_path / "state"
+    r = _gpu_check(root, "--gpus", "2", "--log", str(tmp_path / "log"), "--state", str(state))
+    assert r.returncode == 0, r.stdout + r.stderr
+    ran = [line.split(":")[0] for line in runs.read_text().split()]
+    assert sorted(ran) == ["T.B", "T.C", "T.D", "T.E", "T.F", "python.pytest"]
+    assert (state / "pass2.list").read_text().split()[0] == "python.pytest"
+    assert {line.split(":")[1] for line in runs.read_text().split() if ":" in line} <= {"0", "1"}
+    assert "7 tests, 7 passed, 0 failed, 0 skipped" in r.stdout.strip().splitlines()[-2]
