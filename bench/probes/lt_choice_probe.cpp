@@ -327,7 +327,10 @@ std::string captured_kernel(const bench::Call& call, cudaStream_t stream) {
     config.blockDimY = l.block[1];
     config.blockDimZ = l.block[2];
     config.sharedMemBytes = l.smem_bytes;
-    std::vector<CUlaunchAttribute> attributes = l.attributes;
+    std::vector<CUlaunchAttribute> attributes;  // the cluster's shape and scheduling: what the occupancy query reads
+    for (const CUlaunchAttribute& a : l.attributes)
+      if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION || a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE)
+        attributes.push_back(a);
     config.attrs = attributes.data();
     config.numAttrs = unsigned(attributes.size());
     int fit = -1;
