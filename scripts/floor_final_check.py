@@ -3,10 +3,10 @@
 floor and its final kept a challenger over the heuristic's first (candidate 0), the challenger's time in the
 harness (the `rlgemm` row) over candidate 0's in the same rounds (the `lt_heuristic` row), against the ratio the
 final measured at first use. With --same-kernel, also how far apart the same cuBLASLt candidate ran in graphs where
-several subjects of one run ran it (lt_heuristic: candidate 0; lt_auto and lt_auto_graph: the candidate their detail
-names; rlgemm: the floor's kept candidate, where the floor served): the spread of identical kernels that a "best
-vendor call" over several subjects takes the fastest of. Reads results CSVs of `rlgemm bench` run with --impl
-...lt_heuristic...,rlgemm.
+several subjects of one run ran it (lt_heuristic: candidate 0; lt_auto, lt_auto_graph and the control twin lt_twin:
+the candidate their detail names; rlgemm and rlgemm_nearest: the floor's kept candidate, where the floor served):
+the spread of identical kernels that a "best vendor call" over several subjects takes the fastest of. Reads results
+CSVs of `rlgemm bench` run with --impl ...lt_heuristic...,rlgemm.
 
     scripts/floor_final_check.py [--worst N] [--same-kernel] results.csv ...
 """
@@ -58,6 +58,7 @@ def kept_challengers(paths):
 
 
 AUTO = re.compile(r"^candidate (\d+) of \d+ timed")
+TWIN = re.compile(r"^lt_auto's algorithm \(candidate (\d+) of \d+ timed")
 
 
 def same_kernel_groups(paths):
@@ -70,10 +71,10 @@ def same_kernel_groups(paths):
             candidate = None
             if impl == "lt_heuristic":
                 candidate = 0
-            elif impl in ("lt_auto", "lt_auto_graph"):
-                m = AUTO.match(r["detail"])
+            elif impl in ("lt_auto", "lt_auto_graph", "lt_twin"):
+                m = (TWIN if impl == "lt_twin" else AUTO).match(r["detail"])
                 candidate = int(m[1]) if m else None
-            elif impl == "rlgemm" and floor_served_in_graphs(r["detail"]):
+            elif impl in ("rlgemm", "rlgemm_nearest") and floor_served_in_graphs(r["detail"]):
                 m = FINAL.search(r["detail"])
                 candidate = int(m[3]) if m else None
             if candidate is not None:

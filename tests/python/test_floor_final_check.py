@@ -57,15 +57,16 @@ def test_floor_final_check_groups_the_subjects_that_ran_the_same_candidate(check
         + row("1,2,3", "lt_auto", "graph", 11.0, "candidate 0 of 8 timed")
         + row("1,2,3", "lt_auto_graph", "graph", 9.0, "candidate 3 of 8 timed in graph mode")
         + row("1,2,3", "rlgemm", "graph", 9.5, floor(3, "0.900/0.900/0.900"))
+        + row("1,2,3", "lt_twin", "graph", 10.5, "lt_auto's algorithm (candidate 0 of 8 timed)")
         + row("1,2,3", "cublas_tn", "graph", 8.0)                               # not a cuBLASLt candidate
         + row("4,5,6", "lt_heuristic", "graph", 10.0)
         + row("4,5,6", "lt_auto", "graph", 10.0, "candidate 1 of 8 timed")      # alone with its candidate
         + row("4,5,6", "lt_heuristic", "offline", 10.0) + row("4,5,6", "lt_auto", "offline", 20.0, "candidate 0 of 8 timed"))
     groups = check.same_kernel_groups([str(path)])
     got = {(g[1][:3], g[2]): g[3] for g in groups}
-    assert got == {(("1", "2", "3"), 0): [(10.0, "lt_heuristic"), (11.0, "lt_auto")],
+    assert got == {(("1", "2", "3"), 0): [(10.0, "lt_heuristic"), (10.5, "lt_twin"), (11.0, "lt_auto")],
                    (("1", "2", "3"), 3): [(9.0, "lt_auto_graph"), (9.5, "rlgemm")]}
     lines = check.same_kernel_report(groups)
     assert lines[0].startswith("2 graph problems")
     assert "above 1.03: 2; above 1.05: 2" in lines[1]
-    assert "candidate 0 1.100 lt_heuristic=10.0 lt_auto=11.0" in lines[3]
+    assert "candidate 0 1.100 lt_heuristic=10.0 lt_twin=10.5 lt_auto=11.0" in lines[3]
