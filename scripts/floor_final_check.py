@@ -128,9 +128,14 @@ def main(argv=None):
     p.add_argument("--same-kernel", action="store_true", help="also the spread of the same candidate across subjects")
     p.add_argument("files", nargs="+")
     a = p.parse_args(argv)
-    print("\n".join(report(kept_challengers(a.files), a.worst)))
-    if a.same_kernel:
-        print("\n".join(same_kernel_report(same_kernel_groups(a.files), a.worst)))
+    try:
+        lines = report(kept_challengers(a.files), a.worst)
+        if a.same_kernel:
+            lines += same_kernel_report(same_kernel_groups(a.files), a.worst)
+    except (OSError, KeyError, ValueError) as e:
+        print(f"floor_final_check: {e.__class__.__name__}: {e} (give results CSVs of rlgemm bench)", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
     return 0
 
 

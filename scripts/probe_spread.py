@@ -60,7 +60,12 @@ def main(argv=None):
     p.add_argument("--above", type=float, default=1.03, help="list candidates whose every round moved more than this")
     p.add_argument("files", nargs="+")
     a = p.parse_args(argv)
-    print("\n".join(report(spreads(a.files), a.above)))
+    try:
+        lines = report(spreads(a.files), a.above)
+    except (OSError, KeyError, ValueError) as e:
+        print(f"probe_spread: {e.__class__.__name__}: {e} (give CSVs of lt_choice_probe)", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
     return 0
 
 

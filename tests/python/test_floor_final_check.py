@@ -70,3 +70,16 @@ def test_floor_final_check_groups_the_subjects_that_ran_the_same_candidate(check
     assert lines[0].startswith("2 graph problems")
     assert "above 1.03: 2; above 1.05: 2" in lines[1]
     assert "candidate 0 1.100 lt_heuristic=10.0 lt_twin=10.5 lt_auto=11.0" in lines[3]
+
+
+def test_floor_final_check_refuses_a_missing_file_or_another_csv(check, tmp_path, capsys):
+    assert check.main([str(tmp_path / "none.csv")]) == 2
+    assert "none.csv" in capsys.readouterr().err
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    assert check.main(["--same-kernel", str(other)]) == 0  # no graph rows: nothing to report, said so
+    assert capsys.readouterr().out.startswith("0 graph rows")
+    broken = tmp_path / "broken.csv"
+    broken.write_text("M,N,K,mode,impl\n1,2,3,graph,rlgemm\n1,2,3,graph,lt_heuristic\n")  # rows without a detail
+    assert check.main([str(broken)]) == 2
+    assert "results CSVs" in capsys.readouterr().err

@@ -34,3 +34,12 @@ def test_probe_spread_reads_workspace_and_operand_placements_round_by_round(spre
     lines = spread.report(got)
     assert lines[1] == "1,512,3584 | workspace | 1 | 4096 | 1.080 (2) 1.080 (2) | yes"
     assert lines[-1] == "1 of 3 candidates moved more than 3% in every round"
+
+
+def test_probe_spread_refuses_a_missing_file_or_another_csv(spread, tmp_path, capsys):
+    assert spread.main([str(tmp_path / "none.csv")]) == 2
+    assert "none.csv" in capsys.readouterr().err
+    broken = tmp_path / "broken.csv"
+    broken.write_text("M,N,K,what\n1,2,3,placement-0-0\n")  # a placement row without its time
+    assert spread.main([str(broken)]) == 2
+    assert "lt_choice_probe" in capsys.readouterr().err
