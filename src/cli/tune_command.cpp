@@ -150,6 +150,7 @@ struct TuneArgs {
   std::vector<std::string> seed_tables;  // tuned tables whose rows for a shape (this GPU's) are measured first on it
   std::vector<std::string> seed_neighbors;  // tuned tables whose rows nearest to a shape give its next designs
   int neighbors = 3;                        // how many of those designs a shape measures
+  bool route_seeds = true;                  // each shape measures first what a default handle would check for it
   bool independent = false;  // every shape's candidates depend only on it, the seed and the starting policy
   bool mpi = false;
   std::vector<std::string> models;  // config.json files
@@ -423,6 +424,47 @@ void set_neighbor_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::Tu
 #endif
 }
 
+// Each problem measures, right after its --seed-table rows, what a default handle (no tune, no options) would check
+// for it at its first use: the built-in table's row for this GPU where there is one, else the designs of the
+// handle's predicted route (predict::route_guess: the built-in predictor's best guess where its gain clears the
+// checked-route rule, and its design fitted to the waves). Without them a tune of a few evaluations stored, on 17 of
+// 333 held-out shapes in graphs, a design slower than the one the default handle served there (16x2048x4608: a
+// tuned 1.02x against the predicted 1.21x of the best vendor call; bench/results/h200/README.md, twentieth set),
+// and a tuned database's row replaces the handle's prediction.
+void set_route_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::TuneOptions& options) {
+  if (!args.route_seeds) return;
+  const predict::GpuTraits traits = predict::traits_of(gpu);
+  const predict::Predictor* predictor = predict::builtin_predictor(traits);
+  std::function<std::optional<Design>(const Problem&)> table_row = [](const Problem&) { return std::nullopt; };
+  bool have_table = false;
+#ifdef RLGEMM_HAVE_DISPATCH
+  auto rows = std::make_shared<const std::vector<dispatch::TunedRow>>(
+      dispatch::rows_for_gpu(dispatch::embedded_tuned_rows(), gpu.name));
+  have_table = !rows->empty();
+  table_row = [rows, name = gpu.name](const Problem& problem) -> std::optional<Design> {
+    const size_t at = dispatch::row_index(*rows, name, problem);
+    if (at == rows->size()) return std::nullopt;
+    return (*rows)[at].design;
+  };
+#endif
+  if (!predictor && !have_table) {
+    std::fprintf(stderr, "rlgemm tune: no built-in table or predictor for %s: no shape starts from a handle's route\n",
+                 gpu.name.c_str());
+    return;
+  }
+  const int smem = smem_limit_or_hopper(gpu.smem_per_block_optin);
+  options.route_seeds_for = [predictor, traits, table_row, sm_count = gpu.sm_count, smem](const Problem& problem) {
+    if (const auto row = table_row(problem)) return std::vector<Design>{*row};
+    if (!predictor) return std::vector<Design>{};
+    const auto route = predict::route_guess(
+        *predictor, traits, problem, sm_count, smem, predict::kCheckedRouteZ,
+        [&](const Design& d) { return !why_invalid(d, problem.layout, smem) && !why_unfit(d, problem); });
+    return route ? route->designs(problem.dtype) : std::vector<Design>{};
+  };
+  std::fprintf(stderr, "rlgemm tune: each shape measures first what a default handle would check for it (%s)\n",
+               have_table ? "its built-in table row, else the built-in predictor's route" : "the built-in predictor's route");
+}
+
 // The options every way of tuning shares; after each problem the policy file is saved (rl with --policy).
 search::TuneOptions tune_options(const TuneArgs& args, const std::vector<Problem>& problems, Strategies& strategies,
                                  const GpuIdentity& gpu, std::shared_ptr<search::DesignSpaces> spaces) {
@@ -436,6 +478,7 @@ search::TuneOptions tune_options(const TuneArgs& args, const std::vector<Problem
   options.progress = stderr;
   options.wave_fit = args.wave_fit;
   set_table_seeds(args, gpu, options);
+  set_route_seeds(args, gpu, options);
   set_neighbor_seeds(args, gpu, options);
   set_first_guesses(args, gpu, options);
   if (args.policy.empty() || !strategies.policy) return options;
@@ -760,6 +803,10 @@ CommandRegistration tune_registration("tune", [](CLI::App& app) -> std::function
       ->check(CLI::ExistingFile);
   cmd->add_option("--neighbors", args->neighbors, "--seed-neighbors: how many of the nearest designs a shape measures")
       ->default_val(3);
+  cmd->add_flag("!--no-route-seeds", args->route_seeds,
+                "Do not measure first, on each shape, what a default handle would check for it (its built-in table "
+                "row, else the built-in predictor's route): by default a tune's best is never a design slower than "
+                "the one the handle would serve without it");
   cmd->add_flag("--independent-shapes", args->independent,
                 "Each shape's candidates depend only on it, --seed and the starting policy, not on the shapes "
                 "tuned before it (implied by --mpi)");

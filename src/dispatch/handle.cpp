@@ -399,12 +399,6 @@ struct Handle::Impl {
     return nullptr;
   }
 
-  // The route rule of the handle's predicted route: one standard deviation, where the unverified rule
-  // (predict::kRouteZ) asks for three, because every kernel it proposes is then timed against the floor before
-  // it serves (verified, at the shape's first use). On the measured picks for the LLM tuning shapes, z = 1 proposed 62
-  // kernels of which 40 measured more than 2% faster than cuBLASLt (z = 0: 204 and 64; z = 3: 9 and 9), so each
-  // first-use compile is more often worth it.
-  static constexpr double kPredictedRouteZ = 1.0;
 
   // Called by the dispatcher, under build_mutex: the predicted route's design (the predictor's, predictor_design)
   // and what is checked beside it (predicted_also); with HandleOptions::nearest_kernels, the nearest tuned row's
@@ -442,30 +436,22 @@ struct Handle::Impl {
   // (bench/results/h100/wave-fit-ab-pairs.csv).
   std::optional<Design> predictor_design(const Problem& problem) {
     // The built-in predictors learned fp16 kernels against fp16 cuBLASLt. A bf16 problem gets the fp16 twin's
-    // guess in bf16: wgmma and mma.sync take bf16 at fp16's rate with the same tiles, and cuBLASLt's bf16
-    // algorithms mirror its fp16 ones. The guess is only a proposal: its kernel is timed against the bf16 floor
-    // at first use and kept only where it measured faster (verified).
-    Problem twin = problem;
-    twin.dtype = DType::kF16;
-    const auto guesses = predictor->best_guesses(gpu_traits, twin, 1);
-    if (guesses.empty()) return std::nullopt;
-    const predict::Candidate& guess = guesses.front();
-    std::optional<predict::Candidate> fitted =
-        predict::fitted_guess(guess, twin, device.sm_count, smem_limit_or_hopper(device.smem_per_block_optin));
-    if (fitted && dispatch::why_not_runnable(with_dtype(fitted->design, problem.dtype), problem, dispatcher->target()))
-      fitted.reset();
-    const bool take_guess = predict::take_kernel_route(guess.gain, kPredictedRouteZ);
-    if (!take_guess && !(fitted && predict::take_kernel_route(fitted->gain, kPredictedRouteZ))) return std::nullopt;
-    const predict::Candidate& taken = take_guess ? guess : *fitted;
+    // guess in bf16 (predict::route_guess). The guess is only a proposal: its kernel is timed against the bf16
+    // floor at first use and kept only where it measured faster (verified).
+    const auto route = predict::route_guess(
+        *predictor, gpu_traits, problem, device.sm_count, smem_limit_or_hopper(device.smem_per_block_optin),
+        predict::kCheckedRouteZ,
+        [&](const Design& d) { return !dispatch::why_not_runnable(d, problem, dispatcher->target()); });
+    if (!route) return std::nullopt;
+    const predict::Candidate& taken = route->take_guess ? route->guess : *route->fitted;
     char note[96];
     std::snprintf(note, sizeof note, " (predicted %.2fx cuBLASLt, ln sd %.2f", taken.gain.speedup, taken.gain.log_sd);
     predicted_note = note;
-    if (!take_guess) predicted_note += ", as " + to_string(guess.design) + " fitted to the waves";
+    if (!route->take_guess) predicted_note += ", as " + to_string(route->guess.design) + " fitted to the waves";
     predicted_note += ")";
-    if (take_guess && fitted)
-      predicted_also.emplace_back(with_dtype(fitted->design, problem.dtype),
-                                  " (the prediction's design fitted to the waves)");
-    return with_dtype(taken.design, problem.dtype);
+    if (const auto also = route->beside(problem.dtype))
+      predicted_also.emplace_back(*also, " (the prediction's design fitted to the waves)");
+    return route->served(problem.dtype);
   }
 
   // Called by the dispatcher, under build_mutex.

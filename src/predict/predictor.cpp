@@ -49,6 +49,39 @@ std::optional<Candidate> fitted_guess(const Candidate& guess, const Problem& pro
   return c;
 }
 
+Design RouteGuess::served(DType dtype) const {
+  return with_dtype(take_guess ? guess.design : fitted->design, dtype);
+}
+
+std::optional<Design> RouteGuess::beside(DType dtype) const {
+  if (take_guess && fitted) return with_dtype(fitted->design, dtype);
+  return std::nullopt;
+}
+
+std::vector<Design> RouteGuess::designs(DType dtype) const {
+  std::vector<Design> out{served(dtype)};
+  if (auto also = beside(dtype)) out.push_back(*also);
+  return out;
+}
+
+std::optional<RouteGuess> route_guess(const Predictor& predictor, const GpuTraits& gpu, const Problem& problem,
+                                      int sm_count, int smem_limit_bytes, double z,
+                                      const std::function<bool(const Design&)>& runnable) {
+  // The built-in predictors learned fp16 kernels against fp16 cuBLASLt; a bf16 problem takes its fp16 twin's guess
+  // in bf16 (wgmma and mma.sync run bf16 at fp16's rate with the same tiles).
+  Problem twin = problem;
+  twin.dtype = DType::kF16;
+  const auto guesses = predictor.best_guesses(gpu, twin, 1);
+  if (guesses.empty()) return std::nullopt;
+  RouteGuess route;
+  route.guess = guesses.front();
+  route.fitted = fitted_guess(route.guess, twin, sm_count, smem_limit_bytes);
+  if (route.fitted && !runnable(with_dtype(route.fitted->design, problem.dtype))) route.fitted.reset();
+  route.take_guess = take_kernel_route(route.guess.gain, z);
+  if (!route.take_guess && !(route.fitted && take_kernel_route(route.fitted->gain, z))) return std::nullopt;
+  return route;
+}
+
 std::pair<double, double> Ensemble::estimate(const double* x) const {
   if (members.empty()) fail("the predictor has an empty model");
   double sum = 0, sum2 = 0;

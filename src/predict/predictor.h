@@ -23,6 +23,7 @@
 
 #include <array>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -80,6 +81,12 @@ struct Candidate {
 inline constexpr double kRouteZ = 3.0;
 bool take_kernel_route(const Gain& gain, double z = kRouteZ, double margin = 1.0);
 
+// The route rule where every kernel it proposes is timed against the floor before it serves (the handle's
+// predicted route, verified at the shape's first use): one standard deviation. On the measured picks for the LLM
+// tuning shapes, z = 1 proposed 62 kernels of which 40 measured more than 2% faster than cuBLASLt (z = 0: 204 and
+// 64; z = 3: 9 and 9), so each first-use compile is more often worth it.
+inline constexpr double kCheckedRouteZ = 1.0;
+
 // `guess` with its tile width fitted to the problem's waves (search::fitted_alternatives), where its width leaves a
 // wave part-empty and the fitted width costs at least 5% less; its predicted time and gain scaled by the ratio of
 // the two costs (search::fit_cost: a wave of whole tiles takes time in proportion to a tile's area and its fixed
@@ -88,6 +95,27 @@ bool take_kernel_route(const Gain& gain, double z = kRouteZ, double margin = 1.0
 // fitted from (bench/results/h100/wave-fit-ab-pairs.csv). nullopt where no width fits better, or sm_count < 1.
 std::optional<Candidate> fitted_guess(const Candidate& guess, const Problem& problem, int sm_count,
                                       int smem_limit_bytes = kHopperSmemPerBlock);
+
+class Predictor;
+
+// What a default handle checks for `problem` at its first use when the predictor proposes (the "predicted"
+// route, src/dispatch/handle.cpp): the predictor's best guess for the fp16 problem of the same shape, where its
+// gain clears the route rule at `z`, and that guess fitted to the waves (fitted_guess), checked beside it, or
+// alone where only its estimated gain clears the rule. `runnable` says whether a design (in the problem's element
+// type) can run the problem here; a fitted design that cannot is dropped. The tuner measures these designs first
+// (`rlgemm tune`'s "route" seeds), so that what a tune stores for a shape is never slower than what the handle
+// would have served it without the tune.
+struct RouteGuess {
+  Candidate guess;                 // the predictor's best guess (fp16)
+  std::optional<Candidate> fitted;  // it fitted to the waves, runnable here
+  bool take_guess = false;         // the guess's own gain clears the rule; else the fitted design's does
+  Design served(DType dtype) const;                 // the design that serves if it passes its check
+  std::optional<Design> beside(DType dtype) const;  // the design checked beside it, if any
+  std::vector<Design> designs(DType dtype) const;   // both, the served first
+};
+std::optional<RouteGuess> route_guess(const Predictor& predictor, const GpuTraits& gpu, const Problem& problem,
+                                      int sm_count, int smem_limit_bytes, double z,
+                                      const std::function<bool(const Design&)>& runnable);
 
 struct BestGuessOptions {
   double risk = 0;          // rank by log gain - risk * sd (0: by the predicted gain itself)

@@ -95,8 +95,9 @@ namespace {
 // The first round with the predictor's guesses (and their fitted widths), or without them (null).
 FirstRound seeds_round(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const TuneOptions& options,
                        const Problem& problem, size_t cap, const std::vector<Design>* guesses) {
-  // Seeds first, as one batch: the table's design for the problem, the common ones, then the problem's own
-  // guesses, those this problem can run and the store does not hold yet.
+  // Seeds first, as one batch: the table's design for the problem, the handle's route for it, the nearest rows'
+  // designs, the common ones, then the problem's own guesses, those this problem can run and the store does not
+  // hold yet.
   // Seed designs and guesses name tiles and schedules; they run in the problem's element type.
   FirstRound round;
   auto consider = [&](const Design& seed, const char* label) {
@@ -114,6 +115,8 @@ FirstRound seeds_round(Store& store, int64_t gpu_id, const GpuIdentity& gpu, con
   };
   if (options.table_seeds_for)
     for (const Design& d : options.table_seeds_for(problem)) consider(d, "table");
+  if (options.route_seeds_for)
+    for (const Design& d : options.route_seeds_for(problem)) consider(d, "route");
   if (options.neighbor_seeds_for && options.neighbors > 0) {
     const size_t first = round.designs.size();
     for (const Design& d : options.neighbor_seeds_for(problem)) {

@@ -7,7 +7,8 @@
 // reference timed once per problem would have credited to the candidates measured after it.
 //
 // A tuned table's design for the problem (TuneOptions::table_seeds_for) is measured first and recorded with
-// strategy "table", then the designs of the nearest tuned shapes (TuneOptions::neighbor_seeds_for) with strategy
+// strategy "table", then what a default handle would check for it (TuneOptions::route_seeds_for) with strategy
+// "route", then the designs of the nearest tuned shapes (TuneOptions::neighbor_seeds_for) with strategy
 // "neighbor", then the seed designs (TuneOptions::seed_designs) with strategy "seed", then the problem's
 // own first guesses (TuneOptions::seeds_for), recorded with strategy "predicted", then the first of those
 // designs with their widths fitted to the problem's waves (TuneOptions::wave_fit), recorded with "wave-fit".
@@ -80,6 +81,12 @@ struct TuneOptions {
   // claims are measured again with the paired reward (`rlgemm tune --seed-table`). Recorded with strategy
   // "table"; they count against the budget like seeds.
   std::function<std::vector<Design>(const Problem&)> table_seeds_for;
+  // Designs measured right after the table's row: what a default handle would check for the problem at its first
+  // use without any tune (`rlgemm tune`'s default: the built-in table's row, else the offline predictor's route,
+  // predict::route_guess), so that a tune's best for a shape is never a design slower than the one the handle
+  // would have served it anyway. Recorded with strategy "route"; they count against the budget like seeds, and
+  // a run going on after a stop still measures those it lacks.
+  std::function<std::vector<Design>(const Problem&)> route_seeds_for;
   // Designs other shapes found fast, nearest first (`rlgemm tune --seed-neighbors`: a tuned table's rows nearest to
   // the problem): the first `neighbors` of them that the problem can run and the store does not hold are measured
   // after the table's row. Recorded with strategy "neighbor"; they count against the budget like seeds.
@@ -134,7 +141,7 @@ int effective_batch(const TuneOptions& options, int parallelism);
 
 // A problem's first round: its seeds (the tuned table's row, the nearest rows' designs, the seed designs, the
 // predictor's guesses, their widths fitted to the waves), those the problem can run and the store does not hold
-// yet, at most `cap`, each with its label ("table", "neighbor", "seed", "predicted" or "wave-fit"). It depends on
+// yet, at most `cap`, each with its label ("table", "route", "neighbor", "seed", "predicted" or "wave-fit"). It depends on
 // the problem, the options and the store only, so that it can be known, and its kernels built, before the
 // problem's turn (Tuner::run). Where the store holds the problem's whole evaluation budget already (a run going on
 // after a stop), only the table's and the command line's seeds it lacks are taken: the predictor is not asked
@@ -206,7 +213,7 @@ class ProblemTuning {
   enum class Phase { kSeeds, kSearch, kDone } phase_ = Phase::kSeeds;
   std::vector<Design> pending_;                    // the batch being measured
   std::vector<std::string> pending_text_;
-  std::vector<std::string> pending_label_;         // seeds: "table", "neighbor", "seed", "predicted" or "wave-fit"
+  std::vector<std::string> pending_label_;         // seeds: "table", "route", "neighbor", "seed", "predicted" or "wave-fit"
   std::vector<Point> proposals_;                   // the strategy's round the batch came from
   size_t round_start_ = 0;                         // evaluations before that round
   int stalled_ = 0;

@@ -23,8 +23,8 @@ namespace {
 
 class HandleFittedGpu : public test::GpuTestWithDir {};
 
-// The handle's predicted route rule (HandleImpl::kPredictedRouteZ).
-constexpr double kRouteZ = 1.0;
+// The handle's predicted route rule.
+constexpr double kRouteZ = predict::kCheckedRouteZ;
 
 TEST_F(HandleFittedGpu, PredictedRouteChecksTheGuessAtTheWidthThatFillsTheWaves) {
   const predict::GpuTraits traits = predict::traits_of(identity_of(device_));

@@ -282,6 +282,58 @@ TEST(FittedGuess, TheWidthThatFillsTheWavesWithItsTimeScaledByTheWaveCost) {
   EXPECT_FALSE(fitted_guess(guess, problem, 0));
 }
 
+// What a default handle checks for a shape (route_guess): the predictor's best guess where its gain clears the
+// checked-route rule, its design fitted to the waves beside it (or alone where only the fitted estimate clears the
+// rule), a bf16 problem the fp16 twin's designs in bf16, and a fitted design that cannot run dropped.
+TEST(RouteGuess, TheGuessAndItsFittedWidthAsTheHandleChecksThem) {
+  if (builtin_predictor_names().empty()) GTEST_SKIP() << "no built-in predictor";
+  GpuTraits h100;
+  h100.name = "NVIDIA H100 80GB HBM3";
+  const Predictor* p = builtin_predictor(h100);
+  ASSERT_NE(p, nullptr);
+  const auto anything = [](const Design&) { return true; };
+  int routes = 0, beside = 0, fitted_alone = 0;
+  // LLM layers (bench/shapes/llm-tune.csv) where the guess leaves a wave part-empty, and decode shapes.
+  for (const Shape shape : {Shape{2048, 576, 2048}, Shape{512, 2816, 2048}, Shape{128, 10944, 2048},
+                            Shape{128, 28672, 4096}, Shape{512, 22016, 4096}, Shape{1, 50304, 2048},
+                            Shape{16, 2048, 4608}, Shape{4096, 4096, 4096}}) {
+    const Problem problem{shape, Layout::kTN};
+    const auto guesses = p->best_guesses(h100, problem, 1);
+    ASSERT_EQ(guesses.size(), 1u);
+    const auto fitted = fitted_guess(guesses[0], problem, h100.sm_count);
+    const bool take_guess = take_kernel_route(guesses[0].gain, kCheckedRouteZ);
+    const bool take_fitted = fitted && take_kernel_route(fitted->gain, kCheckedRouteZ);
+    const auto route = route_guess(*p, h100, problem, h100.sm_count, kHopperSmemPerBlock, kCheckedRouteZ, anything);
+    ASSERT_EQ(bool(route), take_guess || take_fitted) << shape.to_string();
+    if (!route) continue;
+    ++routes;
+    EXPECT_EQ(route->guess.design, guesses[0].design);
+    EXPECT_EQ(route->take_guess, take_guess);
+    const Design served = take_guess ? guesses[0].design : fitted->design;
+    EXPECT_EQ(route->served(DType::kF16), served);
+    std::vector<Design> expected{served};
+    if (take_guess && fitted) {
+      expected.push_back(fitted->design);
+      ++beside;
+    }
+    if (!take_guess) ++fitted_alone;
+    EXPECT_EQ(route->designs(DType::kF16), expected) << shape.to_string();
+    // A bf16 problem: the same designs in bf16.
+    const auto bf16 = route_guess(*p, h100, Problem{shape, Layout::kTN, DType::kBF16}, h100.sm_count,
+                                  kHopperSmemPerBlock, kCheckedRouteZ, anything);
+    ASSERT_TRUE(bf16);
+    for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(bf16->designs(DType::kBF16).at(i), with_dtype(expected[i], DType::kBF16));
+    // A fitted design that cannot run here is dropped: the guess alone, or nothing where only the fitted passed.
+    const auto refused = route_guess(*p, h100, problem, h100.sm_count, kHopperSmemPerBlock, kCheckedRouteZ,
+                                     [&](const Design& d) { return !fitted || d != fitted->design; });
+    EXPECT_EQ(bool(refused), take_guess);
+    if (refused) EXPECT_EQ(refused->designs(DType::kF16), std::vector<Design>{guesses[0].design});
+  }
+  // The shapes were picked so that every case occurs (rlgemm predict --top 1 --z 1 on the H100's predictor).
+  EXPECT_GT(routes, 0);
+  EXPECT_GT(beside + fitted_alone, 0);
+}
+
 // The first pass scores the space in chunks on several threads: the guesses are the same as on one.
 TEST(Predictor, GuessesAreTheSameOnAnyNumberOfThreads) {
   if (builtin_predictor_names().empty()) GTEST_SKIP() << "no built-in predictor";

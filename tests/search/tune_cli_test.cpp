@@ -10,6 +10,7 @@
 
 #include "core/cuda_util.h"
 #include "core/model_shapes.h"
+#include "predict/predictor.h"
 #include "rlgemm/shapes.h"
 #include "search/search_test_util.h"
 #include "search/synthetic_measurer.h"
@@ -288,6 +289,79 @@ TEST(TuneCli, EverySeedTablesRowIsMeasuredFirstAndASharedDesignOnce) {
   EXPECT_NE(r.output.find("--seed-table " + (dir / "other.csv").string() + " has no row for this GPU"),
             std::string::npos)
       << r.output;
+}
+
+// Each shape measures first what a default handle would check for it (strategy "route"): its built-in table row,
+// else the designs of the handle's predicted route (predict::route_guess with the built-in offline predictor), so
+// that a tune's best is never slower than what the handle serves without it. --no-route-seeds leaves them out.
+TEST(TuneCli, RouteSeedsMeasureWhatTheDefaultHandleWouldCheckFirst) {
+  const GpuIdentity gpu = SyntheticMeasurer().gpu();
+  const predict::GpuTraits traits = predict::traits_of(gpu);
+  const predict::Predictor* predictor = predict::builtin_predictor(traits);
+  if (!predictor) GTEST_SKIP() << "no built-in predictor for " << gpu.name;
+  // A shape the handle would give a kernel: the first of these whose route the predictor proposes.
+  std::optional<Problem> problem;
+  std::vector<Design> route;
+  for (const Shape shape : {Shape{16, 2048, 4608}, Shape{512, 2816, 2048}, Shape{2048, 576, 2048},
+                            Shape{128, 10944, 2048}, Shape{1, 50304, 2048}, Shape{16, 1280, 5120}}) {
+    const Problem p{shape, Layout::kTN};
+    const int smem = smem_limit_or_hopper(gpu.smem_per_block_optin);
+    if (const auto r = predict::route_guess(*predictor, traits, p, gpu.sm_count, smem, predict::kCheckedRouteZ,
+                                            [&](const Design& d) { return !why_invalid(d, p.layout, smem) && !why_unfit(d, p); })) {
+      problem = p;
+      route = r->designs(DType::kF16);
+      break;
+    }
+  }
+  ASSERT_TRUE(problem) << "none of the shapes has a predicted route on " << gpu.name;
+  TempDir dir;
+  const std::string shape = std::to_string(problem->shape.m) + "," + std::to_string(problem->shape.n) + "," +
+                            std::to_string(problem->shape.k);
+  const auto strategies = [&](const std::string& db) {
+    Store store(db);
+    std::vector<std::pair<std::string, Design>> got;
+    for (const auto& row : store.measurements(store.gpu_id(store.gpus().at(0).second), *problem, TimingMode::kGraph))
+      got.emplace_back(row.strategy, parse_design(row.design));
+    return got;
+  };
+  // After the shape's table row (kTinyDesign, which the predictor does not propose), the route's designs; then the
+  // budget goes on to the predictor's guesses.
+  std::ofstream(dir / "table.csv") << kTableHeader << kSyntheticGpu << "," << shape << ",tn," << kTinyDesign
+                                   << ",10.0,1.05,,fp16\n";
+  const std::string db = (dir / "r.db").string();
+  auto r = run_rlgemm("tune --shapes " + shape + " --seed-table " + (dir / "table.csv").string() + " --budget " +
+                      std::to_string(route.size() + 2) + " --guesses 2 --strategy random --backend synthetic "
+                      "--in-process --db " + db);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("each shape measures first what a default handle would check for it"), std::string::npos)
+      << r.output;
+  auto got = strategies(db);
+  ASSERT_EQ(got.size(), route.size() + 2) << ::testing::PrintToString(got.size());
+  EXPECT_EQ(got[0], std::make_pair(std::string("table"), parse_design(kTinyDesign)));
+  for (size_t i = 0; i < route.size(); ++i) EXPECT_EQ(got[1 + i], std::make_pair(std::string("route"), route[i]));
+  EXPECT_NE(got.back().first, "route");
+  // A run going on after its budget was spent still measures the route's designs it lacks: a database tuned
+  // without them gains them by running the same command again.
+  const std::string old_db = (dir / "old.db").string();
+  r = run_rlgemm("tune --shapes " + shape + " --no-route-seeds --budget 2 --guesses 2 --strategy random "
+                 "--backend synthetic --in-process --db " + old_db);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("what a default handle would check"), std::string::npos) << r.output;
+  got = strategies(old_db);
+  ASSERT_EQ(got.size(), 2u);
+  size_t missing = route.size();
+  for (const auto& [strategy, design] : got) {
+    EXPECT_NE(strategy, "route");
+    if (std::find(route.begin(), route.end(), design) != route.end()) --missing;
+  }
+  r = run_rlgemm("tune --shapes " + shape + " --budget 2 --guesses 2 --strategy random --backend synthetic "
+                 "--in-process --db " + old_db);
+  ASSERT_EQ(r.code, 0) << r.output;
+  got = strategies(old_db);
+  EXPECT_EQ(got.size(), 2u + missing);
+  for (const Design& d : route)
+    EXPECT_TRUE(std::any_of(got.begin(), got.end(), [&](const auto& row) { return row.second == d; }))
+        << to_string(d);
 }
 
 // --seed-neighbors: after its own table row, a shape measures the designs of the table's rows nearest to it (its
