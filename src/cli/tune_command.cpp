@@ -427,10 +427,10 @@ void set_neighbor_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::Tu
 // Each problem measures, right after its --seed-table rows, what a default handle (no tune, no options) would check
 // for it at its first use: the built-in table's row for this GPU where there is one, else the designs of the
 // handle's predicted route (predict::route_guess: the built-in predictor's best guess where its gain clears the
-// checked-route rule, and its design fitted to the waves). Without them a tune of a few evaluations stored, on 17 of
-// 333 held-out shapes in graphs, a design slower than the one the default handle served there (16x2048x4608: a
-// tuned 1.02x against the predicted 1.21x of the best vendor call; bench/results/h200/README.md, twentieth set),
-// and a tuned database's row replaces the handle's prediction.
+// checked-route rule, and its design fitted to the waves). A tuned database's row replaces the handle's
+// prediction: without them a tune of six evaluations a shape kept, on some held-out shapes, a design slower than
+// the one the default handle serves there (16x2048x4608 in graphs: a tuned design at 1.02 of the best vendor call
+// against the predicted one's 1.23; bench/results/h200/llm-tuned-fp16-vs-zero-shot.txt).
 void set_route_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::TuneOptions& options) {
   if (!args.route_seeds) return;
   const predict::GpuTraits traits = predict::traits_of(gpu);
