@@ -14,7 +14,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <tuple>
 
 #include "cli/command.h"
 #include "core/seed.h"
@@ -453,13 +456,29 @@ void set_route_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::TuneO
     return;
   }
   const int smem = smem_limit_or_hopper(gpu.smem_per_block_optin);
-  options.route_seeds_for = [predictor, traits, table_row, sm_count = gpu.sm_count, smem](const Problem& problem) {
+  // A problem's first round is worked out more than once (ahead of its turn, and to see whether a resumed run
+  // still lacks a seed), and the predictor's scan is the costly part: each problem's route is kept.
+  struct Known {
+    std::mutex mutex;
+    std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, std::vector<Design>> routes;
+  };
+  auto known = std::make_shared<Known>();
+  options.route_seeds_for = [predictor, traits, table_row, sm_count = gpu.sm_count, smem, known](const Problem& problem) {
     if (const auto row = table_row(problem)) return std::vector<Design>{*row};
     if (!predictor) return std::vector<Design>{};
+    const auto key = std::make_tuple(problem.shape.m, problem.shape.n, problem.shape.k, int(problem.layout),
+                                     int(problem.dtype));
+    {
+      std::lock_guard<std::mutex> lock(known->mutex);
+      if (const auto it = known->routes.find(key); it != known->routes.end()) return it->second;
+    }
     const auto route = predict::route_guess(
         *predictor, traits, problem, sm_count, smem, predict::kCheckedRouteZ,
         [&](const Design& d) { return !why_invalid(d, problem.layout, smem) && !why_unfit(d, problem); });
-    return route ? route->designs(problem.dtype) : std::vector<Design>{};
+    std::vector<Design> designs = route ? route->designs(problem.dtype) : std::vector<Design>{};
+    std::lock_guard<std::mutex> lock(known->mutex);
+    known->routes.emplace(key, designs);
+    return designs;
   };
   std::fprintf(stderr, "rlgemm tune: each shape measures first what a default handle would check for it (%s)\n",
                have_table ? "its built-in table row, else the built-in predictor's route" : "the built-in predictor's route");
