@@ -399,7 +399,6 @@ struct Handle::Impl {
     return nullptr;
   }
 
-
   // Called by the dispatcher, under build_mutex: the predicted route's design (the predictor's, predictor_design)
   // and what is checked beside it (predicted_also); with HandleOptions::nearest_kernels, the nearest tuned row's
   // design too, beside the predictor's or alone where the predictor proposes none. Its description's note goes

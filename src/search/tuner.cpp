@@ -148,7 +148,7 @@ bool budget_spent(Store& store, int64_t gpu_id, const TuneOptions& options, cons
 
 // A problem whose budget the store holds already is not guessed for again: the predictor's guesses are most of
 // the tuner's own time per problem, and the budget they would be measured under is spent. Seeds named by the
-// table or the command line that it has not measured still go.
+// table, the handle's route or the command line that it has not measured still go.
 bool asks_guesses(Store& store, int64_t gpu_id, const GpuIdentity& gpu, const TuneOptions& options,
                   const Problem& problem, size_t cap) {
   if (!options.seeds_for) return false;

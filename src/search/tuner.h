@@ -139,13 +139,13 @@ using StrategyFactory = std::function<StrategyPtr(const Problem&)>;
 // Candidates per strategy round: the option, but at least what the measurer works on at once.
 int effective_batch(const TuneOptions& options, int parallelism);
 
-// A problem's first round: its seeds (the tuned table's row, the nearest rows' designs, the seed designs, the
-// predictor's guesses, their widths fitted to the waves), those the problem can run and the store does not hold
-// yet, at most `cap`, each with its label ("table", "route", "neighbor", "seed", "predicted" or "wave-fit"). It depends on
-// the problem, the options and the store only, so that it can be known, and its kernels built, before the
-// problem's turn (Tuner::run). Where the store holds the problem's whole evaluation budget already (a run going on
-// after a stop), only the table's and the command line's seeds it lacks are taken: the predictor is not asked
-// again.
+// A problem's first round: its seeds (the tuned table's row, the handle's route, the nearest rows' designs, the
+// seed designs, the predictor's guesses, their widths fitted to the waves), those the problem can run and the store
+// does not hold yet, at most `cap`, each with its label ("table", "route", "neighbor", "seed", "predicted" or
+// "wave-fit"). It depends on the problem, the options and the store only, so that it can be known, and its kernels
+// built, before the problem's turn (Tuner::run). Where the store holds the problem's whole evaluation budget
+// already (a run going on after a stop), the predictor is asked again only where a seed of the table, the route or
+// the command line is missing, and the round is then the first round less what the store holds.
 struct FirstRound {
   std::vector<Design> designs;
   std::vector<std::string> texts;
