@@ -187,6 +187,10 @@ struct Stats {
   uint64_t predicted = 0;  // a kernel the predictor proposed and the handle measured faster (also autotuned)
   // Of the calls above, those served by a SASS-rescheduled cubin (HandleOptions::optimized_cubins).
   uint64_t sass_optimized = 0;
+  // Of the calls above, those captured into a CUDA graph while every capture slot of their route belonged to a
+  // graph still alive: their workspace is allocated and freed inside the graph, at every replay (a slot is given
+  // back when the graphs of the capture that took it are destroyed).
+  uint64_t graph_memory_workspaces = 0;
   uint64_t total() const { return tuned + nearest + policy + default_design + cublaslt + predicted; }
 };
 

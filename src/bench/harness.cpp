@@ -348,6 +348,10 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
             rows.push_back(row);
           }
         }
+        for (Implementation* impl : passed)
+          if (const std::string note = impl->graph_rounds_note(); !note.empty())
+            for (Row& row : rows)
+              if (row.impl == impl->name() && row.mode == Mode::kGraph) row.detail += " (" + note + ")";
         // Each implementation checked again after its timed calls; a mismatch marks its rows wrong, and the
         // run goes on.
         for (Implementation* impl : passed) {

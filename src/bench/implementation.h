@@ -36,6 +36,10 @@ class Implementation {
   virtual void run(const Problem& problem, const Operands& operands, cudaStream_t stream) = 0;
   // What was chosen for the last prepared problem (algorithm, candidates tried), for the CSV's detail column.
   virtual std::string detail() const { return ""; }
+  // After the timed rounds of the last prepared problem: what its CUDA-graph rows' detail should add about how
+  // their calls ran ("" when nothing is worth saying; no commas), e.g. the library's captured calls that had to
+  // take their workspace from graph memory.
+  virtual std::string graph_rounds_note() const { return ""; }
   // True when one prepared state serves any shape (generated kernels with run-time M, N, K): the gate then
   // also probes a long K, where an fp16 accumulator cannot hide.
   virtual bool runtime_shape() const { return false; }

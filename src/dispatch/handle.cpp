@@ -86,14 +86,21 @@ struct Route {
   std::unique_ptr<Route> captured;
   bool captured_only = false;  // this route is another's `captured`: it serves calls made under capture only
   // Workspaces for calls captured into CUDA graphs, allocated and zeroed with the route (outside any capture):
-  // a graph replays with its captured workspace address, so a slot belongs for good to the first (capture, stream)
-  // that takes it -- the calls one capturing stream makes are ordered, the graph's replays are ordered with
-  // themselves, and no other graph or direct call touches the slot. A replay then pays the kernel alone, not
-  // an allocation, a zeroing and a free per call (0.8 us a call seen on an H200). Captures beyond the slots
-  // take graph memory. Owners are written under Impl::slot_mutex.
+  // a graph replays with its captured workspace address, so a slot belongs to the first (capture, stream) that
+  // takes it for as long as a graph of that capture lives -- the calls one capturing stream makes are ordered,
+  // the graph's replays are ordered with themselves, and no other graph or direct call touches the slot. A
+  // replay then pays the kernel alone, not an allocation, a zeroing and a free per call (0.8 us a call seen on
+  // an H200; a 1x256x1536 split-K kernel ran 5.8 us a call where its slot ran 3.7). The capture's graph holds
+  // a CUDA user object whose destructor gives the slot back once that graph and every executable made from it
+  // are destroyed and their work is done (CUDA runs it on a thread of its own, soon after); the workspace is
+  // zero again by then (the kernels leave it so). Captures while every slot is owned take graph memory.
+  struct SlotOwner {
+    std::atomic<bool> taken{false};
+    unsigned long long capture_id = 0, stream_id = 0;  // written under Impl::slot_mutex while not taken
+  };
   struct CaptureSlot {
     void* workspace = nullptr;
-    unsigned long long capture_id = 0, stream_id = 0;  // the owner; 0: free
+    std::shared_ptr<SlotOwner> owner = std::make_shared<SlotOwner>();  // shared with the owning graph's user object
   };
   std::vector<CaptureSlot> capture_slots;
 };
@@ -202,6 +209,7 @@ struct Handle::Impl {
 
   std::array<std::atomic<uint64_t>, kPathCount> calls{};
   std::atomic<uint64_t> sass_calls{0};
+  std::atomic<uint64_t> graph_memory_calls{0};  // captured calls whose workspace came from graph memory
   const uint64_t serial = next_handle_serial.fetch_add(1);
 
   explicit Impl(const HandleOptions& opts) : options(opts) {
@@ -380,7 +388,9 @@ struct Handle::Impl {
     if (r.capture_slots.empty()) return nullptr;
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     unsigned long long capture_id = 0;
-    if (cudaStreamGetCaptureInfo(stream, &status, &capture_id) != cudaSuccess || status != cudaStreamCaptureStatusActive) {
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamGetCaptureInfo(stream, &status, &capture_id, &graph) != cudaSuccess ||
+        status != cudaStreamCaptureStatusActive) {
       (void)cudaGetLastError();
       return nullptr;
     }
@@ -388,15 +398,40 @@ struct Handle::Impl {
     // is asked of a capturing stream here (with cudaStreamGetId asked too, a capture on an H200 ended invalidated).
     const auto stream_id = static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(stream));
     std::lock_guard lock(slot_mutex);
+    for (Route::CaptureSlot& slot : r.capture_slots) {
+      const Route::SlotOwner& owner = *slot.owner;
+      if (owner.taken.load(std::memory_order_acquire) && owner.capture_id == capture_id && owner.stream_id == stream_id)
+        return slot.workspace;
+    }
     for (Route::CaptureSlot& slot : r.capture_slots)
-      if (slot.capture_id == capture_id && slot.stream_id == stream_id) return slot.workspace;
-    for (Route::CaptureSlot& slot : r.capture_slots)
-      if (slot.capture_id == 0) {
-        slot.capture_id = capture_id;
-        slot.stream_id = stream_id;
+      if (!slot.owner->taken.load(std::memory_order_acquire)) {
+        slot.owner->capture_id = capture_id;
+        slot.owner->stream_id = stream_id;
+        slot.owner->taken.store(true, std::memory_order_release);
+        give_back_with(graph, slot.owner);
         return slot.workspace;
       }
     return nullptr;
+  }
+  // The destructor of a slot's user object: the last graph of its owning capture is gone. No CUDA call here.
+  static void CUDART_CB give_back_slot(void* ref) {
+    auto* owner = static_cast<std::shared_ptr<Route::SlotOwner>*>(ref);
+    (*owner)->taken.store(false, std::memory_order_release);
+    delete owner;
+  }
+  // The capture's `graph` takes a user object that gives `owner`'s slot back when the graph and its executables
+  // are destroyed. Where CUDA refuses one, the slot stays with its capture for good (never given back early).
+  static void give_back_with(cudaGraph_t graph, const std::shared_ptr<Route::SlotOwner>& owner) {
+    if (!graph) return;
+    auto* ref = new std::shared_ptr<Route::SlotOwner>(owner);
+    cudaUserObject_t object = nullptr;
+    if (cudaUserObjectCreate(&object, ref, give_back_slot, 1, cudaUserObjectNoDestructorSync) != cudaSuccess) {
+      (void)cudaGetLastError();
+      delete ref;
+      return;
+    }
+    // The one reference moves to the graph; were that refused, it stays here, never released.
+    if (cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove) != cudaSuccess) (void)cudaGetLastError();
   }
 
   // Called by the dispatcher, under build_mutex: the predicted route's design (the predictor's, predictor_design)
@@ -1047,6 +1082,7 @@ struct Handle::Impl {
   // graph owns its workspace and no direct call shares it) -- which each such call costs a graph at every
   // replay.
   void captured_call(cudaStream_t stream, Route& r, const void* a, const void* b, void* c, const void* bias) {
+    graph_memory_calls.fetch_add(1, std::memory_order_relaxed);
     void* ws = nullptr;
     RLGEMM_CUDA_CHECK(cudaMallocAsync(&ws, r.workspace_bytes, stream));
     if (r.zero_bytes) RLGEMM_CUDA_CHECK(cudaMemsetAsync(ws, 0, r.zero_bytes, stream));
@@ -1185,6 +1221,7 @@ Stats Handle::stats() const {
   s.cublaslt = get(Path::kCublasLt);
   s.predicted = get(Path::kPredicted);
   s.sass_optimized = impl_->sass_calls.load(std::memory_order_relaxed);
+  s.graph_memory_workspaces = impl_->graph_memory_calls.load(std::memory_order_relaxed);
   return s;
 }
 
