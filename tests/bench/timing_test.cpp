@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include <map>
+#include <mutex>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "bench/harness.h"
@@ -134,6 +136,72 @@ TEST(TimingGpu, OfflineAndGraphShareRoundsAndKeepTheirOwnTimes) {
   for (const auto* mode : {&graph, &offline})
     for (const Timing& timing : *mode) EXPECT_EQ(int(timing.rounds_us.size()), o.batches);
   for (const Timing& timing : server) EXPECT_EQ(timing.samples, o.samples);
+  cudaStreamDestroy(stream);
+}
+
+// Offline and graph in one round: a mode's turns together, each mode's opened by an untimed turn of its own, so
+// that no timed turn follows one of the other mode (an offline batch slowed the graph replay after it). Each call
+// leaves a host function in its stream's order, captured into the graph in graph mode, tagged with its mode and
+// subject: the log is the order in which the GPU ran the turns, and every stretch of one mode's calls in it holds
+// every subject's (turn by turn shuffled modes would leave stretches of one or two subjects).
+struct TurnLog {
+  std::mutex mutex;
+  std::vector<std::pair<bool, int>> calls;  // (graph, subject)
+};
+struct TurnTag {
+  TurnLog* log;
+  bool graph;
+  int subject;
+};
+void CUDART_CB log_turn(void* p) {
+  const auto* tag = static_cast<const TurnTag*>(p);
+  std::lock_guard lock(tag->log->mutex);
+  tag->log->calls.emplace_back(tag->graph, tag->subject);
+}
+
+TEST(TimingGpu, ARoundTimesEachModesTurnsTogether) {
+  RLGEMM_REQUIRE_GPU();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  constexpr int kSubjects = 6;
+  TurnLog log;
+  std::vector<TurnTag> tags;
+  for (int graph = 0; graph < 2; ++graph)
+    for (int i = 0; i < kSubjects; ++i) tags.push_back({&log, graph == 1, i});
+  std::vector<Subject> subjects;
+  for (int i = 0; i < kSubjects; ++i)
+    subjects.push_back({[&tags, i](cudaStream_t s) {
+                          cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+                          RLGEMM_CUDA_CHECK(cudaStreamIsCapturing(s, &status));
+                          gpu_spin(s, 0);
+                          const bool graph = status == cudaStreamCaptureStatusActive;
+                          RLGEMM_CUDA_CHECK(cudaLaunchHostFunc(s, log_turn, &tags[size_t(graph) * kSubjects + i]));
+                        },
+                        {}, "subject " + std::to_string(i)});
+  TimingOptions o;
+  o.seed = 7;
+  o.batch_target_us = 100;
+  o.batches = 6;
+  o.max_warmup_batches = 1;
+  const auto t = time_modes_side_by_side({Mode::kOffline, Mode::kGraph}, subjects, nullptr, stream, o);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ASSERT_EQ(t.size(), 2u);
+  for (const auto& mode : t)
+    for (const Timing& timing : mode) EXPECT_EQ(int(timing.rounds_us.size()), o.batches);
+  std::lock_guard lock(log.mutex);
+  ASSERT_FALSE(log.calls.empty());
+  int stretches = 0;
+  for (size_t start = 0; start < log.calls.size();) {
+    size_t end = start;
+    std::set<int> seen;
+    while (end < log.calls.size() && log.calls[end].first == log.calls[start].first) seen.insert(log.calls[end++].second);
+    EXPECT_EQ(int(seen.size()), kSubjects) << "a stretch of " << (log.calls[start].first ? "graph" : "offline")
+                                           << " calls from call " << start << " to " << end;
+    ++stretches;
+    start = end;
+  }
+  // Each round's two stretches (fewer where rounds meet in the same mode), and the set-up's.
+  EXPECT_LE(stretches, 2 * (o.batches + 1) + 2);
   cudaStreamDestroy(stream);
 }
 
