@@ -93,6 +93,18 @@ const std::vector<size_t>& RoundOrder::next() {
   return order_;
 }
 
+std::vector<size_t> modes_round(size_t n, size_t modes, size_t round, RoundOrder& order) {
+  std::vector<size_t> turns;
+  turns.reserve(modes * (n + 1));
+  for (size_t k = 0; k < modes; ++k) {
+    const size_t m = (round + k) % modes;
+    const std::vector<size_t>& subjects = order.next();
+    if (modes > 1) turns.push_back(modes * n + m * n + subjects.front());  // the lead-in, untimed
+    for (size_t i : subjects) turns.push_back(m * n + i);
+  }
+  return turns;
+}
+
 namespace {
 
 // Warm-up rounds until every subject's last two batches agree within 2% (at most max_warmup_batches), then
@@ -316,17 +328,7 @@ std::vector<std::vector<Timing>> time_batched_modes(const std::vector<Mode>& mod
   // (bench/results/h200/reversal/), so the harness's graph figures disagreed with every choice made in graphs.
   RoundOrder order(n, o.seed);
   size_t round = 0;
-  const auto next_round = [&] {
-    std::vector<size_t> turn_order;
-    for (size_t k = 0; k < modes.size(); ++k) {
-      const size_t m = (round + k) % modes.size();
-      const std::vector<size_t>& subjects_order = order.next();
-      if (modes.size() > 1) turn_order.push_back(count + m * n + subjects_order.front());  // the lead-in
-      for (size_t i : subjects_order) turn_order.push_back(m * n + i);
-    }
-    ++round;
-    return turn_order;
-  };
+  const auto next_round = [&] { return modes_round(n, modes.size(), round++, order); };
   std::vector<std::vector<double>> per_call = warm_then_time(
       count, [&](size_t t) { const size_t u = t % count; return turns[u / n]->run(u % n); }, next_round, o);
   std::vector<std::vector<Timing>> out(modes.size());

@@ -79,6 +79,13 @@ class RoundOrder {
   std::vector<size_t> order_;
 };
 
+// One round of several modes' turns for `n` subjects (time_modes_side_by_side): turn m * n + i is subject i's
+// turn in mode m. A mode's turns come together, in an order `order` (over n subjects) shuffles afresh, the modes'
+// order turning with `round` (round r starts with mode r mod modes); with more than one mode, each mode's turns
+// open with an untimed lead-in turn, numbered modes * n + (m * n + i) for subject i's turn in mode m (i: the
+// mode's first subject this round), so that no timed turn follows one of another mode.
+std::vector<size_t> modes_round(size_t n, size_t modes, size_t round, RoundOrder& order);
+
 // Times every subject in `mode`, side by side: rounds in which each subject takes its turn (one batch, or
 // one sample) in a shuffled order (RoundOrder, from options.seed), so that a slow spell of the machine
 // (clocks, host scheduling) falls on all of them alike rather than on whichever happened to be measured

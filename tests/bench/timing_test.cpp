@@ -139,6 +139,39 @@ TEST(TimingGpu, OfflineAndGraphShareRoundsAndKeepTheirOwnTimes) {
   cudaStreamDestroy(stream);
 }
 
+// A round of two modes: each mode's turns together, every subject once, opened by an untimed lead-in turn of the
+// same mode and subject as the first; the modes' order turns round by round; one mode alone has no lead-in and
+// is the shuffled order of RoundOrder itself. The same seed gives the same rounds.
+TEST(Timing, ModesRoundKeepsEachModesTurnsTogether) {
+  constexpr size_t n = 5, modes = 2;
+  RoundOrder order(n, 11);
+  std::vector<std::vector<size_t>> rounds;
+  for (size_t r = 0; r < 4; ++r) {
+    const std::vector<size_t> turns = modes_round(n, modes, r, order);
+    rounds.push_back(turns);
+    ASSERT_EQ(turns.size(), modes * (n + 1));
+    for (size_t k = 0; k < modes; ++k) {
+      const size_t m = (r + k) % modes;  // round r opens with mode r mod 2
+      const size_t lead = turns[k * (n + 1)];
+      ASSERT_GE(lead, modes * n) << "round " << r;
+      std::set<size_t> subjects;
+      for (size_t j = 1; j <= n; ++j) {
+        const size_t t = turns[k * (n + 1) + j];
+        ASSERT_LT(t, modes * n);
+        EXPECT_EQ(t / n, m) << "round " << r << ": a turn of another mode amid mode " << m << "'s";
+        subjects.insert(t % n);
+      }
+      EXPECT_EQ(subjects.size(), n);
+      // The lead-in is the mode's first subject's turn, untimed.
+      EXPECT_EQ(lead - modes * n, turns[k * (n + 1) + 1]);
+    }
+  }
+  RoundOrder again(n, 11);
+  for (size_t r = 0; r < rounds.size(); ++r) EXPECT_EQ(modes_round(n, modes, r, again), rounds[r]);
+  RoundOrder one(n, 11), plain(n, 11);
+  EXPECT_EQ(modes_round(n, 1, 0, one), plain.next());
+}
+
 // Offline and graph in one round: a mode's turns together, each mode's opened by an untimed turn of its own, so
 // that no timed turn follows one of the other mode (an offline batch slowed the graph replay after it). Each call
 // leaves a host function in its stream's order, captured into the graph in graph mode, tagged with its mode and
