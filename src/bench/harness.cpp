@@ -138,7 +138,8 @@ nlohmann::json identity(const BenchConfig& config, const DeviceInfo& dev) {
   j["timing"] = {{"batch_target_us", config.timing.batch_target_us},
                  {"batches", config.timing.batches},
                  {"samples", config.timing.samples},
-                 {"server_gap_mean_ms", config.timing.gap_mean_ms}};
+                 {"server_gap_mean_ms", config.timing.gap_mean_ms},
+                 {"shared_rounds", kSharedRounds}};
   nlohmann::json dtypes = nlohmann::json::array();
   for (DType d : config.dtypes) dtypes.push_back(std::string(to_string(d)));
   j["dtypes"] = dtypes;
@@ -179,6 +180,33 @@ void write_json(const std::filesystem::path& path, nlohmann::json j) {
 }
 
 }  // namespace
+
+void check_resumable_timing(const BenchConfig& config) {
+  const auto both = [](const std::vector<std::string>& modes) {
+    return std::find(modes.begin(), modes.end(), "offline") != modes.end() &&
+           std::find(modes.begin(), modes.end(), "graph") != modes.end();
+  };
+  std::vector<std::string> now;
+  for (Mode m : config.modes) now.emplace_back(to_string(m));
+  const auto json_path = json_path_for(config.out_csv);
+  if (!both(now) || !std::filesystem::exists(json_path)) return;
+  std::ifstream in(json_path);
+  const nlohmann::json before = nlohmann::json::parse(in, nullptr, false);
+  if (!before.is_object() || !before.contains("modes") || !before["modes"].is_array()) return;
+  std::vector<std::string> then;
+  for (const auto& m : before["modes"])
+    if (m.is_string()) then.push_back(m.get<std::string>());
+  if (!both(then)) return;
+  std::string rounds = kSharedRoundsBefore;
+  if (before.contains("timing") && before["timing"].is_object() && before["timing"].contains("shared_rounds") &&
+      before["timing"]["shared_rounds"].is_string())
+    rounds = before["timing"]["shared_rounds"].get<std::string>();
+  if (rounds != kSharedRounds)
+    throw Error(ErrorKind::kInvalidInput,
+                config.out_csv + " was timed with " + rounds + " in the rounds of offline and graph (" +
+                    json_path.string() + "), and this build times " + kSharedRounds +
+                    ": resumed, the file would hold problems timed two ways. Write the run to a new --out");
+}
 
 BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
   BenchOutcome outcome;

@@ -54,6 +54,12 @@ struct BenchOutcome {
   std::vector<Row> rows;
 };
 
+// Before any GPU work: whether the run `config.out_csv` holds may be resumed by this build with config.modes.
+// Throws Error(kInvalidInput) where its JSON says that its offline and graph rows were timed in rounds of another
+// make than this build's (kSharedRounds) and this run times both modes: a resumed file would hold problems
+// timed two ways, and a figure over all of them would be neither. No JSON beside it: nothing to say.
+void check_resumable_timing(const BenchConfig& config);
+
 // Runs the benchmark; stops cleanly (keeping every row measured so far, in the CSV and the outcome) when
 // `stop` becomes true (Ctrl-C) or when the device fails (out of memory, a lost context).
 BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop);

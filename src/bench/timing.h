@@ -85,6 +85,10 @@ class RoundOrder {
 // open with an untimed lead-in turn, numbered modes * n + (m * n + i) for subject i's turn in mode m (i: the
 // mode's first subject this round), so that no timed turn follows one of another mode.
 std::vector<size_t> modes_round(size_t n, size_t modes, size_t round, RoundOrder& order);
+// How offline and graph share their rounds in this build, as a run's JSON records it ("timing":
+// "shared_rounds"); a run recorded without it shuffled the two modes' turns together.
+inline constexpr const char* kSharedRounds = "a mode's turns together";
+inline constexpr const char* kSharedRoundsBefore = "turns of both modes shuffled together";
 
 // Times every subject in `mode`, side by side: rounds in which each subject takes its turn (one batch, or
 // one sample) in a shuffled order (RoundOrder, from options.seed), so that a slow spell of the machine

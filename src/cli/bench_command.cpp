@@ -186,6 +186,7 @@ int run(BenchArgs& a) {
   check_writable(a.out);
   if (a.resume && std::filesystem::exists(a.out)) bench::read_csv_for_resume(a.out);  // a file it cannot resume fails here
   config.out_csv = a.out;
+  if (a.resume) bench::check_resumable_timing(config);  // rows timed another way are not resumed
   config.command_line = a.command_line;
   config.device = a.device;
   config.progress = !a.no_progress;

@@ -79,6 +79,20 @@ TEST(BenchCli, SeedControlAndPathsAreCheckedFirst) {
   std::ofstream(dir / "notes.csv") << "this is not a results file\n";
   expect_error("bench --shape 64,64,64 --impl lt_auto --resume --out " + (dir / "notes.csv").string(), 2,
                "not a results CSV");
+  // A run whose offline and graph rows were timed in rounds of another make is not resumed with both modes: its
+  // JSON says how (none said so before the modes' turns were grouped), and a run of one mode may go on.
+  const std::string header = "M,N,K,layout,impl,mode,time_us,tflops,speedup_vs_best_vendor,speedup_vs_lt_auto,correct\n";
+  std::ofstream(dir / "old.csv") << header;
+  std::ofstream(dir / "old.json") << R"({"modes": ["offline", "graph"], "timing": {"batches": 7}})";
+  const std::string old_run = " --resume --out " + (dir / "old.csv").string();
+  expect_error("bench --shape 64,64,64 --impl lt_auto --mode offline,graph" + old_run, 2,
+               "turns of both modes shuffled together");
+  std::ofstream(dir / "new.csv") << header;
+  std::ofstream(dir / "new.json") << R"({"modes": ["graph", "offline"], "timing": {"shared_rounds": "x"}})";
+  expect_error("bench --shape 64,64,64 --impl lt_auto --mode graph,offline --resume --out " + (dir / "new.csv").string(),
+               2, "timed with x in the rounds");
+  if (!rlgemm::cuda_device_available(nullptr))  // one mode goes on: past the check, to the missing GPU
+    expect_error("bench --shape 64,64,64 --impl lt_auto --mode graph" + old_run, 3, "no usable CUDA GPU");
 #ifdef RLGEMM_TEST_HAVE_DISPATCH
   std::ofstream(dir / "not.db") << "plain text, not SQLite, long enough to have a header page....................";
   expect_error("bench --shape 64,64,64 --impl lt_auto,rlgemm --rlgemm-db " + (dir / "not.db").string() + out, 2,
