@@ -154,6 +154,7 @@ struct TuneArgs {
   std::vector<std::string> seed_neighbors;  // tuned tables whose rows nearest to a shape give its next designs
   int neighbors = 3;                        // how many of those designs a shape measures
   bool route_seeds = true;                  // each shape measures first what a default handle would check for it
+  bool confirm = true;                      // each shape's claimed best measured again (TuneOptions::confirm)
   bool independent = false;  // every shape's candidates depend only on it, the seed and the starting policy
   bool mpi = false;
   std::vector<std::string> models;  // config.json files
@@ -498,6 +499,7 @@ search::TuneOptions tune_options(const TuneArgs& args, const std::vector<Problem
   options.wave_fit = args.wave_fit;
   set_table_seeds(args, gpu, options);
   set_route_seeds(args, gpu, options);
+  options.confirm = args.confirm;
   set_neighbor_seeds(args, gpu, options);
   set_first_guesses(args, gpu, options);
   if (args.policy.empty() || !strategies.policy) return options;
@@ -522,18 +524,21 @@ search::TuneOptions tune_options(const TuneArgs& args, const std::vector<Problem
 std::string phase_summary(const std::vector<search::ProblemOutcome>& outcomes) {
   PhaseSeconds s;
   double compile = 0;
-  int measured = 0;
+  int measured = 0, confirmations = 0;
   for (const auto& o : outcomes) {
     s += o.seconds;
     compile += o.compile_seconds;
     measured += o.measured_now;
+    confirmations += o.confirmations;
   }
-  char text[600];
+  char text[640];
   std::snprintf(text, sizeof text,
-                "measuring time by phase over %d measurements: operands and fp64 references %.1f s, the reference's "
+                "measuring time by phase over %d measurements and %d second measurements of a best design: operands "
+                "and fp64 references %.1f s, the reference's "
                 "choice %.1f s, correctness checks %.1f s, timed rounds %.1f s, compiles %.1f s (each kernel's own; "
                 "%.1f s of wall time building batches ahead), kernel loads %.1f s; these phases %.1f s in all",
-                measured, s.operands, s.reference, s.check, s.rounds, compile, s.build, s.load, s.total());
+                measured, confirmations, s.operands, s.reference, s.check, s.rounds, compile, s.build, s.load,
+                s.total());
   std::string out = text;
   double wall = 0, waiting = 0;
   for (const auto& o : outcomes) {
@@ -826,6 +831,10 @@ CommandRegistration tune_registration("tune", [](CLI::App& app) -> std::function
                 "Do not measure first, on each shape, what a default handle would check for it (its built-in table "
                 "row, else the built-in predictor's route): by default a tune's best is never a design slower than "
                 "the one the handle would serve without it");
+  cmd->add_flag("!--no-confirm", args->confirm,
+                "Do not measure each shape's best design again once its search ends: by default a gain over the "
+                "reference stands only as the weaker of two paired measurements apart (the reference has states "
+                "that hold through one measurement's rounds)");
   cmd->add_flag("--independent-shapes", args->independent,
                 "Each shape's candidates depend only on it, --seed and the starting policy, not on the shapes "
                 "tuned before it (implied by --mpi)");

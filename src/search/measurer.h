@@ -92,6 +92,11 @@ struct BackendOptions {
   // that move between moments, as a real GPU's do by up to 10%): what a reward that divides times taken at
   // different moments takes for a gain. The paired reward is blind to it.
   double drift = 0;
+  // synthetic: the reference kernel's own state, drawn for each measurement and held through its rounds: slow by
+  // this fraction in a third of the measurements (on an H200 the floor's choice at 16x36864x4608 ran 79.5-88.4 us
+  // from one batch of a tune to the next, steady within each). A design paired with the reference in its slow
+  // state measures a gain it does not have; the paired reward is blind to it, a second measurement is not.
+  double reference_states = 0;
   bool simulate_faults = false;       // synthetic: act out test.* designs (segfault, hang), only in a worker
 };
 

@@ -124,12 +124,21 @@ Measurement SyntheticMeasurer::measure(const Design& design, const Problem& prob
   }
   // The candidate and the reference in the same rounds, on a GPU whose speed is this moment's.
   const double speed = next_moment_speed();
-  // The noise depends on what is measured only, so that the same candidate measures the same in any order.
-  const uint64_t seed = text_hash(key + "|" + problem.shape.to_string() + "|" + std::string(to_string(mode)));
+  // The noise depends on what is measured only, so that the same candidate measures the same in any order; a
+  // candidate measured again (a confirmation) draws afresh.
+  const std::string what = key + "|" + problem.shape.to_string() + "|" + std::string(to_string(mode));
+  int repeat = 0;
+  {
+    std::lock_guard lock(mutex_);
+    repeat = repeats_[what]++;
+  }
+  const uint64_t seed = text_hash(what) ^ (uint64_t(repeat) * 0x9e3779b97f4a7c15ull);
+  // The reference's state for this measurement (BackendOptions::reference_states): slow in a third of them.
+  const double state = options_.reference_states > 0 && (seed >> 17) % 3 == 0 ? 1 + options_.reference_states : 1;
   const std::vector<double> candidate =
       noisy_rounds(model_.time_us(design, problem) * mode_factor(mode) / speed, seed);
   const std::vector<double> reference =
-      noisy_rounds(model_.reference_us(problem) * mode_factor(mode) / speed, seed ^ 0x5eed5eed5eed5eedull);
+      noisy_rounds(model_.reference_us(problem) * state * mode_factor(mode) / speed, seed ^ 0x5eed5eed5eed5eedull);
   const GainInterval g = gain_interval(reference, candidate);
   out.status = MeasureStatus::kOk;
   out.timing = {median(candidate), *std::min_element(candidate.begin(), candidate.end()),

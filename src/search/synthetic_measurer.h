@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -47,6 +48,7 @@ class SyntheticMeasurer : public Measurer {
   std::atomic<int64_t> builds_asked_{0};
   std::atomic<int64_t> prefetches_asked_{0};
   std::atomic<int64_t> moments_{0};  // measurements and references taken: the drift's clock
+  std::map<std::string, int> repeats_;  // measurements of each (design, problem, mode) so far, under mutex_
   // How fast the simulated GPU runs now (1 without drift), advancing its clock by one moment.
   double next_moment_speed();
 };

@@ -251,6 +251,11 @@ void ProblemTuning::begin_search() {
 
 std::vector<Design> ProblemTuning::next_batch() {
   if (phase_ == Phase::kSeeds) return pending_;
+  if (phase_ == Phase::kConfirm) {
+    if (!pending_.empty() || start_confirmation()) return pending_;
+    phase_ = Phase::kDone;
+    return {};
+  }
   while (phase_ == Phase::kSearch) {
     if (!pending_.empty()) return pending_;
     if (outcome_.evaluations.size() >= cap_ || Clock::now() >= deadline_) break;
@@ -275,8 +280,54 @@ std::vector<Design> ProblemTuning::next_batch() {
     }
     if (pending_.empty()) end_round();
   }
+  if (phase_ == Phase::kSearch && start_confirmation()) return pending_;
   phase_ = Phase::kDone;
   return {};
+}
+
+bool ProblemTuning::start_confirmation() {
+  if (!options_.confirm || outcome_.confirmations >= TuneOptions::kMaxConfirmations) return false;
+  if (outcome_.best_design.empty() || !outcome_.best.better() || Clock::now() >= deadline_) return false;
+  // Confirmed already, by this run or one before it (the stored row says so).
+  const auto row = store_.find(gpu_id_, outcome_.problem, outcome_.best_design, options_.mode);
+  if (!row || row->strategy.ends_with(Store::kConfirmedSuffix)) return false;
+  pending_ = {parse_design(outcome_.best_design)};
+  pending_text_ = {outcome_.best_design};
+  pending_label_.clear();
+  phase_ = Phase::kConfirm;
+  ++outcome_.confirmations;
+  return true;
+}
+
+void ProblemTuning::confirmed(const Measurement& again) {
+  const std::string text = pending_text_.front();
+  MeasurementRecord r;
+  r.gpu_id = gpu_id_;
+  r.problem = outcome_.problem;
+  r.design = text;
+  r.mode = options_.mode;
+  r.measurement = again;
+  r.reward = reward_of(again);
+  r.strategy = "confirm";
+  const MeasurementRecord kept = store_.confirm(r);
+  Evaluation& e = outcome_.evaluations[known_.at(text)];
+  e.status = kept.measurement.status;
+  e.time_us = kept.measurement.timing.median_us;
+  e.reward = kept.reward;
+  e.paired = kept.measurement.paired;
+  refresh_best();
+}
+
+void ProblemTuning::refresh_best() {
+  outcome_.best_design.clear();
+  outcome_.best = PairedGain{};
+  outcome_.best_us = 0;
+  for (const Evaluation& e : outcome_.evaluations)
+    if (e.status == MeasureStatus::kOk && e.paired && (outcome_.best_design.empty() || e.reward > outcome_.best.log_ratio)) {
+      outcome_.best_us = e.time_us;
+      outcome_.best_design = e.design;
+      outcome_.best = *e.paired;
+    }
 }
 
 void ProblemTuning::complete(const std::vector<Measurement>& results) {
@@ -284,6 +335,15 @@ void ProblemTuning::complete(const std::vector<Measurement>& results) {
   for (const Measurement& m : results) {
     outcome_.seconds += m.seconds;
     outcome_.compile_seconds += m.compile_seconds;
+  }
+  if (phase_ == Phase::kConfirm) {
+    if (results.size() != 1)
+      fail("tuning " + outcome_.problem.shape.to_string() + ": " + std::to_string(results.size()) +
+           " measurements came back for a confirmation of one design");
+    confirmed(results.front());
+    pending_.clear();
+    pending_text_.clear();
+    return;
   }
   const bool seeds = phase_ == Phase::kSeeds;
   if (seeds && results.size() == pending_.size()) {

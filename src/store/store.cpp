@@ -677,9 +677,15 @@ std::optional<MeasurementRecord> Store::find(int64_t gpu, const Problem& p, cons
 }
 
 bool Store::record(const MeasurementRecord& r) {
+  WriteTransaction tx(db_);
+  const bool inserted = insert_measurement(r);
+  tx.commit();
+  return inserted;
+}
+
+bool Store::insert_measurement(const MeasurementRecord& r) {
   const auto& m = r.measurement;
   const bool ok = m.status == MeasureStatus::kOk;
-  WriteTransaction tx(db_);
   {
     // An unpaired time of the same key (an older file's) gives way to this measurement.
     Statement old(db_,
@@ -707,9 +713,43 @@ bool Store::record(const MeasurementRecord& r) {
   }
   s.bind(25, paired ? m.paired->rounds : 0).bind(26, int64_t(ok ? 1 : 0));
   s.step();
-  const bool inserted = sqlite3_changes(db_) == 1;
+  return sqlite3_changes(db_) == 1;
+}
+
+MeasurementRecord Store::confirm(const MeasurementRecord& again) {
+  const std::string what = again.problem.shape.to_string() + " " + again.design;
+  if (again.measurement.status == MeasureStatus::kOk && !again.measurement.paired)
+    throw Error(ErrorKind::kInvalidInput, "confirm " + what + ": the second measurement is an unpaired time");
+  std::optional<MeasurementRecord> first = find(again.gpu_id, again.problem, again.design, again.mode);
+  if (!first || first->measurement.status != MeasureStatus::kOk || !first->measurement.paired)
+    throw Error(ErrorKind::kInvalidInput, "confirm " + what + ": no paired measurement of it to confirm");
+  std::string strategy = first->strategy;
+  if (!strategy.ends_with(kConfirmedSuffix)) strategy += kConfirmedSuffix;
+  // A second measurement that failed (wrong, crashed...) is the weaker: the design does not stand.
+  const bool again_weaker = again.measurement.status != MeasureStatus::kOk ||
+                            again.measurement.paired->low < first->measurement.paired->low;
+  MeasurementRecord kept = again_weaker ? again : *first;
+  kept.strategy = strategy;
+  WriteTransaction tx(db_);  // the row is replaced at once or not at all, in its place (its id: the order measured)
+  const char* key = " WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND dtype = ? AND design = ? AND mode = ?";
+  int64_t row_id = 0;
+  {
+    Statement id(db_, (std::string("SELECT id FROM measurements") + key).c_str());
+    id.bind(1, again.gpu_id).bind_problem(2, again.problem).bind(7, std::string_view(again.design));
+    id.bind(8, to_string(again.mode));
+    if (!id.step()) throw Error(ErrorKind::kRuntime, "confirm " + what + ": its row went missing");
+    row_id = id.i64(0);
+  }
+  Statement old(db_, (std::string("DELETE FROM measurements") + key).c_str());
+  old.bind(1, again.gpu_id).bind_problem(2, again.problem).bind(7, std::string_view(again.design));
+  old.bind(8, to_string(again.mode));
+  old.step();
+  insert_measurement(kept);
+  Statement place(db_, "UPDATE measurements SET id = ? WHERE id = ?");
+  place.bind(1, row_id).bind(2, int64_t(sqlite3_last_insert_rowid(db_)));
+  place.step();
   tx.commit();
-  return inserted;
+  return *find(again.gpu_id, again.problem, again.design, again.mode);
 }
 
 std::vector<MeasurementRecord> Store::measurements(int64_t gpu, const Problem& p, TimingMode mode) {

@@ -134,6 +134,13 @@ class Store {
   // Inserts the record; returns false (and changes nothing) when its key was recorded already, except that an
   // unpaired time of the key is replaced.
   bool record(const MeasurementRecord& record);
+  // A second paired measurement of a recorded design (the tuner's confirmation of a claimed gain): the key keeps
+  // the weaker of the two, the one whose gain has the lower bound of its interval, its strategy marked
+  // kConfirmedSuffix, so that a gain stands only where it held in two measurements apart; a second measurement that
+  // failed is kept as the weaker. Returns the record kept. Throws Error(kInvalidInput) when the key holds no paired
+  // measurement or `again` is an unpaired time.
+  MeasurementRecord confirm(const MeasurementRecord& again);
+  static constexpr const char* kConfirmedSuffix = " (confirmed)";
   // Every measurement of a problem on a GPU in one mode that may be used (paired, or a failure), oldest first.
   std::vector<MeasurementRecord> measurements(int64_t gpu_id, const Problem& problem, TimingMode mode);
   int64_t count_measurements();
@@ -160,6 +167,7 @@ class Store {
 
  private:
   void migrate();
+  bool insert_measurement(const MeasurementRecord& record);  // record() inside a transaction of the caller's
   std::filesystem::path path_;
   sqlite3* db_ = nullptr;
 };

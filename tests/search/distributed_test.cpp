@@ -31,6 +31,7 @@ struct Plan {
   StrategyFactory factory = [this](const Problem& p) { return make_rl_strategy_from(start, problem_seed(9, p)); };
   TuneOptions options() const {
     TuneOptions o;
+    o.confirm = false;  // the lanes' measurements, counted: no second measurement
     o.problems = kProblems;
     o.budget.evaluations = kBudget;
     o.batch = 4;

@@ -232,6 +232,49 @@ TEST_F(StoreTest, RecordsOnceAndAnswersResumeQueries) {
   EXPECT_EQ(store.count_measurements(gpu, p, TimingMode::kOffline), 1);
 }
 
+// A second measurement of a recorded design: the weaker of the two stands (the lower bound of the gain), its row
+// marked confirmed; a second measurement that failed stands as the failure; nothing to confirm is refused.
+TEST_F(StoreTest, AConfirmationKeepsTheWeakerMeasurement) {
+  Store store(file());
+  const int64_t gpu = store.gpu_id(h100());
+  const Problem p{{1024, 2048, 512}, Layout::kTN};
+  const std::string d = "sm90.ws.coop/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_tma";
+  MeasurementRecord first = ok_record(gpu, p, d, 10.0, 12.0);  // 1.2x, against a reference in a slow state
+  first.mode = TimingMode::kGraph;
+  first.strategy = "route";
+  ASSERT_TRUE(store.record(first));
+  MeasurementRecord again = ok_record(gpu, p, d, 10.0, 10.3);   // 1.03x
+  again.mode = TimingMode::kGraph;
+  again.strategy = "confirm";
+  const MeasurementRecord kept = store.confirm(again);
+  EXPECT_DOUBLE_EQ(kept.measurement.paired->reference_us, 10.3);
+  EXPECT_EQ(kept.strategy, std::string("route") + Store::kConfirmedSuffix);
+  EXPECT_EQ(store.count_measurements(gpu, p, TimingMode::kGraph), 1);
+  // A stronger second measurement leaves the first standing; the mark is not repeated.
+  MeasurementRecord stronger = ok_record(gpu, p, d, 9.0, 12.0);
+  stronger.mode = TimingMode::kGraph;
+  EXPECT_DOUBLE_EQ(store.confirm(stronger).measurement.paired->reference_us, 10.3);
+  EXPECT_EQ(store.find(gpu, p, d, TimingMode::kGraph)->strategy, std::string("route") + Store::kConfirmedSuffix);
+  auto best = store.best(gpu, p, TimingMode::kGraph);
+  ASSERT_TRUE(best);
+  EXPECT_NEAR(best->paired.speedup(), 1.03, 1e-9);
+  // A second measurement that failed: the design does not stand.
+  MeasurementRecord failed = again;
+  failed.measurement.status = MeasureStatus::kWrong;
+  failed.measurement.paired.reset();
+  EXPECT_EQ(store.confirm(failed).measurement.status, MeasureStatus::kWrong);
+  EXPECT_FALSE(store.best(gpu, p, TimingMode::kGraph).has_value());
+  // Nothing paired to confirm, or an unpaired second time.
+  EXPECT_THROW(store.confirm(again), Error);
+  MeasurementRecord other = again;
+  other.design = "sm90.ws.pingpong/64x128x64/s4/c1x1/raster_m.g8/splitk1/epi_tma";
+  EXPECT_THROW(store.confirm(other), Error);
+  ASSERT_TRUE(store.record(other));
+  MeasurementRecord unpaired = other;
+  unpaired.measurement.paired.reset();
+  EXPECT_THROW(store.confirm(unpaired), Error);
+}
+
 TEST_F(StoreTest, BestViewPicksTheFastestCorrectDesignWithItsSpeedup) {
   Store store(file());
   const int64_t gpu = store.gpu_id(h100());
