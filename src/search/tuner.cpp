@@ -201,12 +201,16 @@ double ProblemTuning::reward_of(const Measurement& m) const {
   return m.paired->log_ratio;
 }
 
+void ProblemTuning::take_if_best(const Evaluation& e) {
+  if (e.status != MeasureStatus::kOk || !e.paired) return;
+  if (!outcome_.best_design.empty() && e.reward <= outcome_.best.log_ratio) return;  // the first of equals stays
+  outcome_.best_us = e.time_us;
+  outcome_.best_design = e.design;
+  outcome_.best = *e.paired;
+}
+
 void ProblemTuning::add(Evaluation e) {
-  if (e.status == MeasureStatus::kOk && (outcome_.best_design.empty() || e.reward > outcome_.best.log_ratio)) {
-    outcome_.best_us = e.time_us;
-    outcome_.best_design = e.design;
-    outcome_.best = *e.paired;
-  }
+  take_if_best(e);
   known_[e.design] = outcome_.evaluations.size();
   outcome_.measured_now += e.measured_now ? 1 : 0;
   outcome_.evaluations.push_back(std::move(e));
@@ -322,12 +326,7 @@ void ProblemTuning::refresh_best() {
   outcome_.best_design.clear();
   outcome_.best = PairedGain{};
   outcome_.best_us = 0;
-  for (const Evaluation& e : outcome_.evaluations)
-    if (e.status == MeasureStatus::kOk && e.paired && (outcome_.best_design.empty() || e.reward > outcome_.best.log_ratio)) {
-      outcome_.best_us = e.time_us;
-      outcome_.best_design = e.design;
-      outcome_.best = *e.paired;
-    }
+  for (const Evaluation& e : outcome_.evaluations) take_if_best(e);
 }
 
 void ProblemTuning::complete(const std::vector<Measurement>& results) {

@@ -209,7 +209,8 @@ class ProblemTuning {
   void end_round();  // the strategy hears the round's rewards
   bool start_confirmation();  // the best design's second measurement as the next batch, where it is due
   void confirmed(const Measurement& again);
-  void refresh_best();
+  void refresh_best();                     // the best again from the evaluations (one changed)
+  void take_if_best(const Evaluation& e);  // `e` becomes the best where its paired gain is higher
 
   Store& store_;
   int64_t gpu_id_;

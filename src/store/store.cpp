@@ -732,18 +732,19 @@ MeasurementRecord Store::confirm(const MeasurementRecord& again) {
   kept.strategy = strategy;
   WriteTransaction tx(db_);  // the row is replaced at once or not at all, in its place (its id: the order measured)
   const char* key = " WHERE gpu_id = ? AND m = ? AND n = ? AND k = ? AND layout = ? AND dtype = ? AND design = ? AND mode = ?";
+  const auto bind_key = [&](Statement& s) -> Statement& {
+    s.bind(1, again.gpu_id).bind_problem(2, again.problem).bind(7, std::string_view(again.design));
+    s.bind(8, to_string(again.mode));
+    return s;
+  };
   int64_t row_id = 0;
   {
     Statement id(db_, (std::string("SELECT id FROM measurements") + key).c_str());
-    id.bind(1, again.gpu_id).bind_problem(2, again.problem).bind(7, std::string_view(again.design));
-    id.bind(8, to_string(again.mode));
-    if (!id.step()) throw Error(ErrorKind::kRuntime, "confirm " + what + ": its row went missing");
+    if (!bind_key(id).step()) throw Error(ErrorKind::kRuntime, "confirm " + what + ": its row went missing");
     row_id = id.i64(0);
   }
   Statement old(db_, (std::string("DELETE FROM measurements") + key).c_str());
-  old.bind(1, again.gpu_id).bind_problem(2, again.problem).bind(7, std::string_view(again.design));
-  old.bind(8, to_string(again.mode));
-  old.step();
+  bind_key(old).step();
   insert_measurement(kept);
   Statement place(db_, "UPDATE measurements SET id = ? WHERE id = ?");
   place.bind(1, row_id).bind(2, int64_t(sqlite3_last_insert_rowid(db_)));
