@@ -327,6 +327,8 @@ std::vector<SummaryGroup> summarize(const std::vector<Row>& rows) {
       ++a.group.incorrect;
       continue;
     }
+    if (r.mode == Mode::kGraph && r.detail.find(kGraphMemoryNote) != std::string::npos)
+      a.group.graph_memory.push_back(r.shape);
     if (r.paired_vendor.rounds >= 2) {
       a.paired.push_back(1 + r.paired_vendor.gain);
       a.paired_ranked.push_back(r);
@@ -514,6 +516,14 @@ void print_summary(std::ostream& out, const std::vector<SummaryGroup>& groups) {
   print_modes_side_by_side(out, groups);
   print_paired(out, groups);
   print_routes(out, groups);
+  for (const auto& g : groups) {
+    if (g.graph_memory.empty()) continue;
+    out << "\nWarning: " << g.graph_memory.size() << ' ' << to_string(g.layout) << ' ' << to_string(g.dtype) << ' '
+        << g.impl << " graph rows timed calls whose workspace came from graph memory (an allocation in the graph at "
+           "every call: every capture slot of the route was owned), not the kernel alone:";
+    for (size_t i = 0; i < g.graph_memory.size() && i < 10; ++i) out << ' ' << g.graph_memory[i].to_string();
+    out << (g.graph_memory.size() > 10 ? " ...\n" : "\n");
+  }
   char buf[128];
   out << "\nWorst shapes (speedup vs the best vendor call):\n";
   for (const auto& g : groups) {

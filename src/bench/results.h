@@ -121,7 +121,14 @@ struct SummaryGroup {
   PairedSummary paired;    // against the best vendor call, round by round
   RouteSplit routes;       // the library's rows by what served them (counts 0 elsewhere)
   int incorrect = 0;
+  // Graph rows whose detail says that captured calls took their workspace from graph memory (kGraphMemoryNote):
+  // an allocation in the graph at every call, where every capture slot of the route was owned.
+  std::vector<Shape> graph_memory;
 };
+
+// What a library's graph row adds to its detail where captured calls took their workspace from graph memory
+// (dispatch's bench implementation writes it; summarize counts it).
+inline constexpr const char* kGraphMemoryNote = "captured calls took their workspace from graph memory";
 
 // rlgemm design rows are named by the design's text form, which always contains '/'.
 bool is_design_row(const Row& row);

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "bench/results.h"
 #include "rlgemm/rlgemm.h"
 
 namespace rlgemm::dispatch {
@@ -31,7 +32,7 @@ class DispatchImplementation final : public bench::Implementation {
   // alive) paid an allocation in the graph at every replay: their rows say so.
   std::string graph_rounds_note() const override {
     const uint64_t calls = handle_.stats().graph_memory_workspaces - graph_memory_before_;
-    return calls ? std::to_string(calls) + " captured calls took their workspace from graph memory" : "";
+    return calls ? std::to_string(calls) + " " + bench::kGraphMemoryNote : "";
   }
 
  private:

@@ -414,6 +414,36 @@ TEST(Results, LibraryRowsSplitByWhatServedThem) {
   EXPECT_FALSE(j[1].contains("served_by"));
 }
 
+// A library graph row whose captured calls took their workspace from graph memory (the detail's note) timed an
+// allocation with every call: summarize lists it per group and the printed summary warns, naming the shapes; an
+// offline row with the same words, or a row without them, is not counted.
+TEST(Results, GraphRowsOnGraphMemoryAreNamed) {
+  auto row = [](Shape s, Mode mode, const std::string& detail) {
+    Row r = make_row(s, "rlgemm", 10, 1);
+    r.mode = mode;
+    r.speedup_vendor = 1;
+    r.detail = detail;
+    return r;
+  };
+  const std::string note = std::string("tuned sm80/16x32x64/w16x16/s8/pad/raster_m.g1/splitk4.parallel/epi_reg (273 ") +
+                           kGraphMemoryNote + ")";
+  const std::vector<Row> rows = {row({1, 256, 1536}, Mode::kGraph, note), row({16, 512, 3584}, Mode::kGraph, "tuned x"),
+                                 row({1, 256, 1536}, Mode::kOffline, note)};
+  const auto groups = summarize(rows);
+  ASSERT_EQ(groups.size(), 2u);
+  ASSERT_EQ(groups[0].graph_memory.size(), 1u);
+  EXPECT_EQ(groups[0].graph_memory[0].to_string(), "1,256,1536");
+  EXPECT_TRUE(groups[1].graph_memory.empty());
+  std::ostringstream out;
+  print_summary(out, groups);
+  const std::string text = out.str();
+  const size_t warning = text.find("Warning: 1 tn fp16 rlgemm graph rows");
+  ASSERT_NE(warning, std::string::npos) << text;
+  const std::string line = text.substr(warning, text.find('\n', warning) - warning);
+  EXPECT_NE(line.find("1,256,1536"), std::string::npos) << line;
+  EXPECT_EQ(line.find("16,512,3584"), std::string::npos) << line;
+}
+
 // lt_auto's detail names the candidate it kept; the tuned table reads the index back from it.
 TEST(LtAutoDetail, CandidateIndexReadsBack) {
   EXPECT_EQ(lt_auto_detail(3, 8, 0), "candidate 3 of 8 timed");
