@@ -517,7 +517,6 @@ TEST(Tuner, PairedRewardsAreBlindToAGpuThatDrifts) {
 // Once a problem's search ends, its best design is measured again and the weaker of the two stands: the gains the
 // tuner keeps are then true ones, the rows it confirmed say so, and the outcome's best is the store's.
 TEST(Tuner, AClaimedGainIsMeasuredAgainAndTheWeakerStands) {
-  TempDir dir;
   std::vector<Problem> problems;
   for (int64_t m : {256, 512, 1024, 2048})
     for (int64_t n : {1024, 4096}) problems.push_back({{m, n, 2048}, Layout::kTN});
@@ -525,19 +524,18 @@ TEST(Tuner, AClaimedGainIsMeasuredAgainAndTheWeakerStands) {
     int claims = 0, inflated = 0, confirmations = 0;
   };
   auto run = [&](bool confirm) {
-    Store store(dir / (confirm ? "confirm.db" : "once.db"));
     BackendOptions states;
     states.reference_states = 0.2;
-    SyntheticMeasurer measurer(states);
-    auto strategy = make_random_strategy(5);
-    Tuner tuner(store, measurer, *strategy, small_spec());
+    RandomTuner t(confirm ? "confirm.db" : "once.db", 5, states);
+    Store& store = t.store;
+    SyntheticMeasurer& measurer = t.measurer;
     TuneOptions options;
     options.problems = problems;
     options.budget.evaluations = 16;
     options.confirm = confirm;
     Run r;
     const int64_t gpu = store.gpu_id(measurer.gpu());
-    for (const ProblemOutcome& o : tuner.run(options)) {
+    for (const ProblemOutcome& o : t.tuner.run(options)) {
       EXPECT_LE(o.confirmations, confirm ? TuneOptions::kMaxConfirmations : 0);
       EXPECT_EQ(int(o.evaluations.size()), 16) << "a second measurement is no evaluation";
       r.confirmations += o.confirmations;
@@ -629,18 +627,14 @@ TEST(Tuner, IndependentProblemsRecordTheSameInAnyOrder) {
 }
 
 TEST(Tuner, MinutesBudgetStopsInTime) {
-  TempDir dir;
-  Store store(dir / "t.db");
   BackendOptions slow;
   slow.delay_ms = 20;
-  SyntheticMeasurer measurer(slow);
-  auto strategy = make_random_strategy(1);
-  Tuner tuner(store, measurer, *strategy, small_spec());
+  RandomTuner t("t.db", 1, slow);
   TuneOptions options;
   options.problems = {kProblems[0], kProblems[1]};
   options.budget = Budget::parse("0.02min");  // 1.2 s for both problems
   const auto start = std::chrono::steady_clock::now();
-  const auto outcomes = tuner.run(options);
+  const auto outcomes = t.tuner.run(options);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(took, 3.0);
   ASSERT_EQ(outcomes.size(), 2u);
