@@ -164,11 +164,22 @@ def _fake_checkout(tmp_path):
     return root, runs, hold
 
 
-def _gpu_check(root, *args, timeout=60):
-    env = dict(os.environ, PATH="/nonexistent-nvidia-smi:" + os.environ["PATH"])
+def _no_gpu_env(root):
+    """The environment of a machine without a GPU, on any machine: an nvidia-smi that finds none comes first on
+    PATH (the real one, on a GPU machine, would count its GPUs) and CUDA_VISIBLE_DEVICES is unset."""
+    fake = root / "no-gpu-bin"
+    fake.mkdir(exist_ok=True)
+    smi = fake / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed: no devices were found' >&2\nexit 9\n")
+    smi.chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake}:" + os.environ["PATH"])
     env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+def _gpu_check(root, *args, timeout=60):
     return subprocess.run([str(root / "scripts" / "gpu-check"), "--allow-no-gpu", "--jobs", "2", *args],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+                          cwd=root, env=_no_gpu_env(root), capture_output=True, text=True, timeout=timeout)
 
 
 def test_gpu_check_keeps_a_cut_runs_results_and_resume_runs_only_the_rest(tmp_path):
@@ -180,7 +191,7 @@ def test_gpu_check_keeps_a_cut_runs_results_and_resume_runs_only_the_rest(tmp_pa
     # The first run is cut while C runs: B's result and output are kept, in the state folder and in the log.
     hold.write_text("")
     first = subprocess.Popen([str(root / "scripts" / "gpu-check"), "--allow-no-gpu", "--jobs", "2", *args],
-                             cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                             cwd=root, env=_no_gpu_env(root), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 60
     while not (runs.exists() and "T.C" in runs.read_text()) and time.time() < deadline:
         time.sleep(0.1)
