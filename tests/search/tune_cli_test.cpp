@@ -610,6 +610,69 @@ TEST(TuneCli, TuneThenBenchScriptRunsShardIOnTheIthVisibleGpu) {
   EXPECT_NE(r.output.find("names only 2"), std::string::npos) << r.output;
 }
 
+// --shards splits the shapes whatever the GPUs: on one GPU, two shards run one after the other, never at once, on
+// that GPU, each with its own database; a run whose shards were begun on two GPUs goes on on one, with the same
+// databases. Fewer shards than GPUs leaves GPUs idle; a bad count is refused.
+TEST(TuneCli, TuneThenBenchScriptRunsSeveralShardsOnOneGpuInTurn) {
+  TempDir dir;
+  const std::string shapes = (dir / "shapes.csv").string();
+  std::ofstream(shapes) << "M,N,K\n512,4096,4096\n1024,1024,1024\n64,4096,4096\n";
+  // The wrapper notes each start and end, and whether another process was running at its start.
+  const std::string wrapper = (dir / "rlgemm-wrapper").string(), trace = (dir / "trace.txt").string(),
+                    busy = (dir / "busy").string();
+  std::ofstream(wrapper) << "#!/bin/sh\n[ -e " << busy << " ] && echo overlap >> " << trace << "\ntouch " << busy
+                         << "\necho \"start $CUDA_VISIBLE_DEVICES $*\" >> " << trace << "\nsleep 0.3\n"
+                         << rlgemm_binary() << " \"$@\"\nrc=$?\nrm -f " << busy << "\necho end >> " << trace
+                         << "\nexit $rc\n";
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  const std::string script = std::string(RLGEMM_SOURCE_DIR) + "/scripts/tune-then-bench";
+  const std::string env = "RLGEMM=" + wrapper + " BACKEND=synthetic CUDA_VISIBLE_DEVICES=3 ";
+  const std::string out = (dir / "t").string();
+
+  auto r = rlgemm::testing::run_command(env + script + " " + shapes + " " + out + " --gpus 1 --shards 2 --budget 1 "
+                                        "--no-bench");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 shard(s) on 1 GPU(s)"), std::string::npos) << r.output;
+  std::string text = read_text(trace);
+  EXPECT_EQ(text.find("overlap"), std::string::npos) << text;
+  EXPECT_NE(text.find("start 3 tune --shapes " + shapes + " --shard 0/2"), std::string::npos) << text;
+  EXPECT_NE(text.find("start 3 tune --shapes " + shapes + " --shard 1/2"), std::string::npos) << text;
+  int64_t total = 0;
+  for (int shard : {0, 1}) {
+    EXPECT_TRUE(std::filesystem::exists(dir / "t" / ("tune-" + std::to_string(shard) + ".done")));
+    total += Store(dir / "t" / ("tune-" + std::to_string(shard) + ".db")).count_measurements();
+  }
+  EXPECT_EQ(total, 3);  // every shape in exactly one shard, one evaluation each
+
+  // Begun on two GPUs, shard 1 left undone: one GPU goes on with shard 1 alone, in its database.
+  std::filesystem::remove(dir / "t" / "tune-1.done");
+  std::filesystem::remove(trace);
+  const int64_t before = Store(dir / "t" / "tune-1.db").count_measurements();
+  r = rlgemm::testing::run_command(env + script + " " + shapes + " " + out + " --gpus 1 --shards 2 --budget 2 "
+                                   "--no-bench");
+  ASSERT_EQ(r.code, 0) << r.output;
+  text = read_text(trace);
+  EXPECT_EQ(text.find("--shard 0/2"), std::string::npos) << text;
+  EXPECT_NE(text.find("--db " + out + "/tune-1.db"), std::string::npos) << text;
+  EXPECT_GT(Store(dir / "t" / "tune-1.db").count_measurements(), before);
+
+  // One shard on two GPUs: the second GPU stays idle.
+  std::filesystem::remove(trace);
+  r = rlgemm::testing::run_command("RLGEMM=" + wrapper + " BACKEND=synthetic CUDA_VISIBLE_DEVICES=4,6 " + script +
+                                   " " + shapes + " " + (dir / "one").string() + " --shards 1 --budget 1 --no-bench");
+  ASSERT_EQ(r.code, 0) << r.output;
+  text = read_text(trace);
+  EXPECT_NE(text.find("start 4 tune --shapes " + shapes + " --shard 0/1"), std::string::npos) << text;
+  EXPECT_EQ(text.find("start 6"), std::string::npos) << text;
+
+  for (const std::string bad : {"0", "two"}) {
+    r = rlgemm::testing::run_command(env + script + " " + shapes + " " + (dir / "bad").string() + " --shards " + bad);
+    EXPECT_EQ(r.code, 2) << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find("--shards " + bad), std::string::npos) << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir / "bad")) << bad;
+  }
+}
+
 // The default space leaves out clusters across the raster's direction; --clusters-any-raster puts them back.
 TEST(TuneCli, ClustersAcrossTheRasterOnlyWhenAskedFor) {
   TempDir dir;
