@@ -139,7 +139,7 @@ nlohmann::json identity(const BenchConfig& config, const DeviceInfo& dev) {
                  {"batches", config.timing.batches},
                  {"samples", config.timing.samples},
                  {"server_gap_mean_ms", config.timing.gap_mean_ms},
-                 {"shared_rounds", kSharedRounds}};
+                 {"shared_rounds", shared_rounds(config.timing)}};
   nlohmann::json dtypes = nlohmann::json::array();
   for (DType d : config.dtypes) dtypes.push_back(std::string(to_string(d)));
   j["dtypes"] = dtypes;
@@ -201,11 +201,13 @@ void check_resumable_timing(const BenchConfig& config) {
   if (before.contains("timing") && before["timing"].is_object() && before["timing"].contains("shared_rounds") &&
       before["timing"]["shared_rounds"].is_string())
     rounds = before["timing"]["shared_rounds"].get<std::string>();
-  if (rounds != kSharedRounds)
+  const std::string now_rounds = shared_rounds(config.timing);
+  if (rounds != now_rounds)
     throw Error(ErrorKind::kInvalidInput,
                 config.out_csv + " was timed with " + rounds + " in the rounds of offline and graph (" +
-                    json_path.string() + "), and this build times " + kSharedRounds +
-                    ": resumed, the file would hold problems timed two ways. Write the run to a new --out");
+                    json_path.string() + "), and this run times " + now_rounds +
+                    ": resumed, the file would hold problems timed two ways. Write the run to a new --out" +
+                    (now_rounds == kSharedRounds && rounds == kModesApart ? " (or resume it with --modes-apart)" : ""));
 }
 
 BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {

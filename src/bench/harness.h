@@ -54,9 +54,10 @@ struct BenchOutcome {
   std::vector<Row> rows;
 };
 
-// Before any GPU work: whether the run `config.out_csv` holds may be resumed by this build with config.modes.
-// Throws Error(kInvalidInput) where its JSON says that its offline and graph rows were timed in rounds of another
-// make than this build's (kSharedRounds) and this run times both modes: a resumed file would hold problems
+// Before any GPU work: whether the run `config.out_csv` holds may be resumed by this build with config.modes and
+// config.timing. Throws Error(kInvalidInput) where its JSON says that its offline and graph rows were timed in
+// rounds of another make than this run's (shared_rounds(config.timing): kSharedRounds, or kModesApart) and this
+// run times both modes: a resumed file would hold problems
 // timed two ways, and a figure over all of them would be neither. No JSON beside it: nothing to say.
 void check_resumable_timing(const BenchConfig& config);
 

@@ -395,11 +395,17 @@ std::vector<std::vector<Timing>> time_modes_side_by_side(const std::vector<Mode>
   for (Mode mode : modes)
     if (shared(mode)) together.push_back(mode);
   std::vector<std::vector<Timing>> timed;
-  if (!together.empty()) timed = time_batched_modes(together, subjects, stream, o);
+  if (o.modes_apart) {
+    for (Mode mode : together) timed.push_back(time_batched_modes({mode}, subjects, stream, o).front());
+  } else if (!together.empty()) {
+    timed = time_batched_modes(together, subjects, stream, o);
+  }
   for (size_t m = 0, t = 0; m < modes.size(); ++m)
     out[m] = shared(modes[m]) ? std::move(timed[t++]) : time_side_by_side(modes[m], subjects, refresh, stream, o);
   return out;
 }
+
+const char* shared_rounds(const TimingOptions& o) { return o.modes_apart ? kModesApart : kSharedRounds; }
 
 TimingOptions screen_options() {
   TimingOptions quick;

@@ -40,6 +40,11 @@ struct TimingOptions {
   int samples = 15;               // server/cudal2: timed calls
   double gap_mean_ms = 10.0;      // server: mean idle gap before each call
   uint64_t seed = 1;              // every mode: the order of the subjects in each round; server: the gaps
+  // offline and graph timed together (time_modes_side_by_side): each mode in rounds of its own, every round of the
+  // first mode given, then every round of the second, instead of rounds that hold both (modes_round). The subjects
+  // of a mode are compared side by side either way; apart, no graph replay follows an offline batch within
+  // seconds (kModesApart).
+  bool modes_apart = false;
 };
 
 struct Timing {
@@ -89,6 +94,10 @@ std::vector<size_t> modes_round(size_t n, size_t modes, size_t round, RoundOrder
 // "shared_rounds"); a run recorded without it shuffled the two modes' turns together.
 inline constexpr const char* kSharedRounds = "a mode's turns together";
 inline constexpr const char* kSharedRoundsBefore = "turns of both modes shuffled together";
+// The same with TimingOptions::modes_apart.
+inline constexpr const char* kModesApart = "each mode in rounds of its own";
+// How offline and graph share their rounds under `o`: kSharedRounds or kModesApart.
+const char* shared_rounds(const TimingOptions& o);
 
 // Times every subject in `mode`, side by side: rounds in which each subject takes its turn (one batch, or
 // one sample) in a shuffled order (RoundOrder, from options.seed), so that a slow spell of the machine

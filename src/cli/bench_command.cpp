@@ -50,6 +50,7 @@ struct BenchArgs {
   bool resume = false;
   std::string seed;  // empty: drawn from the clock (and recorded)
   bool control = false;
+  bool modes_apart = false;
   // --impl rlgemm: where the library's handle takes its tuned rows, policy and rescheduled cubins from.
   std::string rlgemm_db;
   std::string rlgemm_table;
@@ -167,6 +168,7 @@ int run(BenchArgs& a) {
   if (a.batches) config.timing.batches = a.batches;
   if (!(a.gap_ms >= 0)) fail("--gap-ms must be >= 0");
   config.timing.gap_mean_ms = a.gap_ms;
+  config.timing.modes_apart = a.modes_apart;
   if (a.seed.empty()) {
     config.seed = uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
   } else {
@@ -307,6 +309,7 @@ const CommandRegistration registration("bench", [](CLI::App& app) -> std::functi
   cmd->add_flag("--quick", args->quick, "fewer batches and samples: faster, less precise");
   cmd->add_option("--samples", args->samples, "server/cudal2: timed calls per measurement (default 15, 7 with --quick)");
   cmd->add_option("--batches", args->batches, "offline/cold/graph/graph-cold: timed batches per measurement (default 7, 3 with --quick)");
+  cmd->add_flag("--modes-apart", args->modes_apart, "offline and graph: each mode in rounds of its own (all the offline rounds of a problem, then all its graph rounds), not both in every round; the subjects of a mode are still timed side by side (the run's JSON records it: timing.shared_rounds)");
   cmd->add_option("--gap-ms", args->gap_ms, "server: mean idle gap before each call, in ms")->capture_default_str();
   cmd->add_option("--device", args->device, "GPU ordinal")->capture_default_str();
   cmd->add_option("--shard", args->shard, "I/N: measure every N-th shape starting at I (split a long run)")->capture_default_str();

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include "bench/results.h"
+#include "bench/timing.h"
 #include "core/cuda_util.h"
 #include "support/cli.h"
 #include "support/gpu.h"
@@ -91,6 +92,27 @@ TEST(BenchCli, SeedControlAndPathsAreCheckedFirst) {
   std::ofstream(dir / "new.json") << R"({"modes": ["graph", "offline"], "timing": {"shared_rounds": "x"}})";
   expect_error("bench --shape 64,64,64 --impl lt_auto --mode graph,offline --resume --out " + (dir / "new.csv").string(),
                2, "timed with x in the rounds");
+  // A run timed with each mode in rounds of its own goes on only so (--modes-apart), and the other way round.
+  std::ofstream(dir / "apart.csv") << header;
+  std::ofstream(dir / "apart.json") << R"({"modes": ["offline", "graph"], "timing": {"shared_rounds": ")"
+                                    << rlgemm::bench::kModesApart << R"("}})";
+  expect_error("bench --shape 64,64,64 --impl lt_auto --mode offline,graph --resume --out " +
+                   (dir / "apart.csv").string(),
+               2, "resume it with --modes-apart");
+  std::ofstream(dir / "together.json") << R"({"modes": ["offline", "graph"], "timing": {"shared_rounds": ")"
+                                       << rlgemm::bench::kSharedRounds << R"("}})";
+  std::ofstream(dir / "together.csv") << header;
+  expect_error("bench --shape 64,64,64 --impl lt_auto --mode offline,graph --modes-apart --resume --out " +
+                   (dir / "together.csv").string(),
+               2, std::string("this run times ") + rlgemm::bench::kModesApart);
+  if (!rlgemm::cuda_device_available(nullptr)) {  // the same make goes on: past the check, to the missing GPU
+    expect_error("bench --shape 64,64,64 --impl lt_auto --mode offline,graph --modes-apart --resume --out " +
+                     (dir / "apart.csv").string(),
+                 3, "no usable CUDA GPU");
+    expect_error("bench --shape 64,64,64 --impl lt_auto --mode offline,graph --resume --out " +
+                     (dir / "together.csv").string(),
+                 3, "no usable CUDA GPU");
+  }
   if (!rlgemm::cuda_device_available(nullptr))  // one mode goes on: past the check, to the missing GPU
     expect_error("bench --shape 64,64,64 --impl lt_auto --mode graph" + old_run, 3, "no usable CUDA GPU");
 #ifdef RLGEMM_TEST_HAVE_DISPATCH

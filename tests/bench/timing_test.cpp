@@ -192,50 +192,82 @@ void CUDART_CB log_turn(void* p) {
   tag->log->calls.emplace_back(tag->graph, tag->subject);
 }
 
-TEST(TimingGpu, ARoundTimesEachModesTurnsTogether) {
-  RLGEMM_REQUIRE_GPU();
+// Times six logged subjects offline and in graphs (time_modes_side_by_side) under `o`; returns, in the order the GPU
+// ran them, the stretches of one mode's calls: (graph, how many subjects the stretch holds).
+std::vector<std::pair<bool, int>> logged_stretches(const TimingOptions& o, int subjects_count) {
   cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  constexpr int kSubjects = 6;
+  EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   TurnLog log;
   std::vector<TurnTag> tags;
   for (int graph = 0; graph < 2; ++graph)
-    for (int i = 0; i < kSubjects; ++i) tags.push_back({&log, graph == 1, i});
+    for (int i = 0; i < subjects_count; ++i) tags.push_back({&log, graph == 1, i});
   std::vector<Subject> subjects;
-  for (int i = 0; i < kSubjects; ++i)
-    subjects.push_back({[&tags, i](cudaStream_t s) {
+  for (int i = 0; i < subjects_count; ++i)
+    subjects.push_back({[&tags, i, subjects_count](cudaStream_t s) {
                           cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
                           RLGEMM_CUDA_CHECK(cudaStreamIsCapturing(s, &status));
                           gpu_spin(s, 0);
                           const bool graph = status == cudaStreamCaptureStatusActive;
-                          RLGEMM_CUDA_CHECK(cudaLaunchHostFunc(s, log_turn, &tags[size_t(graph) * kSubjects + i]));
+                          RLGEMM_CUDA_CHECK(
+                              cudaLaunchHostFunc(s, log_turn, &tags[size_t(graph) * size_t(subjects_count) + size_t(i)]));
                         },
                         {}, "subject " + std::to_string(i)});
+  const auto t = time_modes_side_by_side({Mode::kOffline, Mode::kGraph}, subjects, nullptr, stream, o);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(t.size(), 2u);
+  for (const auto& mode : t)
+    for (const Timing& timing : mode) EXPECT_EQ(int(timing.rounds_us.size()), o.batches);
+  cudaStreamDestroy(stream);
+  std::lock_guard lock(log.mutex);
+  std::vector<std::pair<bool, int>> stretches;
+  for (size_t start = 0; start < log.calls.size();) {
+    size_t end = start;
+    std::set<int> seen;
+    while (end < log.calls.size() && log.calls[end].first == log.calls[start].first) seen.insert(log.calls[end++].second);
+    stretches.emplace_back(log.calls[start].first, int(seen.size()));
+    start = end;
+  }
+  return stretches;
+}
+
+TEST(TimingGpu, ARoundTimesEachModesTurnsTogether) {
+  RLGEMM_REQUIRE_GPU();
+  constexpr int kSubjects = 6;
   TimingOptions o;
   o.seed = 7;
   o.batch_target_us = 100;
   o.batches = 6;
   o.max_warmup_batches = 1;
-  const auto t = time_modes_side_by_side({Mode::kOffline, Mode::kGraph}, subjects, nullptr, stream, o);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  ASSERT_EQ(t.size(), 2u);
-  for (const auto& mode : t)
-    for (const Timing& timing : mode) EXPECT_EQ(int(timing.rounds_us.size()), o.batches);
-  std::lock_guard lock(log.mutex);
-  ASSERT_FALSE(log.calls.empty());
-  int stretches = 0;
-  for (size_t start = 0; start < log.calls.size();) {
-    size_t end = start;
-    std::set<int> seen;
-    while (end < log.calls.size() && log.calls[end].first == log.calls[start].first) seen.insert(log.calls[end++].second);
-    EXPECT_EQ(int(seen.size()), kSubjects) << "a stretch of " << (log.calls[start].first ? "graph" : "offline")
-                                           << " calls from call " << start << " to " << end;
-    ++stretches;
-    start = end;
-  }
+  const auto stretches = logged_stretches(o, kSubjects);
+  ASSERT_FALSE(stretches.empty());
+  for (size_t k = 0; k < stretches.size(); ++k)
+    EXPECT_EQ(stretches[k].second, kSubjects) << "stretch " << k << " of " << (stretches[k].first ? "graph" : "offline")
+                                              << " calls";
   // Each round's two stretches (fewer where rounds meet in the same mode), and the set-up's.
-  EXPECT_LE(stretches, 2 * (o.batches + 1) + 2);
-  cudaStreamDestroy(stream);
+  EXPECT_LE(int(stretches.size()), 2 * (o.batches + 1) + 2);
+  EXPECT_GE(int(stretches.size()), o.batches);  // the modes take turns within the rounds
+}
+
+// With TimingOptions::modes_apart, every offline round comes before every graph round: after the set-up, one
+// stretch of offline calls, then one of graph replays, each holding every subject; shared_rounds names the make.
+TEST(TimingGpu, ModesApartTimeEveryRoundOfOneModeBeforeTheOthers) {
+  RLGEMM_REQUIRE_GPU();
+  constexpr int kSubjects = 6;
+  TimingOptions o;
+  o.seed = 7;
+  o.batch_target_us = 100;
+  o.batches = 6;
+  o.max_warmup_batches = 3;
+  o.modes_apart = true;
+  const auto stretches = logged_stretches(o, kSubjects);
+  // Offline (its set-up and rounds), then graph (its set-up's replays and rounds; a capture runs nothing).
+  ASSERT_EQ(stretches.size(), 2u);
+  EXPECT_FALSE(stretches.front().first);
+  EXPECT_TRUE(stretches.back().first);
+  for (const auto& stretch : stretches) EXPECT_EQ(stretch.second, kSubjects);
+  EXPECT_STREQ(shared_rounds(o), kModesApart);
+  o.modes_apart = false;
+  EXPECT_STREQ(shared_rounds(o), kSharedRounds);
 }
 
 // Through the timing loop itself: the subjects take their turns in the orders the seed gives, in every mode.
