@@ -230,14 +230,21 @@ std::vector<std::pair<bool, int>> logged_stretches(const TimingOptions& o, int s
   return stretches;
 }
 
-TEST(TimingGpu, ARoundTimesEachModesTurnsTogether) {
-  RLGEMM_REQUIRE_GPU();
-  constexpr int kSubjects = 6;
+// Short rounds for logged_stretches: one warm-up round, six timed; the modes shared or apart.
+TimingOptions logged_options(bool modes_apart) {
   TimingOptions o;
   o.seed = 7;
   o.batch_target_us = 100;
   o.batches = 6;
   o.max_warmup_batches = 1;
+  o.modes_apart = modes_apart;
+  return o;
+}
+
+TEST(TimingGpu, ARoundTimesEachModesTurnsTogether) {
+  RLGEMM_REQUIRE_GPU();
+  constexpr int kSubjects = 6;
+  const TimingOptions o = logged_options(false);
   const auto stretches = logged_stretches(o, kSubjects);
   ASSERT_FALSE(stretches.empty());
   for (size_t k = 0; k < stretches.size(); ++k)
@@ -253,12 +260,7 @@ TEST(TimingGpu, ARoundTimesEachModesTurnsTogether) {
 TEST(TimingGpu, ModesApartTimeEveryRoundOfOneModeBeforeTheOthers) {
   RLGEMM_REQUIRE_GPU();
   constexpr int kSubjects = 6;
-  TimingOptions o;
-  o.seed = 7;
-  o.batch_target_us = 100;
-  o.batches = 6;
-  o.max_warmup_batches = 3;
-  o.modes_apart = true;
+  TimingOptions o = logged_options(true);
   const auto stretches = logged_stretches(o, kSubjects);
   // Offline (its set-up and rounds), then graph (its set-up's replays and rounds; a capture runs nothing).
   ASSERT_EQ(stretches.size(), 2u);
