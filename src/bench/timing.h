@@ -116,8 +116,9 @@ std::vector<Timing> time_side_by_side(Mode mode, const std::vector<Subject>& sub
 // untimed turn of its own and the modes' order turning round by round), so that neither mode is timed first
 // (the mode timed first ran on a cooler GPU: up to 5% apart on an H200, bench/results/h200/agree-probe.txt) and
 // no timed turn follows one of the other mode (an offline batch slowed the graph replay after it, for some
-// cuBLASLt kernels by 7%: bench/results/h200/reversal/);
-// the others after them, each on its own (cold's turns would sweep the L2 that offline's inputs sit in).
+// cuBLASLt kernels by 7%: bench/results/h200/reversal/); with options.modes_apart, every round of the first of
+// them, then every round of the second, each mode's subjects still side by side; the others after them, each on
+// its own (cold's turns would sweep the L2 that offline's inputs sit in).
 // Result m holds modes[m]'s timings, one per subject. Throws Error(kInvalidInput) for a mode asked for twice.
 std::vector<std::vector<Timing>> time_modes_side_by_side(const std::vector<Mode>& modes,
                                                          const std::vector<Subject>& subjects, const Call& refresh,
