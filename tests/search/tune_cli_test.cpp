@@ -583,6 +583,38 @@ TEST(TuneCli, TuneThenBenchScriptRetunesATableOnItsEvidence) {
   }
 }
 
+// --seed-designs hands a designs file to every shard's tune: each shape measures the file's designs (strategy
+// "seed") before the strategy's own proposals. A missing file, or the option without a tune, is refused before
+// anything starts.
+TEST(TuneCli, TuneThenBenchScriptSeedsEveryShardWithTheDesignsFile) {
+  TempDir dir;
+  const std::string shapes = (dir / "shapes.csv").string();
+  std::ofstream(shapes) << "M,N,K\n16,4096,4096\n1,14336,4096\n";
+  const std::string designs = (dir / "decode.txt").string();
+  std::ofstream(designs) << "# decode tiles\n" << kTinyDesign << "\n";
+  const std::string script = std::string(RLGEMM_SOURCE_DIR) + "/scripts/tune-then-bench";
+  const std::string env = "RLGEMM=" + rlgemm_binary() + " BACKEND=synthetic ";
+  auto r = rlgemm::testing::run_command(env + script + " " + shapes + " " + (dir / "t").string() +
+                                        " --gpus 2 --budget 4 --no-bench --seed-designs " + designs);
+  ASSERT_EQ(r.code, 0) << r.output;
+  int seeded = 0;
+  for (int shard : {0, 1}) {
+    Store store(dir / "t" / ("tune-" + std::to_string(shard) + ".db"));
+    const int64_t id = store.gpu_id(SyntheticMeasurer().gpu());
+    for (const Shape& shape : {Shape{16, 4096, 4096}, Shape{1, 14336, 4096}})
+      for (const auto& m : store.measurements(id, {shape, Layout::kTN}, TimingMode::kGraph))
+        seeded += m.strategy.starts_with("seed") && m.design == kTinyDesign;  // or "seed (confirmed)"
+  }
+  EXPECT_EQ(seeded, 2) << r.output;  // once on each shape, in whichever shard holds it
+
+  for (const std::string& bad : {" --seed-designs " + (dir / "none.txt").string(), " --no-tune --seed-designs " + designs}) {
+    r = rlgemm::testing::run_command(env + script + " " + shapes + " " + (dir / "bad").string() + bad);
+    EXPECT_EQ(r.code, 2) << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find("--seed-designs"), std::string::npos) << bad << "\n" << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir / "bad" / "tune-0.db")) << bad;
+  }
+}
+
 // With CUDA_VISIBLE_DEVICES listing GPUs, tune-then-bench makes one shard per listed GPU and runs shard I on the
 // I-th of them (other GPUs are left to other work); more shards than the list holds is refused.
 TEST(TuneCli, TuneThenBenchScriptRunsShardIOnTheIthVisibleGpu) {
