@@ -42,8 +42,8 @@ struct TimingOptions {
   uint64_t seed = 1;              // every mode: the order of the subjects in each round; server: the gaps
   // offline and graph timed together (time_modes_side_by_side): each mode in rounds of its own, every round of the
   // first mode given, then every round of the second, instead of rounds that hold both (modes_round). The subjects
-  // of a mode are compared side by side either way; apart, no graph replay follows an offline batch within
-  // seconds (kModesApart).
+  // of a mode are compared side by side either way; apart, no turn of one mode falls among the other's rounds,
+  // though the second mode's rounds start right after the first's (kModesApart).
   bool modes_apart = false;
 };
 

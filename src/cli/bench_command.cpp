@@ -309,7 +309,7 @@ const CommandRegistration registration("bench", [](CLI::App& app) -> std::functi
   cmd->add_flag("--quick", args->quick, "fewer batches and samples: faster, less precise");
   cmd->add_option("--samples", args->samples, "server/cudal2: timed calls per measurement (default 15, 7 with --quick)");
   cmd->add_option("--batches", args->batches, "offline/cold/graph/graph-cold: timed batches per measurement (default 7, 3 with --quick)");
-  cmd->add_flag("--modes-apart", args->modes_apart, "offline and graph: each mode in rounds of its own (all the offline rounds of a problem, then all its graph rounds), not both in every round; the subjects of a mode are still timed side by side (the run's JSON records it: timing.shared_rounds)");
+  cmd->add_flag("--modes-apart", args->modes_apart, "offline and graph: each mode in rounds of its own (all of a problem's rounds in the mode --mode names first, then all its rounds in the other: --mode offline,graph times offline first), not both in every round; the subjects of a mode are still timed side by side (the run's JSON records it: timing.shared_rounds)");
   cmd->add_option("--gap-ms", args->gap_ms, "server: mean idle gap before each call, in ms")->capture_default_str();
   cmd->add_option("--device", args->device, "GPU ordinal")->capture_default_str();
   cmd->add_option("--shard", args->shard, "I/N: measure every N-th shape starting at I (split a long run)")->capture_default_str();

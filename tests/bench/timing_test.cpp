@@ -192,9 +192,11 @@ void CUDART_CB log_turn(void* p) {
   tag->log->calls.emplace_back(tag->graph, tag->subject);
 }
 
-// Times six logged subjects offline and in graphs (time_modes_side_by_side) under `o`; returns, in the order the GPU
-// ran them, the stretches of one mode's calls: (graph, how many subjects the stretch holds).
-std::vector<std::pair<bool, int>> logged_stretches(const TimingOptions& o, int subjects_count) {
+// Times six logged subjects offline and in graphs (time_modes_side_by_side, the modes in the order `modes` gives)
+// under `o`; returns, in the order the GPU ran them, the stretches of one mode's calls: (graph, how many subjects the
+// stretch holds).
+std::vector<std::pair<bool, int>> logged_stretches(const TimingOptions& o, int subjects_count,
+                                                   const std::vector<Mode>& modes = {Mode::kOffline, Mode::kGraph}) {
   cudaStream_t stream = nullptr;
   EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   TurnLog log;
@@ -212,7 +214,7 @@ std::vector<std::pair<bool, int>> logged_stretches(const TimingOptions& o, int s
                               cudaLaunchHostFunc(s, log_turn, &tags[size_t(graph) * size_t(subjects_count) + size_t(i)]));
                         },
                         {}, "subject " + std::to_string(i)});
-  const auto t = time_modes_side_by_side({Mode::kOffline, Mode::kGraph}, subjects, nullptr, stream, o);
+  const auto t = time_modes_side_by_side(modes, subjects, nullptr, stream, o);
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   EXPECT_EQ(t.size(), 2u);
   for (const auto& mode : t)
@@ -255,8 +257,9 @@ TEST(TimingGpu, ARoundTimesEachModesTurnsTogether) {
   EXPECT_GE(int(stretches.size()), o.batches);  // the modes take turns within the rounds
 }
 
-// With TimingOptions::modes_apart, every offline round comes before every graph round: after the set-up, one
-// stretch of offline calls, then one of graph replays, each holding every subject; shared_rounds names the make.
+// With TimingOptions::modes_apart, every round of the first mode given comes before every round of the second:
+// after the set-up, one stretch of offline calls, then one of graph replays, each holding every subject, or the
+// other way round where graph is given first; shared_rounds names the make.
 TEST(TimingGpu, ModesApartTimeEveryRoundOfOneModeBeforeTheOthers) {
   RLGEMM_REQUIRE_GPU();
   constexpr int kSubjects = 6;
@@ -267,6 +270,11 @@ TEST(TimingGpu, ModesApartTimeEveryRoundOfOneModeBeforeTheOthers) {
   EXPECT_FALSE(stretches.front().first);
   EXPECT_TRUE(stretches.back().first);
   for (const auto& stretch : stretches) EXPECT_EQ(stretch.second, kSubjects);
+  const auto graph_first = logged_stretches(o, kSubjects, {Mode::kGraph, Mode::kOffline});
+  ASSERT_EQ(graph_first.size(), 2u);
+  EXPECT_TRUE(graph_first.front().first);
+  EXPECT_FALSE(graph_first.back().first);
+  for (const auto& stretch : graph_first) EXPECT_EQ(stretch.second, kSubjects);
   EXPECT_STREQ(shared_rounds(o), kModesApart);
   o.modes_apart = false;
   EXPECT_STREQ(shared_rounds(o), kSharedRounds);
