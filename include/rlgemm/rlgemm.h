@@ -53,8 +53,8 @@
 //             the timing milliseconds; with HandleOptions::autotune, the predictor's few best designs and the
 //             designs of the nearest tuned rows are all checked against the floor, whatever their predicted
 //             gain, and the fastest of each way of calling is kept (describe() says "autotuned"); with
-//             HandleOptions::nearest_kernels, the design of the tuned row nearest to the shape is checked too,
-//             beside the predictor's design or alone where the predictor proposes none;
+//             HandleOptions::nearest_kernels (on by default), the design of the tuned row nearest to the shape is
+//             checked too, beside the predictor's design or alone where the predictor proposes none;
 //   With HandleOptions::prefer_cublaslt = false (kernels only), shapes without a tuned row take instead:
 //   nearest   the design of the nearest tuned shape of this GPU and layout, distance measured between
 //             (log M, log N, log K), among designs valid for the layout and the GPU;
@@ -144,11 +144,14 @@ struct HandleOptions {
   // With prefer_cublaslt: a shape without a tuned row also checks, at its first use, the design of the tuned row
   // of this GPU nearest to it (dispatch::nearest_designs: its own shape in the other element type first, then by
   // distance between (log M, log N, log K)), beside the predicted design or alone where the predictor proposes
-  // none; it serves only the ways of calling where it measured faster than the floor. On the H200's grid, the
-  // designs of the three nearest rows beat lt_auto beyond their paired interval on a third of the shapes without
-  // a row (bench/results/h200/README.md, eighteenth set). Costs each shape a check at its first use and each design
-  // a compile (then cached). Autotuning measures the nearest rows' designs itself (autotune_neighbors).
-  bool nearest_kernels = false;
+  // none (also with predicted_kernels off: turn both off for the floor alone); it serves only the ways of calling
+  // where it measured faster than the floor. On by default: on the 124 held-out decode shapes of the H200 (1-16
+  // tokens, never tuned) it took the library from 1.006 to 1.036 of the best vendor call in CUDA graphs and from
+  // 1.054 to 1.075 offline, none below 0.97 in graphs; on all 372 held-out shapes, before the table had decode
+  // rows, +0.2% in graphs and +0.4% offline (bench/results/h200/README.md, twenty-third and twenty-fourth sets).
+  // Costs each shape a check at its first use and each design a compile (then cached). Autotuning measures the
+  // nearest rows' designs itself (autotune_neighbors).
+  bool nearest_kernels = true;
   // Autotuning: a shape without a tuned row measures, at its first use, the built-in predictor's
   // `autotune_candidates` best designs, up to two of them again with the tile width that fills the GPU's
   // waves where theirs leaves a wave part-empty, and the designs of the `autotune_neighbors` tuned rows nearest to

@@ -59,7 +59,8 @@ typedef struct rlgemm_options_t {
   const char* policy;
   const char* cache_dir;
   int prefer_cublaslt;     /* 0 or 1 */
-  int predicted_kernels;   /* 0 or 1 */
+  int predicted_kernels;   /* 0 or 1: shapes without a tuned row check the predicted design and the nearest tuned
+                              row's (HandleOptions::predicted_kernels and nearest_kernels); 0: the floor serves them */
   int autotune;            /* 0 or 1: measure the predictor's best designs (and the two nearest tuned rows'
                               designs, HandleOptions::autotune_neighbors) at a shape's first use, keep the fastest */
   int autotune_candidates; /* 1..16 */

@@ -144,6 +144,7 @@ int run(BenchArgs& a) {
   known.push_back(dispatch::kFloorDispatchImplementation);
   known.push_back(dispatch::kAutotuneDispatchImplementation);
   known.push_back(dispatch::kNearestDispatchImplementation);
+  known.push_back(dispatch::kNoNearestDispatchImplementation);
 #endif
   for (const auto& name : names) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
@@ -222,7 +223,8 @@ int run(BenchArgs& a) {
   for (const auto& name : names) {
 #ifdef RLGEMM_HAVE_DISPATCH
     if (name == dispatch::kDispatchImplementation || name == dispatch::kFloorDispatchImplementation ||
-        name == dispatch::kAutotuneDispatchImplementation || name == dispatch::kNearestDispatchImplementation) {
+        name == dispatch::kAutotuneDispatchImplementation || name == dispatch::kNearestDispatchImplementation ||
+        name == dispatch::kNoNearestDispatchImplementation) {
       HandleOptions options;
       options.database = a.rlgemm_db;
       options.tuned_table = a.rlgemm_table;
@@ -231,7 +233,8 @@ int run(BenchArgs& a) {
       options.predicted_kernels = !a.rlgemm_floor_only && name != dispatch::kFloorDispatchImplementation;
       options.autotune = name == dispatch::kAutotuneDispatchImplementation;
       options.autotune_neighbors = a.rlgemm_autotune_neighbors;
-      options.nearest_kernels = name == dispatch::kNearestDispatchImplementation;
+      // The floor's variants check no kernel on an untuned shape: neither the predicted nor the nearest row's.
+      options.nearest_kernels = options.predicted_kernels && name != dispatch::kNoNearestDispatchImplementation;
       options.direct_cublaslt = !a.rlgemm_through_cublaslt;
       config.implementations.push_back(dispatch::make_dispatch_implementation(options, name));
       continue;
@@ -299,7 +302,7 @@ const CommandRegistration registration("bench", [](CLI::App& app) -> std::functi
   cmd->add_option("--batch", args->batch, "--model: token counts, comma-separated (default 1,8,32,128,512,2048)");
   cmd->add_option("--layout", args->layout, "nn (B is K x N), tn (B stored N x K) or both")->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "element type of A, B and C: fp16, bf16 or both (fp32 accumulation either way)")->capture_default_str();
-  cmd->add_option("--impl", args->impls, "implementations, comma-separated: cublas_nn, cublas_tn, lt_heuristic, lt_auto, lt_auto_graph (lt_auto with its candidates timed in CUDA graphs; by name only), torch, rlgemm (the library's dispatch), rlgemm_floor (the same with --rlgemm-floor-only), rlgemm_autotune (the same with HandleOptions::autotune), rlgemm_nearest (the same with HandleOptions::nearest_kernels: the nearest tuned row's design checked too) (default: the cuBLAS ones and torch where PyTorch is installed); every row's speedup_vs_best_vendor is against the fastest of the cuBLAS ones in the run");
+  cmd->add_option("--impl", args->impls, "implementations, comma-separated: cublas_nn, cublas_tn, lt_heuristic, lt_auto, lt_auto_graph (lt_auto with its candidates timed in CUDA graphs; by name only), torch, rlgemm (the library's dispatch), rlgemm_floor (the same with --rlgemm-floor-only), rlgemm_autotune (the same with HandleOptions::autotune), rlgemm_nearest (the same: HandleOptions::nearest_kernels, the nearest tuned row's design checked too, is the default), rlgemm_no_nearest (the same without it) (default: the cuBLAS ones and torch where PyTorch is installed); every row's speedup_vs_best_vendor is against the fastest of the cuBLAS ones in the run");
 #ifdef RLGEMM_HAVE_MEASURE
   cmd->add_option("--design", args->designs, "an rlgemm kernel design to measure too, e.g. sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma (repeatable)");
   cmd->add_option("--designs", args->designs_file, "a file of designs, one per line ('#' comments)")->check(CLI::ExistingFile);
@@ -324,7 +327,7 @@ const CommandRegistration registration("bench", [](CLI::App& app) -> std::functi
                   "(HandleOptions::autotune_neighbors, 0..8; autotune's choices are kept per cache directory, so "
                   "runs that differ in this want a RLGEMM_CACHE_DIR each)")
       ->check(CLI::Range(0, 8));
-  cmd->add_flag("--rlgemm-floor-only", args->rlgemm_floor_only, "--impl rlgemm: no predicted route: every shape without a tuned row on the cuBLASLt floor (HandleOptions::predicted_kernels = false)");
+  cmd->add_flag("--rlgemm-floor-only", args->rlgemm_floor_only, "--impl rlgemm: no predicted route: every shape without a tuned row on the cuBLASLt floor (HandleOptions::predicted_kernels and nearest_kernels false)");
   cmd->add_flag("--resume", args->resume, "keep the problems --out already holds (a run that stopped) and measure the rest");
   cmd->add_option("--seed", args->seed, "the run's seed (inputs of every problem, order of the subjects in every round); a run's JSON records it, so --seed replays it (default: from the clock)");
   cmd->add_flag("--control", args->control, "fairness control: also measure lt_twin, lt_auto's own algorithm under another name (needs lt_auto in --impl)");

@@ -431,7 +431,8 @@ void set_neighbor_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::Tu
 // Each problem measures, right after its --seed-table rows, what a default handle (no tune, no options) would check
 // for it at its first use: the built-in table's row for this GPU where there is one, else the designs of the
 // handle's predicted route (predict::route_guess: the built-in predictor's best guess where its gain clears the
-// checked-route rule, and its design fitted to the waves). A tuned database's row replaces the handle's
+// checked-route rule, and its design fitted to the waves) and the design of the table's row nearest to it
+// (HandleOptions::nearest_kernels). A tuned database's row replaces the handle's
 // prediction: without them a tune of six evaluations a shape kept, on some held-out shapes, a design slower than
 // the one the default handle serves there (16x2048x4608 in graphs: a tuned design at 1.02 of the best vendor call
 // against the predicted one's 1.23; bench/results/h200/llm-tuned-fp16-vs-zero-shot.txt).
@@ -440,6 +441,9 @@ void set_route_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::TuneO
   const predict::GpuTraits traits = predict::traits_of(gpu);
   const predict::Predictor* predictor = predict::builtin_predictor(traits);
   std::function<std::optional<Design>(const Problem&)> table_row = [](const Problem&) { return std::nullopt; };
+  // HandleOptions::nearest_kernels (on by default): the nearest row's design, checked beside the prediction.
+  std::function<std::vector<Design>(const Problem&, const std::vector<Design>&)> nearest_row =
+      [](const Problem&, const std::vector<Design>&) { return std::vector<Design>{}; };
   bool have_table = false;
 #ifdef RLGEMM_HAVE_DISPATCH
   auto rows = std::make_shared<const std::vector<dispatch::TunedRow>>(
@@ -449,6 +453,10 @@ void set_route_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::TuneO
     const size_t at = dispatch::row_index(*rows, name, problem);
     if (at == rows->size()) return std::nullopt;
     return (*rows)[at].design;
+  };
+  const dispatch::Target target{gpu.name, gpu.cc_major, gpu.cc_minor, smem_limit_or_hopper(gpu.smem_per_block_optin)};
+  nearest_row = [rows, target](const Problem& problem, const std::vector<Design>& taken) {
+    return dispatch::runnable_nearest_designs(*rows, problem, target, 1, taken);
   };
 #endif
   if (!predictor && !have_table) {
@@ -464,25 +472,30 @@ void set_route_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::TuneO
     std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, std::vector<Design>> routes;
   };
   auto known = std::make_shared<Known>();
-  options.route_seeds_for = [predictor, traits, table_row, sm_count = gpu.sm_count, smem, known](const Problem& problem) {
+  options.route_seeds_for = [predictor, traits, table_row, nearest_row, sm_count = gpu.sm_count, smem,
+                             known](const Problem& problem) {
     if (const auto row = table_row(problem)) return std::vector<Design>{*row};
-    if (!predictor) return std::vector<Design>{};
     const auto key = std::make_tuple(problem.shape.m, problem.shape.n, problem.shape.k, int(problem.layout),
                                      int(problem.dtype));
     {
       std::lock_guard<std::mutex> lock(known->mutex);
       if (const auto it = known->routes.find(key); it != known->routes.end()) return it->second;
     }
-    const auto route = predict::route_guess(
-        *predictor, traits, problem, sm_count, smem, predict::kCheckedRouteZ,
-        [&](const Design& d) { return !why_invalid(d, problem.layout, smem) && !why_unfit(d, problem); });
-    std::vector<Design> designs = route ? route->designs(problem.dtype) : std::vector<Design>{};
+    std::vector<Design> designs;
+    if (predictor) {
+      const auto route = predict::route_guess(
+          *predictor, traits, problem, sm_count, smem, predict::kCheckedRouteZ,
+          [&](const Design& d) { return !why_invalid(d, problem.layout, smem) && !why_unfit(d, problem); });
+      if (route) designs = route->designs(problem.dtype);
+    }
+    for (const Design& d : nearest_row(problem, designs)) designs.push_back(d);
     std::lock_guard<std::mutex> lock(known->mutex);
     known->routes.emplace(key, designs);
     return designs;
   };
   std::fprintf(stderr, "rlgemm tune: each shape measures first what a default handle would check for it (%s)\n",
-               have_table ? "its built-in table row, else the built-in predictor's route" : "the built-in predictor's route");
+               have_table ? "its built-in table row, else the built-in predictor's route and the nearest row's design"
+                      : "the built-in predictor's route");
 }
 
 // The options every way of tuning shares; after each problem the policy file is saved (rl with --policy).

@@ -16,8 +16,11 @@ inline constexpr const char* kFloorDispatchImplementation = "rlgemm_floor";
 // the floor at each untuned shape's first use (in prepare(), before the harness's gate and timing).
 inline constexpr const char* kAutotuneDispatchImplementation = "rlgemm_autotune";
 // The same library checking, at each untuned shape's first use, the nearest tuned row's design beside the predicted
-// one (HandleOptions::nearest_kernels), so that one run measures it beside the default.
+// one (HandleOptions::nearest_kernels): the default since the twenty-fourth set; the name stays for earlier runs.
 inline constexpr const char* kNearestDispatchImplementation = "rlgemm_nearest";
+// The same library without it (HandleOptions::nearest_kernels = false: the predicted design alone), so that one run
+// measures the nearest rows' designs beside the handle that lacks them.
+inline constexpr const char* kNoNearestDispatchImplementation = "rlgemm_no_nearest";
 
 // A handle made with `options` (default: the built-in tuned table of this GPU), named `name` in the results.
 bench::ImplementationPtr make_dispatch_implementation(const HandleOptions& options = {},

@@ -102,6 +102,8 @@ int rlgemm_create_with_options(rlgemm_handle_t* handle, const rlgemm_options_t* 
     options.cache_dir = text(given->cache_dir);
     options.prefer_cublaslt = given->prefer_cublaslt != 0;
     options.predicted_kernels = given->predicted_kernels != 0;
+    // predicted_kernels = 0 leaves untuned shapes to the floor: no predicted kernel, no nearest row's kernel.
+    options.nearest_kernels = options.predicted_kernels;
     options.autotune = given->autotune != 0;
     options.autotune_candidates = given->autotune_candidates;
     options.check_routes = given->check_routes != 0;

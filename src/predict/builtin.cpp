@@ -30,22 +30,20 @@ const Predictor* builtin_predictor(const GpuTraits& gpu, const std::string& mode
     }
     return parsed;
   }();
-  const auto same_gpu = [&](const Predictor& p) { return p.trained_on_gpu(gpu.name); };
   const auto same_architecture = [&](const Predictor& p) {
     for (const GpuTraits& g : p.gpus())
       if (g.cc_major == gpu.cc_major && g.cc_minor == gpu.cc_minor) return true;
     return false;
   };
-  const auto pick = [&](auto fits) -> const Predictor* {
-    for (const std::string& wanted : {mode, std::string("offline")})
+  // The timing mode before the GPU: a predictor of another mode learned another quantity (host cost in or out),
+  // which matters more than which GPU of the architecture it learned on. So: the mode asked for (this GPU's own,
+  // then its architecture's), then offline (likewise), then any mode.
+  for (const std::string& wanted : {mode, std::string("offline"), std::string()})
+    for (const bool own_gpu : {true, false})
       for (const auto& p : all)
-        if (fits(*p) && p->mode() == wanted) return p.get();
-    for (const auto& p : all)
-      if (fits(*p)) return p.get();
-    return nullptr;
-  };
-  if (const Predictor* p = pick(same_gpu)) return p;
-  return pick(same_architecture);
+        if ((own_gpu ? p->trained_on_gpu(gpu.name) : same_architecture(*p)) && (wanted.empty() || p->mode() == wanted))
+          return p.get();
+  return nullptr;
 }
 
 }  // namespace rlgemm::predict

@@ -218,10 +218,10 @@ Predictor make_predictor(std::vector<GpuTraits> gpus, std::string mode, Extrapol
 
 // The predictors built into the library (data/predictors/*.json at build time), by file name.
 std::vector<std::string> builtin_predictor_names();
-// The built-in predictor trained on this GPU (by name); else one trained on a GPU of the same compute
-// capability (its predictions then carry the unseen-GPU uncertainty); else nullptr. Among those, one trained in
-// `mode` (its measurements' timing mode: "offline", "graph") first, then an offline one, then any. Parsed once,
-// kept.
+// The built-in predictor trained in `mode` (its measurements' timing mode: "offline", "graph") on this GPU (by
+// name), else in that mode on a GPU of the same compute capability (its predictions then carry the unseen-GPU
+// uncertainty); then the same for an offline one, then any mode; else nullptr. The mode comes first: an H200's
+// offline lookup takes the H100's offline predictor before the H200's graph one. Parsed once, kept.
 const Predictor* builtin_predictor(const GpuTraits& gpu, const std::string& mode = "offline");
 
 }  // namespace rlgemm::predict

@@ -56,6 +56,7 @@ class HandleGpu : public ::testing::Test {
     HandleOptions options;
     options.tuned_table = file.string();
     options.predicted_kernels = false;  // the routes these tests name; the predicted route has a test of its own
+    options.nearest_kernels = false;  // nor the nearest row's design
     options.check_routes = false;       // the table's routes as written; the check has a test of its own
     // The default cubin cache (content-addressed, shared safely): each design compiles once per machine.
     return options;
@@ -128,6 +129,7 @@ TEST_F(HandleGpu, Bf16CallsTakeBf16RoutesAndMatchTheReference) {
     options.tuned_table = file.string();
     options.prefer_cublaslt = prefer_cublaslt;
     options.predicted_kernels = false;  // the routes named here; the predicted route has a test of its own
+    options.nearest_kernels = false;  // nor the nearest row's design
     options.check_routes = false;       // the table's routes as written; the check has a test of its own
     Handle handle(options);
     EXPECT_NE(handle.describe(64, 256, 4096, Layout::kTN, DType::kBF16).find(split_design() + "/bf16"),

@@ -231,6 +231,7 @@ TEST_F(LtDirectGpu, TheHandlesFloorTakesItWithTheSameBits) {
   std::filesystem::remove_all(dir);
   HandleOptions options;
   options.predicted_kernels = false;
+  options.nearest_kernels = false;  // nor the nearest row's design
   options.cache_dir = dir.string();
   options.direct_cublaslt = false;
   // Decode, odd and prefill shapes; cuBLASLt chooses the algorithms (split-K ones among them, on an H200), and

@@ -374,9 +374,9 @@ TEST(Predictor, BuiltInPredictorsFollowTheGpu) {
   }
 }
 
-// A tune in CUDA graphs starts from the predictor learned in graphs (data/predictors/h100-graph.json), on the H100
-// and on another GPU of its architecture; the library's handle and offline tunes keep the offline one, and a mode
-// no predictor learned takes the offline one too.
+// A tune in CUDA graphs starts from the predictor learned in graphs: the GPU's own (data/predictors/h200-graph.json
+// on the H200), else its architecture's (h100-graph.json); the library's handle and offline tunes keep an offline
+// one, even where the GPU's own file is a graph predictor, and a mode no predictor learned takes the offline one.
 TEST(Predictor, BuiltInPredictorsFollowTheTimingMode) {
   const auto names = builtin_predictor_names();
   if (std::find(names.begin(), names.end(), "h100-graph.json") == names.end()) GTEST_SKIP() << "no graph predictor";
@@ -393,6 +393,16 @@ TEST(Predictor, BuiltInPredictorsFollowTheTimingMode) {
     EXPECT_EQ(builtin_predictor(gpu, "server")->mode(), "offline");
   }
   EXPECT_TRUE(builtin_predictor(h100, "graph")->trained_on_gpu(h100.name));
+  if (std::find(names.begin(), names.end(), "h200-graph.json") != names.end()) {
+    EXPECT_TRUE(builtin_predictor(h200, "graph")->trained_on_gpu(h200.name));
+    EXPECT_FALSE(builtin_predictor(h200)->trained_on_gpu(h200.name));  // the H100's offline predictor
+  }
+  // Another GPU of the architecture with no file of its own takes the H100's graph predictor in graphs.
+  GpuTraits h20;
+  h20.name = "NVIDIA H20";
+  h20.cc_major = 9;
+  EXPECT_TRUE(builtin_predictor(h20, "graph")->trained_on_gpu(h100.name));
+  EXPECT_EQ(builtin_predictor(h20)->mode(), "offline");
 }
 
 }  // namespace
