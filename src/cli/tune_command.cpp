@@ -842,7 +842,7 @@ CommandRegistration tune_registration("tune", [](CLI::App& app) -> std::function
       ->default_val(3);
   cmd->add_flag("!--no-route-seeds", args->route_seeds,
                 "Do not measure first, on each shape, what a default handle would check for it (its built-in table "
-                "row, else the built-in predictor's route): by default a tune's best is never a design slower than "
+                "row, else the built-in predictor's route and the nearest row's design): by default a tune's best is never a design slower than "
                 "the one the handle would serve without it");
   cmd->add_flag("!--no-confirm", args->confirm,
                 "Do not measure each shape's best design again once its search ends: by default a gain over the "
