@@ -495,7 +495,7 @@ void set_route_seeds(const TuneArgs& args, const GpuIdentity& gpu, search::TuneO
   };
   std::fprintf(stderr, "rlgemm tune: each shape measures first what a default handle would check for it (%s)\n",
                have_table ? "its built-in table row, else the built-in predictor's route and the nearest row's design"
-                      : "the built-in predictor's route");
+                          : "the built-in predictor's route");
 }
 
 // The options every way of tuning shares; after each problem the policy file is saved (rl with --policy).
@@ -842,8 +842,8 @@ CommandRegistration tune_registration("tune", [](CLI::App& app) -> std::function
       ->default_val(3);
   cmd->add_flag("!--no-route-seeds", args->route_seeds,
                 "Do not measure first, on each shape, what a default handle would check for it (its built-in table "
-                "row, else the built-in predictor's route and the nearest row's design): by default a tune's best is never a design slower than "
-                "the one the handle would serve without it");
+                "row, else the built-in predictor's route and the nearest row's design): by default a tune's best is "
+                "never a design slower than the one the handle would serve without it");
   cmd->add_flag("!--no-confirm", args->confirm,
                 "Do not measure each shape's best design again once its search ends: by default a gain over the "
                 "reference stands only as the weaker of two paired measurements apart (the reference has states "

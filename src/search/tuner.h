@@ -83,8 +83,8 @@ struct TuneOptions {
   std::function<std::vector<Design>(const Problem&)> table_seeds_for;
   // Designs measured right after the table's row: what a default handle would check for the problem at its first
   // use without any tune (`rlgemm tune`'s default: the built-in table's row, else the offline predictor's route,
-  // predict::route_guess, and the nearest row's design, HandleOptions::nearest_kernels), so that a tune's best for a shape is never a design slower than the one the handle
-  // would have served it anyway. Recorded with strategy "route"; they count against the budget like seeds, and
+  // predict::route_guess, and the nearest row's design, HandleOptions::nearest_kernels), so that a tune's best for a
+  // shape is never a design slower than the one the handle would have served it anyway. Recorded with strategy "route"; they count against the budget like seeds, and
   // a run going on after a stop still measures those it lacks.
   std::function<std::vector<Design>(const Problem&)> route_seeds_for;
   // Designs other shapes found fast, nearest first (`rlgemm tune --seed-neighbors`: a tuned table's rows nearest to
