@@ -31,6 +31,11 @@ RouteVerdict decide_routes(const std::vector<GainInterval>& eager, const std::ve
   return {winner(eager, margin), winner(graph, margin)};
 }
 
+GainInterval weakest_of_sets(const std::vector<GainInterval>& on_sets) {
+  if (on_sets.empty()) fail("route check: a gain measured on no operand set");
+  return *std::min_element(on_sets.begin(), on_sets.end(), [](auto& a, auto& b) { return a.low < b.low; });
+}
+
 std::string route_verdict_text(const std::vector<std::string>& names, const std::vector<GainInterval>& gains,
                                int chosen) {
   if (chosen >= 0) return names.at(size_t(chosen)) + " at " + gain_text(gains.at(size_t(chosen)));

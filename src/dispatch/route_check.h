@@ -27,6 +27,11 @@ struct RouteVerdict {
 RouteVerdict decide_routes(const std::vector<GainInterval>& eager, const std::vector<GainInterval>& graph,
                            double margin = kRouteMargin);
 
+// A kernel's gain measured on several operand sets (the handle's scratch operands and the caller's own, which lie
+// elsewhere in memory): the set's interval of the lowest lower bound, so that a kernel serves only where it wins
+// on every set. Throws Error(kInvalidInput) when `on_sets` is empty.
+GainInterval weakest_of_sets(const std::vector<GainInterval>& on_sets);
+
 // What serves one way of calling and why, for describe(): "<name> at 1.07x cuBLASLt (95% CI 1.05..1.09)", or
 // "cuBLASLt; the kernel <name> measured 0.93x cuBLASLt (95% CI ...)" (of several: the best of them, named).
 std::string route_verdict_text(const std::vector<std::string>& names, const std::vector<GainInterval>& gains,

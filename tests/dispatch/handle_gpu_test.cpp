@@ -579,6 +579,8 @@ TEST_F(HandleGpu, CapturedCallsTakeTheGpuTimeWinner) {
     const size_t eager_at = route.find(eager_says), graph_at = route.find(graph_says);
     ASSERT_NE(eager_at, std::string::npos) << route;
     ASSERT_NE(graph_at, std::string::npos) << route;
+    // The first use passed its operands: the check timed on them too (and the call's C above is still right).
+    EXPECT_NE(route.find("; on the scratch/the caller's operands: eager "), std::string::npos) << route;
     const bool eager_kernel = route.compare(eager_at + eager_says.size(), 2, "sm") == 0;
     const bool graph_kernel = route.compare(graph_at + graph_says.size(), 2, "sm") == 0;
     kernel_ways += eager_kernel + graph_kernel;

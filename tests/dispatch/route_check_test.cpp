@@ -36,6 +36,19 @@ TEST(RouteCheck, EachWayTakesItsOwnFastestKernel) {
   EXPECT_THROW(decide_routes({gain(0.1, 0.01)}, {}), Error);
 }
 
+TEST(RouteCheck, AKernelMustWinOnEveryOperandSet) {
+  // 16x36864x4608 on an H200: 1.06x the floor on the scratch operands, 0.95x on the caller's own.
+  const GainInterval scratch = gain(0.06, 0.005), callers = gain(-0.05, 0.004);
+  EXPECT_DOUBLE_EQ(weakest_of_sets({scratch, callers}).gain, -0.05);
+  EXPECT_DOUBLE_EQ(weakest_of_sets({callers, scratch}).gain, -0.05);
+  EXPECT_EQ(decide_routes({weakest_of_sets({scratch, callers})}, {weakest_of_sets({scratch, callers})}).graph, -1);
+  // The set of the lowest bound decides, not the lowest estimate: a wide interval may hold the floor.
+  EXPECT_DOUBLE_EQ(weakest_of_sets({gain(0.03, 0.025), gain(0.02, 0.005)}).gain, 0.03);
+  EXPECT_EQ(decide_routes({weakest_of_sets({gain(0.03, 0.025), gain(0.02, 0.005)})}, {gain(0.05, 0.01)}).eager, -1);
+  EXPECT_EQ(decide_routes({weakest_of_sets({gain(0.05, 0.01), gain(0.04, 0.01)})}, {gain(0.05, 0.01)}).eager, 0);
+  EXPECT_THROW(weakest_of_sets({}), Error);
+}
+
 TEST(RouteCheck, TheVerdictSaysWhatServesAndWhatWasMeasured) {
   EXPECT_EQ(route_verdict_text({"k"}, {gain(0.07, 0.02)}, 0), "k at 1.07x cuBLASLt (95% CI 1.05..1.09)");
   EXPECT_EQ(route_verdict_text({"k"}, {gain(-0.07, 0.02)}, -1),
