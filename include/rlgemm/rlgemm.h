@@ -23,9 +23,10 @@
 //
 // Routes earn their place, in each way they are called. With prefer_cublaslt, every kernel a route would run
 // (a table's, a policy's, the predictor's, autotuning's) is timed at the shape's first use side by side with
-// the floor, on scratch operands, in interleaved paired rounds, twice: with the calls captured in a CUDA graph
-// (the GPU's time alone) and as eager back-to-back calls (the host's launch cost too). It serves a way of
-// calling only where the 95% interval of its gain over the floor in that way lies above 1%. Calls made while
+// the floor, on scratch operands and on the first call's own (where that call passed them), in interleaved
+// paired rounds, twice: with the calls captured in a CUDA graph (the GPU's time alone) and as eager back-to-back
+// calls (the host's launch cost too). It serves a way of calling only where the 95% interval of its gain over
+// the floor in that way lies above 1% on every operand set. Calls made while
 // their stream is being captured (cudaStreamIsCapturing) take the GPU-time winner, eager calls the eager one:
 // a kernel that is faster only by its lighter launch never ends up inside a CUDA graph. describe() says what
 // serves each way and what was measured ("eager calls: ...; CUDA graphs: ..."); the check costs tens of

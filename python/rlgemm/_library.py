@@ -224,7 +224,7 @@ class Handle:
         return s.as_dict()
 
     def describe(self, m, n, k, layout, dtype=DTYPE_FP16):
-        buf = ctypes.create_string_buffer(512)
+        buf = ctypes.create_string_buffer(8192)  # a checked route tells what it measured: a few hundred characters
         check(self._lib.rlgemm_describe_ex(self._handle, m, n, k, layout, dtype, buf, len(buf)))
         return buf.value.decode()
 

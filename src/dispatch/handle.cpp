@@ -689,6 +689,10 @@ struct Handle::Impl {
       };
       note += "; on the scratch/the caller's operands: eager " + joined(eager_by_set) + ", graphs " + joined(graph_by_set);
     }
+    // Where a kernel serves, which cuBLASLt choice it beat (the floor's own description is then not shown).
+    if (v.eager >= 0 || v.graph >= 0) {
+      note += "; against " + floor->description;  // which tells the choice of captured calls too, where another
+    }
     note += ")";
     if (verdict) *verdict = v;
     if (eager_gains) *eager_gains = eager;
