@@ -601,8 +601,9 @@ struct Handle::Impl {
   // The gain over the floor of each kernel route, in `mode`, from paired rounds: on scratch operands of the
   // problem's size and, where the `caller`'s operands are given, on those too, the weaker set's interval kept
   // (dispatch::weakest_of_sets): a kernel must win where the caller's operands lie, not only on the scratch. (On
-  // an H200, a 16x64 kernel at 16x36864x4608 measured 1.06x the floor on scratch operands and ran 0.95x of it
-  // on the bench's own.) `by_set`, where given, gets each route's gain on each set, for describe().
+  // an H200 the two sets' gains differed by 3% or more on 3 of 16 held-out shapes: 1x7168x5120 1.04 and 1.09,
+  // 128x3072x3072 1.00 and 0.97; bench/results/h200/check-on-callers.) `by_set`, where given, gets each route's
+  // gain on each set, for describe().
   std::vector<GainInterval> gains_over_floor(const std::vector<Route*>& kernel_routes, Route& floor, bench::Mode mode,
                                              cudaStream_t stream, const Caller& caller,
                                              std::vector<std::string>* by_set = nullptr) {
@@ -616,8 +617,9 @@ struct Handle::Impl {
     std::vector<Route*> all = kernel_routes;
     all.push_back(&floor);
     std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> workspaces;
+    std::vector<size_t> workspace_bytes;
     for (Route* r : all) {
-      const size_t bytes = std::max<size_t>(r->workspace_bytes, 16);
+      const size_t bytes = workspace_bytes.emplace_back(std::max<size_t>(r->workspace_bytes, 16));
       auto& ws = workspaces.emplace_back(std::make_unique<DeviceScratch<unsigned char>>(bytes));
       RLGEMM_CUDA_CHECK(cudaMemsetAsync(ws->ptr, 0, bytes, stream));
     }
@@ -625,10 +627,8 @@ struct Handle::Impl {
     for (size_t s = 0; s < sets.size(); ++s) {
       std::vector<bench::Subject> subjects;
       for (size_t i = 0; i < all.size(); ++i) {
-        const size_t bytes = std::max<size_t>(all[i]->workspace_bytes, 16);
-        subjects.push_back({[&, r = all[i], bytes, w = workspaces[i]->ptr, o = sets[s]](cudaStream_t st) {
-                              launch(st, *r, o.a, o.b, o.c, w, bytes);
-                            },
+        subjects.push_back({[&, r = all[i], w = workspaces[i]->ptr, bytes = workspace_bytes[i], o = sets[s]](
+                                cudaStream_t st) { launch(st, *r, o.a, o.b, o.c, w, bytes); },
                             {},
                             i < kernel_routes.size() ? "kernel " + to_string(all[i]->choice.design) : "cuBLASLt"});
       }
@@ -689,10 +689,9 @@ struct Handle::Impl {
       };
       note += "; on the scratch/the caller's operands: eager " + joined(eager_by_set) + ", graphs " + joined(graph_by_set);
     }
-    // Where a kernel serves, which cuBLASLt choice it beat (the floor's own description is then not shown).
-    if (v.eager >= 0 || v.graph >= 0) {
-      note += "; against " + floor->description;  // which tells the choice of captured calls too, where another
-    }
+    // Where a kernel serves, the cuBLASLt choice it was measured against (and the captured calls' own, where
+    // another): the served route's description does not show the floor's otherwise.
+    if (v.eager >= 0 || v.graph >= 0) note += "; against " + floor->description;
     note += ")";
     if (verdict) *verdict = v;
     if (eager_gains) *eager_gains = eager;
