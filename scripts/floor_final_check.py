@@ -28,16 +28,27 @@ def floor_served_in_graphs(detail):
     return check < 0 or "CUDA graphs: cuBLASLt" in detail[check:]
 
 
-def graph_problems(paths):
-    """(file, (M, N, K, dtype), {impl: row}) for every problem of the files, from their correct graph rows."""
+NEEDED = ("M", "N", "K", "impl", "mode", "time_us", "speedup_vs_best_vendor", "detail")
+
+
+def problems(paths, mode):
+    """(file, (M, N, K, dtype), {impl: row}) for every problem of the files, from their correct rows of `mode`."""
     for path in paths:
         by = {}
         with open(path, newline="") as f:
-            for r in csv.DictReader(f):
-                if r.get("mode") == "graph" and r.get("correct", "1") == "1":
+            reader = csv.DictReader(f)
+            missing = [c for c in NEEDED if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ValueError(f"{path} has no column {', '.join(missing)}")
+            for r in reader:
+                if r.get("mode") == mode and r.get("correct", "1") == "1":
                     by.setdefault((r["M"], r["N"], r["K"], r.get("dtype") or "fp16"), {})[r["impl"]] = r
         for key, rows in by.items():
             yield path, key, rows
+
+
+def graph_problems(paths):
+    return problems(paths, "graph")
 
 
 def kept_challengers(paths):

@@ -77,8 +77,8 @@ def test_floor_final_check_refuses_a_missing_file_or_another_csv(check, tmp_path
     assert "none.csv" in capsys.readouterr().err
     other = tmp_path / "other.csv"
     other.write_text("a,b\n1,2\n")
-    assert check.main(["--same-kernel", str(other)]) == 0  # no graph rows: nothing to report, said so
-    assert capsys.readouterr().out.startswith("0 graph rows")
+    assert check.main(["--same-kernel", str(other)]) == 2  # not a results CSV: its missing columns named
+    assert "other.csv has no column M, N, K, impl, mode, time_us" in capsys.readouterr().err
     broken = tmp_path / "broken.csv"
     broken.write_text("M,N,K,mode,impl\n1,2,3,graph,rlgemm\n1,2,3,graph,lt_heuristic\n")  # rows without a detail
     assert check.main([str(broken)]) == 2

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""What the library's first-use check claimed against what the harness measured: for every library row (impl rlgemm,
+rlgemm_nearest, rlgemm_no_nearest, ...) served by a kernel in its way of calling, the gain the check measured over the
+handle's floor ("CUDA graphs: DESIGN at 1.06x cuBLASLt", "eager calls: ..."), the row's ratio to the best vendor call
+of the run (paired where the file has it), the cuBLASLt candidate the check measured the kernel against (where the
+detail names it: "against cublaslt floor (...: candidate N of M ...)") and the fastest vendor subject of the same
+rounds with the candidate it ran. Reads results CSVs of `rlgemm bench` run with the library and cuBLAS subjects.
+
+    scripts/route_claims.py [--mode graph|offline] [--below 0.99] results.csv ...
+"""
+import argparse
+import math
+import re
+import sys
+
+from floor_final_check import AUTO, TWIN, problems
+
+CLAIM = {"graph": re.compile(r"CUDA graphs: (sm\S+) at ([\d.]+)x cuBLASLt"),
+         "offline": re.compile(r"eager calls: (sm\S+) at ([\d.]+)x cuBLASLt")}
+AGAINST = re.compile(r"; against cublaslt floor \((.*)$")
+CANDIDATE = re.compile(r"candidate (\d+) of \d+")
+CAPTURED = "; captured calls: "
+
+
+def floor_candidate(detail, mode):
+    """The cuBLASLt candidate a served kernel was checked against in `mode`, from its "against" text: the captured
+    calls' own where the floor has one and the mode is graph, else the floor's. None where the text names none (a
+    choice made before on this machine says "chosen ... before", not a candidate)."""
+    m = AGAINST.search(detail)
+    if not m:
+        return None
+    text = m[1]
+    at = text.find(CAPTURED)
+    if at >= 0:
+        text = text[at + len(CAPTURED):] if mode == "graph" else text[:at]
+    c = CANDIDATE.search(text)
+    return int(c[1]) if c else None
+
+
+def vendor_candidate(impl, detail):
+    """The cuBLASLt candidate a vendor subject ran, where its detail says: lt_heuristic runs the first."""
+    if impl == "lt_heuristic":
+        return 0
+    m = (TWIN if impl == "lt_twin" else AUTO).match(detail or "")
+    return int(m[1]) if m else None
+
+
+def ratio(row):
+    return float(row.get("paired_vs_best_vendor") or row["speedup_vs_best_vendor"])
+
+
+VENDORS = ("cublas_nn", "cublas_tn", "lt_heuristic", "lt_auto", "lt_auto_graph")
+
+
+def claims(paths, mode="graph"):
+    """(file, (M, N, K, dtype), impl, design, claimed gain, measured ratio, floor candidate, (fastest vendor impl,
+    its candidate, its time over the row's)) for every library row a kernel served in `mode`."""
+    out = []
+    for path, key, rows in problems(paths, mode):
+        vendors = [(float(r["time_us"]), impl) for impl, r in rows.items() if impl in VENDORS]
+        best = min(vendors) if vendors else None
+        for impl, r in rows.items():
+            if not impl.startswith("rlgemm"):
+                continue
+            m = CLAIM[mode].search(r["detail"])
+            if not m:
+                continue
+            fastest = None
+            if best:
+                fastest = (best[1], vendor_candidate(best[1], rows[best[1]]["detail"]), best[0] / float(r["time_us"]))
+            out.append((path, key, impl, m[1], float(m[2]), ratio(r), floor_candidate(r["detail"], mode), fastest))
+    return out
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def report(rows, below=0.99):
+    lines = [f"{len(rows)} library rows served by a kernel"]
+    by_file = {}
+    for r in rows:
+        by_file.setdefault(r[0], []).append(r)
+    lines.append("file | rows | claimed over the floor (geometric mean) | measured over the best vendor call | "
+                 f"mean ln(claimed / measured) | measured below {below}")
+    for path, sel in by_file.items():
+        d = sum(math.log(r[4] / r[5]) for r in sel) / len(sel)
+        lines.append(f"{path} | {len(sel)} | {geomean([r[4] for r in sel]):.3f} | {geomean([r[5] for r in sel]):.3f} | "
+                     f"{d:+.3f} | {sum(r[5] < below for r in sel)}")
+    misses = sorted((r for r in rows if r[5] < below), key=lambda r: r[5])
+    if misses:
+        lines.append(f"measured below {below} (file, shape, impl, claimed, measured, the floor's candidate; the fastest "
+                     "vendor subject, its candidate, its time over the row's):")
+    for r in misses:
+        floor = "?" if r[6] is None else str(r[6])
+        fastest = "-" if r[7] is None else f"{r[7][0]} candidate {'?' if r[7][1] is None else r[7][1]} {r[7][2]:.3f}"
+        lines.append(f"  {r[0]} {','.join(r[1])} {r[2]} {r[3]} claimed {r[4]:.2f} measured {r[5]:.3f} floor candidate "
+                     f"{floor}; fastest {fastest}")
+    return lines
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mode", choices=("graph", "offline"), default="graph", help="the way of calling (default graph)")
+    p.add_argument("--below", type=float, default=0.99, help="list the rows measured below this ratio (default 0.99)")
+    p.add_argument("files", nargs="+")
+    a = p.parse_args(argv)
+    try:
+        lines = report(claims(a.files, a.mode), a.below)
+    except (OSError, KeyError, ValueError) as e:
+        print(f"route_claims: {e.__class__.__name__}: {e} (give results CSVs of rlgemm bench)", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
