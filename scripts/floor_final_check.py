@@ -72,6 +72,17 @@ AUTO = re.compile(r"^candidate (\d+) of \d+ timed")
 TWIN = re.compile(r"^lt_auto's algorithm \(candidate (\d+) of \d+ timed")
 
 
+def vendor_candidate(impl, detail):
+    """The cuBLASLt candidate a cuBLASLt subject ran, where its detail says (lt_heuristic runs the first); None for
+    other subjects."""
+    if impl == "lt_heuristic":
+        return 0
+    if impl not in ("lt_auto", "lt_auto_graph", "lt_twin"):
+        return None
+    m = (TWIN if impl == "lt_twin" else AUTO).match(detail or "")
+    return int(m[1]) if m else None
+
+
 def same_kernel_groups(paths):
     """(file, (M, N, K, dtype), candidate, [(time_us, impl), ...] fastest first) for every graph problem where at
     least two subjects ran the same cuBLASLt candidate."""
@@ -79,13 +90,8 @@ def same_kernel_groups(paths):
     for path, key, rows in graph_problems(paths):
         ran = {}
         for impl, r in rows.items():
-            candidate = None
-            if impl == "lt_heuristic":
-                candidate = 0
-            elif impl in ("lt_auto", "lt_auto_graph", "lt_twin"):
-                m = (TWIN if impl == "lt_twin" else AUTO).match(r["detail"])
-                candidate = int(m[1]) if m else None
-            elif impl in ("rlgemm", "rlgemm_nearest") and floor_served_in_graphs(r["detail"]):
+            candidate = vendor_candidate(impl, r["detail"])
+            if impl in ("rlgemm", "rlgemm_nearest") and floor_served_in_graphs(r["detail"]):
                 m = FINAL.search(r["detail"])
                 candidate = int(m[3]) if m else None
             if candidate is not None:

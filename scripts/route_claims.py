@@ -13,7 +13,7 @@ import math
 import re
 import sys
 
-from floor_final_check import AUTO, TWIN, problems
+from floor_final_check import problems, vendor_candidate
 
 CLAIM = {"graph": re.compile(r"CUDA graphs: (sm\S+) at ([\d.]+)x cuBLASLt"),
          "offline": re.compile(r"eager calls: (sm\S+) at ([\d.]+)x cuBLASLt")}
@@ -35,14 +35,6 @@ def floor_candidate(detail, mode):
         text = text[at + len(CAPTURED):] if mode == "graph" else text[:at]
     c = CANDIDATE.search(text)
     return int(c[1]) if c else None
-
-
-def vendor_candidate(impl, detail):
-    """The cuBLASLt candidate a vendor subject ran, where its detail says: lt_heuristic runs the first."""
-    if impl == "lt_heuristic":
-        return 0
-    m = (TWIN if impl == "lt_twin" else AUTO).match(detail or "")
-    return int(m[1]) if m else None
 
 
 def ratio(row):
