@@ -214,6 +214,7 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
   std::vector<std::pair<double, int>> screened;  // (time, index)
   for (size_t j = 0; j < runnable.size(); ++j) screened.emplace_back(quick[j].time_us, runnable[j]);
   std::sort(screened.begin(), screened.end());
+  if (!screened.empty()) choice.fastest_us = screened.front().first;
   std::vector<int> finalists;
   for (size_t i = 0; i < screened.size() && int(finalists.size()) < kLtFinalists; ++i)
     finalists.push_back(screened[i].second);

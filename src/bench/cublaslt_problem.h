@@ -114,6 +114,7 @@ struct LtChoice {
   int count = 0;   // candidates offered
   int failed = 0;  // candidates that did not run
   std::string note;  // the final's closest challenger of the heuristic's first, by operand set (final_winner)
+  double fastest_us = 0;  // the screen's fastest time (us per call, in the mode timed)
 };
 // How the final scores a finalist whose batches fall in two modes (slow_mode_factor): kMean, the mean of its
 // batches (lt_auto: the harness's yardstick, cuBLASLt with every candidate timed); kSlowMode, that mean raised

@@ -303,8 +303,10 @@ struct Handle::Impl {
            (note.empty() ? "" : "; " + note) + ")";
   }
 
+  // `timed_of`, `fastest_us`: where the choice is timed now, the candidates counted and the screen's fastest time.
   std::optional<int> cublaslt_candidate(const Problem& problem, cudaStream_t stream, std::string& how,
-                                        bench::Mode mode, const Caller& caller, int* timed_of = nullptr) {
+                                        bench::Mode mode, const Caller& caller, int* timed_of = nullptr,
+                                        double* fastest_us = nullptr) {
     if (!lt_context) lt_context = std::make_unique<dispatch::CublasLtContext>();
     dispatch::CublasLtChoices& choices = lt_choices_of(mode);
     const std::string in = in_mode(mode);
@@ -320,6 +322,7 @@ struct Handle::Impl {
     choices.record(problem, choice.index, choice.count);
     how = timed_text(mode, choice.index, choice.count, caller, std::nullopt, choice.note);
     if (timed_of) *timed_of = choice.count;
+    if (fastest_us) *fastest_us = choice.fastest_us;
     return choice.index;
   }
 
@@ -725,7 +728,8 @@ struct Handle::Impl {
 
   // The floor of a problem: cuBLASLt with lt_auto's choice for eager calls, and, as its `captured` route, with
   // the choice timed in CUDA graphs where that is another algorithm. With direct launches, one choice, timed
-  // in CUDA graphs, for both (eager_choice_mode).
+  // in CUDA graphs, for both (eager_choice_mode), except where the kernel runs long enough for an eager screen
+  // to time the GPU (dispatch::eager_floor_choice).
   std::unique_ptr<Route> floor_route(const Problem& problem, cudaStream_t stream, const Caller& caller) {
     auto make = [&](std::optional<int> candidate, const std::string& how) {
       auto floor = std::make_unique<Route>();
@@ -735,15 +739,20 @@ struct Handle::Impl {
       plan_cublaslt(*floor, candidate, how, stream);
       return floor;
     };
-    if (eager_choice_mode() == bench::Mode::kGraph) {
-      std::string how;
-      return make(cublaslt_candidate(problem, stream, how, bench::Mode::kGraph, caller), how);
-    }
     std::string how, graph_how;
     int eager_count = 0, graph_count = 0;  // set where the choice was timed now
-    std::optional<int> eager = cublaslt_candidate(problem, stream, how, bench::Mode::kOffline, caller, &eager_count);
-    std::optional<int> graph =
-        cublaslt_candidate(problem, stream, graph_how, bench::Mode::kGraph, caller, &graph_count);
+    std::optional<int> eager, graph;
+    if (eager_choice_mode() == bench::Mode::kGraph) {
+      double graph_us = 0;
+      graph = cublaslt_candidate(problem, stream, graph_how, bench::Mode::kGraph, caller, &graph_count, &graph_us);
+      const bool eager_known =
+          lt_choices_of(bench::Mode::kOffline).find(problem, dispatch::candidate_count(*lt_context, problem)).has_value();
+      if (!dispatch::eager_floor_choice(true, graph_us, eager_known)) return make(graph, graph_how);
+      eager = cublaslt_candidate(problem, stream, how, bench::Mode::kOffline, caller, &eager_count);
+    } else {
+      eager = cublaslt_candidate(problem, stream, how, bench::Mode::kOffline, caller, &eager_count);
+      graph = cublaslt_candidate(problem, stream, graph_how, bench::Mode::kGraph, caller, &graph_count);
+    }
     if (eager && graph && *eager != *graph && eager_count && graph_count && !capturing(stream)) {
       // The two screens, made one after the other, disagree: one of them may have run on a GPU still settling
       // from the work before it. The two choices then meet in a runoff in each way of calling, and each way

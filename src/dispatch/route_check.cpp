@@ -36,6 +36,10 @@ GainInterval weakest_of_sets(const std::vector<GainInterval>& on_sets) {
   return *std::min_element(on_sets.begin(), on_sets.end(), [](auto& a, auto& b) { return a.low < b.low; });
 }
 
+bool eager_floor_choice(bool direct_launches, double graph_us, bool eager_known) {
+  return !direct_launches || eager_known || graph_us >= kEagerScreenUs;
+}
+
 std::string route_verdict_text(const std::vector<std::string>& names, const std::vector<GainInterval>& gains,
                                int chosen) {
   if (chosen >= 0) return names.at(size_t(chosen)) + " at " + gain_text(gains.at(size_t(chosen)));

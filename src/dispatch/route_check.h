@@ -32,6 +32,19 @@ RouteVerdict decide_routes(const std::vector<GainInterval>& eager, const std::ve
 // on every set. Throws Error(kInvalidInput) when `on_sets` is empty.
 GainInterval weakest_of_sets(const std::vector<GainInterval>& on_sets);
 
+// How long the fastest cuBLASLt candidate of a shape runs in CUDA graphs (us) before back-to-back eager calls
+// through cublasLtMatmul, about 5-10 us of host work each, measure the GPU's time rather than the host's.
+inline constexpr double kEagerScreenUs = 20.0;
+
+// Whether the floor's eager calls take a cuBLASLt choice of their own, timed in back-to-back eager calls, beside
+// the one timed in CUDA graphs. Always where eager calls go through cublasLtMatmul. With the floor's kernel
+// launched directly, one choice timed in graphs serves both ways (an eager screen of a short kernel measures
+// cuBLASLt's host path, and its choice is noise), except where the kernel is long enough for the eager screen to
+// time the GPU (`graph_us`, the graph screen's fastest time, at least kEagerScreenUs) or an eager choice is
+// known on this machine already: there the two ways rank the candidates apart (H200, 1x17920x5120: candidate 9
+// fastest in graphs, 48.5 us; in eager calls candidate 8 at 47.9 us, candidate 9 at 50.3).
+bool eager_floor_choice(bool direct_launches, double graph_us, bool eager_known);
+
 // What serves one way of calling and why, for describe(): "<name> at 1.07x cuBLASLt (95% CI 1.05..1.09)", or
 // "cuBLASLt; the kernel <name> measured 0.93x cuBLASLt (95% CI ...)" (of several: the best of them, named).
 std::string route_verdict_text(const std::vector<std::string>& names, const std::vector<GainInterval>& gains,

@@ -348,7 +348,8 @@ TEST_F(HandleGpu, CublasLtServesTheShapesWhereItWasFaster) {
 // A GPU without rows gets the floor: cuBLASLt with lt_auto's choice, timed on a shape's first use and kept in
 // the cache, so that a second handle (another process) finds it; an unwritable cache costs a warning, once.
 // Launched directly (the default), one choice timed in CUDA graphs serves eager and captured calls alike
-// (cublaslt-graph-choices-6.csv); through cublasLtMatmul, eager calls take a choice timed eagerly
+// (cublaslt-graph-choices-6.csv) on these shapes, all short (a long kernel gets an eager choice too:
+// LtDirectGpu.ALongFloorKernelGetsAnEagerChoiceOfItsOwn); through cublasLtMatmul, eager calls take a choice timed eagerly
 // (cublaslt-choices-6.csv) and captured calls the graph choice. A shape first used by a call is timed on that
 // call's operands too (and the call's C is still its product); one first used by prepare() on scratch only.
 TEST_F(HandleGpu, UntunedShapesGetTheCublasLtFloorChosenOncePerMachine) {
@@ -362,7 +363,7 @@ TEST_F(HandleGpu, UntunedShapesGetTheCublasLtFloorChosenOncePerMachine) {
         std::string(direct ? "cublaslt floor (timed on first use in CUDA graphs" : "cublaslt floor (timed on first use") +
         ", on the caller's operands too: candidate ";
     const std::string eager_file = direct ? "cublaslt-graph-choices-6.csv" : "cublaslt-choices-6.csv";
-    const std::vector<Shape> shapes = {{1, 4096, 4096}, {130, 136, 264}, {2000, 576, 7168}};
+    const std::vector<Shape> shapes = {{1, 4096, 4096}, {130, 136, 264}, {2000, 576, 1792}};
     {
       Handle handle(options);
       for (Layout layout : {Layout::kNN, Layout::kTN})
@@ -386,15 +387,15 @@ TEST_F(HandleGpu, UntunedShapesGetTheCublasLtFloorChosenOncePerMachine) {
     }
     const std::string kept = testing::read_text(dir_ / sub / "cache" / eager_file);
     EXPECT_EQ(kept.rfind("gpu,cublaslt_version,M,N,K,layout,candidate,candidates\n" + device_.name + ",", 0), 0u) << kept;
-    EXPECT_NE(kept.find(",2000,576,7168,tn,"), std::string::npos) << kept;
+    EXPECT_NE(kept.find(",2000,576,1792,tn,"), std::string::npos) << kept;
     EXPECT_EQ(std::filesystem::exists(dir_ / sub / "cache" / "cublaslt-choices-6.csv"), !direct);
     {
       Handle again(options);
-      const std::string route = again.describe(2000, 576, 7168, Layout::kTN);
+      const std::string route = again.describe(2000, 576, 1792, Layout::kTN);
       const std::string before = direct ? "cublaslt floor (chosen on this machine before in CUDA graphs)"
                                         : "cublaslt floor (chosen on this machine before)";
       EXPECT_EQ(route.rfind(before, 0), 0u) << route;
-      const Case c({2000, 576, 7168}, Layout::kTN, 5);
+      const Case c({2000, 576, 1792}, Layout::kTN, 5);
       c.poison();
       c.run(again);
       EXPECT_EQ(c.check(), "");

@@ -71,9 +71,37 @@ struct Operands3 {
   static size_t bytes(int64_t elems) { return size_t(elems) * 2 + 4096; }
 };
 
+// A tn call of `handle` captured in a CUDA graph on a stream of its own, and replayed once.
+void call_captured(Handle& handle, const Shape& s, const half* a, const half* b, half* c) {
+  cudaStream_t stream = nullptr;
+  RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  bench::launch_captured_once([&](cudaStream_t st) { handle.hgemm(st, s.m, s.n, s.k, a, b, Layout::kTN, c); }, stream);
+  cudaStreamDestroy(stream);
+}
+
 class LtDirectGpu : public ::testing::Test {
  protected:
   void SetUp() override { RLGEMM_REQUIRE_GPU(); }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  // A handle's options with only the floor: an empty tuned table (the built-in one has rows for some shapes,
+  // 1x4096x4096 among them), neither predicted kernels nor the nearest row's design, and its cache in a folder
+  // of its own (`name`, emptied), removed after the test.
+  HandleOptions floor_only(const std::string& name) {
+    dir_ = std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    const auto empty_table = dir_ / "empty-table.csv";
+    std::ofstream(empty_table) << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto\n";
+    HandleOptions options;
+    options.tuned_table = empty_table.string();
+    options.predicted_kernels = false;
+    options.nearest_kernels = false;
+    options.cache_dir = dir_.string();
+    return options;
+  }
+  std::filesystem::path dir_;
 };
 
 TEST_F(LtDirectGpu, GivesCublasLtsBitsEagerAndInGraphsOrSaysWhyNot) {
@@ -225,28 +253,18 @@ TEST_F(LtDirectGpu, BiasPlansLaunchDirectlyWithTheSameBits) {
 
 // The handle's floor launches cuBLASLt's kernel directly, says so, and gives what a handle calling
 // cublasLtMatmul gives, bit for bit: the second handle is made after the first chose its algorithms, and reads
-// them from the shared cache directory, so both run the same algorithm (the choice timed in CUDA graphs, which
-// the first handle's captured calls take and the second handle's eager calls).
+// them from the shared cache directory, so both run the same algorithms (the choice timed in eager calls for
+// eager calls, the one timed in CUDA graphs for captured calls, each way as the first handle ran it).
 TEST_F(LtDirectGpu, TheHandlesFloorTakesItWithTheSameBits) {
-  const auto dir = std::filesystem::temp_directory_path() / ("rlgemm-lt-direct-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  // An empty tuned table: the built-in one has rows for some of these shapes (1x4096x4096 among them).
-  const auto empty_table = dir / "empty-table.csv";
-  std::ofstream(empty_table) << "gpu,M,N,K,layout,design,time_us,speedup_vs_lt_auto\n";
-  HandleOptions options;
-  options.tuned_table = empty_table.string();
-  options.predicted_kernels = false;
-  options.nearest_kernels = false;  // nor the nearest row's design
-  options.cache_dir = dir.string();
+  HandleOptions options = floor_only("rlgemm-lt-direct");
   options.direct_cublaslt = false;
   // Decode, odd and prefill shapes; cuBLASLt chooses the algorithms (split-K ones among them, on an H200), and
   // every one launches directly.
   const std::vector<Shape> shapes = {{1, 4096, 4096}, {77, 1000, 2056}, {2048, 512, 3584}, {128, 3584, 4096}};
   struct Buffers {
-    DeviceScratch<half> a, b, c1, c2;
+    DeviceScratch<half> a, b, c0, c1, c2;
     explicit Buffers(const Shape& s)
-        : a(size_t(s.m * s.k)), b(size_t(s.k * s.n)), c1(size_t(s.m * s.n)), c2(size_t(s.m * s.n)) {}
+        : a(size_t(s.m * s.k)), b(size_t(s.k * s.n)), c0(size_t(s.m * s.n)), c1(size_t(s.m * s.n)), c2(size_t(s.m * s.n)) {}
   };
   std::vector<std::unique_ptr<Buffers>> buffers;
   {
@@ -255,15 +273,11 @@ TEST_F(LtDirectGpu, TheHandlesFloorTakesItWithTheSameBits) {
       auto& x = *buffers.emplace_back(std::make_unique<Buffers>(s));
       bench::fill_random(x.a.ptr, size_t(s.m * s.k), bench::Fill::kNormal, 11, nullptr, DType::kF16);
       bench::fill_random(x.b.ptr, size_t(s.k * s.n), bench::Fill::kNormal, 12, nullptr, DType::kF16);
-      // An eager call first (its algorithms are timed then), then a captured call, replayed, gives c1.
-      through_lt.hgemm(nullptr, s.m, s.n, s.k, x.a.ptr, x.b.ptr, Layout::kTN, x.c1.ptr);
+      // An eager call first (its algorithms are timed then) gives c0, then a captured call, replayed, c1.
+      through_lt.hgemm(nullptr, s.m, s.n, s.k, x.a.ptr, x.b.ptr, Layout::kTN, x.c0.ptr);
       RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
       RLGEMM_CUDA_CHECK(cudaMemset(x.c1.ptr, 0xff, size_t(s.m * s.n) * 2));
-      cudaStream_t stream = nullptr;
-      RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-      bench::launch_captured_once(
-          [&](cudaStream_t st) { through_lt.hgemm(st, s.m, s.n, s.k, x.a.ptr, x.b.ptr, Layout::kTN, x.c1.ptr); }, stream);
-      cudaStreamDestroy(stream);
+      call_captured(through_lt, s, x.a.ptr, x.b.ptr, x.c1.ptr);
       EXPECT_EQ(through_lt.describe(s.m, s.n, s.k, Layout::kTN).find("launched directly"), std::string::npos);
     }
     RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
@@ -281,11 +295,48 @@ TEST_F(LtDirectGpu, TheHandlesFloorTakesItWithTheSameBits) {
     std::printf("%s: %s\n", s.to_string().c_str(), said.c_str());
     EXPECT_NE(said.find("chosen on this machine before"), std::string::npos) << said;
     if (said.find("its kernel launched directly") != std::string::npos) ++launched_directly;
+    // Both ways of calling were chosen before, so each takes its own choice: eager calls the eager one.
+    EXPECT_EQ(to_host(x.c0.ptr, size_t(s.m * s.n) * 2), to_host(x.c2.ptr, size_t(s.m * s.n) * 2)) << s.to_string();
+    RLGEMM_CUDA_CHECK(cudaMemset(x.c2.ptr, 0x7f, size_t(s.m * s.n) * 2));
+    call_captured(direct, s, x.a.ptr, x.b.ptr, x.c2.ptr);
     EXPECT_EQ(to_host(x.c1.ptr, size_t(s.m * s.n) * 2), to_host(x.c2.ptr, size_t(s.m * s.n) * 2)) << s.to_string();
   }
   EXPECT_EQ(launched_directly, int(shapes.size()));
   EXPECT_EQ(direct.stats().cublaslt, shapes.size());
-  std::filesystem::remove_all(dir);
+}
+
+TEST_F(LtDirectGpu, ALongFloorKernelGetsAnEagerChoiceOfItsOwn) {
+  // Launched directly, the floor's choice is timed in CUDA graphs; a kernel long enough for back-to-back calls to
+  // time the GPU (dispatch::kEagerScreenUs) is also screened in eager calls, a short one is not.
+  HandleOptions options = floor_only("rlgemm-lt-eager");
+  options.direct_cublaslt = true;
+  Handle handle(options);
+  const Shape long_one{2048, 8192, 8192}, short_one{16, 1024, 1024};  // about 350 us and 3 us on an H100/H200
+  for (const Shape& s : {long_one, short_one}) {
+    DeviceScratch<half> a(size_t(s.m * s.k)), b(size_t(s.k * s.n)), c(size_t(s.m * s.n)), want(size_t(s.m * s.n));
+    bench::fill_random(a.ptr, size_t(s.m * s.k), bench::Fill::kNormal, 21, nullptr, DType::kF16);
+    bench::fill_random(b.ptr, size_t(s.k * s.n), bench::Fill::kNormal, 22, nullptr, DType::kF16);
+    RLGEMM_CUDA_CHECK(cudaMemset(c.ptr, 0xff, size_t(s.m * s.n) * 2));
+    handle.hgemm(nullptr, s.m, s.n, s.k, a.ptr, b.ptr, Layout::kTN, c.ptr);
+    RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::string said = handle.describe(s.m, s.n, s.k, Layout::kTN);
+    std::printf("%s: %s\n", s.to_string().c_str(), said.c_str());
+    const bool eager_screen = said.find("(timed on first use, on the caller's operands too: candidate") != std::string::npos;
+    EXPECT_EQ(eager_screen, s.m == long_one.m) << said;
+    // The graph screen's choice: the short kernel's for both ways, the long one's for captured calls where it
+    // is another algorithm.
+    if (!eager_screen) EXPECT_NE(said.find("(timed on first use in CUDA graphs"), std::string::npos) << said;
+    // The eager call's bits are cuBLASLt's with the algorithm the handle names for eager calls.
+    const std::size_t at = said.find("candidate ");
+    ASSERT_NE(at, std::string::npos) << said;
+    const int candidate = std::atoi(said.c_str() + at + 10);
+    CublasLtContext context;
+    CublasLtGemm plan(context, Problem{s, Layout::kTN}, candidate);
+    DeviceScratch<unsigned char> workspace(std::max<size_t>(plan.workspace_bytes(), 1));
+    plan.launch(nullptr, a.ptr, b.ptr, want.ptr, plan.workspace_bytes() ? workspace.ptr : nullptr);
+    RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(to_host(want.ptr, size_t(s.m * s.n) * 2), to_host(c.ptr, size_t(s.m * s.n) * 2)) << s.to_string();
+  }
 }
 
 }  // namespace

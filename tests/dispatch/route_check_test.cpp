@@ -49,6 +49,20 @@ TEST(RouteCheck, AKernelMustWinOnEveryOperandSet) {
   EXPECT_THROW(weakest_of_sets({}), Error);
 }
 
+TEST(RouteCheck, EagerCallsGetAFloorChoiceOfTheirOwnWhereTheirScreenTimesTheGpu) {
+  // Through cublasLtMatmul, eager calls always take an eager choice.
+  EXPECT_TRUE(eager_floor_choice(false, 0.0, false));
+  EXPECT_TRUE(eager_floor_choice(false, 5.0, false));
+  // Launched directly: a short kernel keeps the graph screen's choice for both ways (16x3584x3584, 7.9 us a call)...
+  EXPECT_FALSE(eager_floor_choice(true, 7.9, false));
+  EXPECT_FALSE(eager_floor_choice(true, kEagerScreenUs - 0.01, false));
+  // ...a long one gets an eager screen (1x17920x5120, 48.5 us), and a choice known already is used at any length
+  // (a graph choice read from the machine's file comes without a time).
+  EXPECT_TRUE(eager_floor_choice(true, 48.5, false));
+  EXPECT_TRUE(eager_floor_choice(true, kEagerScreenUs, false));
+  EXPECT_TRUE(eager_floor_choice(true, 0.0, true));
+}
+
 TEST(RouteCheck, TheVerdictSaysWhatServesAndWhatWasMeasured) {
   EXPECT_EQ(route_verdict_text({"k"}, {gain(0.07, 0.02)}, 0), "k at 1.07x cuBLASLt (95% CI 1.05..1.09)");
   EXPECT_EQ(route_verdict_text({"k"}, {gain(-0.07, 0.02)}, -1),
