@@ -86,6 +86,10 @@ struct Route {
   // route is published, never changed after.
   std::unique_ptr<Route> captured;
   bool captured_only = false;  // this route is another's `captured`: it serves calls made under capture only
+  // A cuBLASLt route for eager calls only (captured calls take another algorithm) whose algorithm was chosen in
+  // eager calls where launches are direct (a long floor kernel: dispatch::eager_floor_choice): its plan with a
+  // bias is timed in eager calls too.
+  bool eager_timed = false;
   // Workspaces for calls captured into CUDA graphs, allocated and zeroed with the route (outside any capture):
   // a graph replays with its captured workspace address, so a slot belongs to the first (capture, stream) that
   // takes it for as long as a graph of that capture lives -- the calls one capturing stream makes are ordered,
@@ -742,6 +746,7 @@ struct Handle::Impl {
     std::string how, graph_how;
     int eager_count = 0, graph_count = 0;  // set where the choice was timed now
     std::optional<int> eager, graph;
+    bool eager_timed = false;
     if (eager_choice_mode() == bench::Mode::kGraph) {
       double graph_us = 0;
       graph = cublaslt_candidate(problem, stream, graph_how, bench::Mode::kGraph, caller, &graph_count, &graph_us);
@@ -749,6 +754,7 @@ struct Handle::Impl {
           lt_choices_of(bench::Mode::kOffline).find(problem, dispatch::candidate_count(*lt_context, problem)).has_value();
       if (!dispatch::eager_floor_choice(true, graph_us, eager_known)) return make(graph, graph_how);
       eager = cublaslt_candidate(problem, stream, how, bench::Mode::kOffline, caller, &eager_count);
+      eager_timed = true;
     } else {
       eager = cublaslt_candidate(problem, stream, how, bench::Mode::kOffline, caller, &eager_count);
       graph = cublaslt_candidate(problem, stream, graph_how, bench::Mode::kGraph, caller, &graph_count);
@@ -769,6 +775,7 @@ struct Handle::Impl {
       settle(bench::Mode::kGraph, graph, graph_how, graph_count);
     }
     std::unique_ptr<Route> floor = make(eager, how);
+    floor->eager_timed = eager_timed && graph != eager;  // one algorithm for both ways: its bias plan as before
     if (graph != eager) {
       serve_captured(*floor, make(graph, graph_how));
       // describe() tells both ways of calling: captured calls take another algorithm.
@@ -1011,7 +1018,8 @@ struct Handle::Impl {
   // algorithms for the epilogue and the route's own with it (CublasLtGemm::bias_candidates), timed
   // within the route's workspace on the call's `operands` (where dispatch::caller_operands takes them) and
   // scratch sets, in the mode of the calls the route serves (a captured-only route: CUDA
-  // graphs; else eager_choice_mode), and kept per machine in that mode's file (cublaslt-bias-choices-7.csv,
+  // graphs; an eager-only route whose algorithm was chosen in eager calls, Route::eager_timed: eager calls; else
+  // eager_choice_mode), and kept per machine in that mode's file (cublaslt-bias-choices-7.csv,
   // cublaslt-graph-bias-choices-7.csv: a shape's eager and captured routes can hold different algorithms, and the
   // candidates include the route's own). A first use inside a capture, where nothing can be timed, takes
   // the route's algorithm (host work only). Launched directly where that is proven the same launch (GPU work of
@@ -1029,7 +1037,8 @@ struct Handle::Impl {
         r.lt_bias_plan = r.lt->with_bias();
         how = "the algorithm without it: first seen where no timing can run";
       } else {
-        const bench::Mode mode = r.captured_only ? bench::Mode::kGraph : eager_choice_mode();
+        const bench::Mode mode =
+            r.captured_only ? bench::Mode::kGraph : (r.eager_timed ? bench::Mode::kOffline : eager_choice_mode());
         const Caller caller = dispatch::caller_operands(r.problem, operands.a, operands.b, operands.c);
         const bench::LtChoice choice = r.lt->time_bias_candidates(stream, mode, caller);
         choices.record(r.problem, choice.index, choice.count);
