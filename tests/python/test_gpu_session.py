@@ -1,0 +1,112 @@
+"""scripts/gpu-session on a made-up checkout: a fake nvidia-smi, a fake build/rlgemm that appends a row to the CSV
+it is told to write (and sleeps when asked), and a carry-build that does nothing. Stages run once and are skipped
+after, a cut stage is resumed, a stage without time left is not started, and the state goes to $OUT after each.
+Standard library only."""
+import os
+import shutil
+import subprocess
+import tarfile
+import time
+
+import pytest
+
+from conftest import SCRIPTS_DIR
+
+FAKE_RLGEMM = """#!/usr/bin/env bash
+echo "$*" >> "$(dirname "$0")/calls.txt"
+out=""
+while (($#)); do [ "$1" = --out ] && out=$2; shift; done
+[ -n "${FAKE_SLEEP:-}" ] && sleep "$FAKE_SLEEP"
+mkdir -p "$(dirname "$out")"
+[ -f "$out" ] || echo "M,N,K" > "$out"
+echo "1,2,3" >> "$out"
+"""
+
+FAKE_SMI = """#!/usr/bin/env bash
+case "$*" in
+  *count,name*) echo "1, NVIDIA H200" ;;
+  *) echo "NVIDIA H200" ;;
+esac
+"""
+
+
+def executable(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def tree(tmp_path):
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(SCRIPTS_DIR / "gpu-session", root / "scripts" / "gpu-session")
+    executable(root / "scripts" / "carry-build", "#!/usr/bin/env bash\nexit 0\n")
+    executable(root / "build" / "rlgemm", FAKE_RLGEMM)
+    executable(tmp_path / "bin" / "nvidia-smi", FAKE_SMI)
+    return tmp_path
+
+
+def run(tree, *stages, budget=200, **env):
+    full = dict(os.environ, PATH=str(tree / "bin") + os.pathsep + os.environ["PATH"], BUDGET=str(budget),
+                RESERVE="1", STATE=str(tree / "state" / "h200"), OUT=str(tree / "out"))
+    full.pop("FAKE_SLEEP", None)
+    full.update(env)
+    return subprocess.run(["bash", str(tree / "checkout" / "scripts" / "gpu-session"), *stages], env=full,
+                          capture_output=True, text=True, timeout=120)
+
+
+def invocations(tree):
+    calls = tree / "checkout" / "build" / "calls.txt"
+    return calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_a_stage_runs_once_is_recorded_and_its_state_goes_out(tree):
+    done = run(tree, "eager-floor")
+    assert done.returncode == 0, done.stderr
+    state = tree / "state" / "h200"
+    assert (state / "eager-floor.done").exists()
+    log = (state / "calls.log").read_text()
+    assert "eager-floor rc=0" in log and "rows=1" in log, log
+    calls = invocations(tree)
+    assert len(calls) == 1 and "bench --shapes bench/shapes/eager-floor-check.csv" in calls[0], calls
+    assert "--resume" in calls[0] and f"--out {state}/eager-floor/bench.csv" in calls[0], calls
+    with tarfile.open(tree / "out" / "state.tgz") as packed:
+        assert "h200/eager-floor.done" in packed.getnames()
+    # Done is done: a second call skips it.
+    again = run(tree, "eager-floor")
+    assert again.returncode == 0, again.stderr
+    assert len(invocations(tree)) == 1
+    log = (state / "calls.log").read_text()
+    assert log.count("== call at") == 2 and log.count("eager-floor rc=") == 1, log
+
+
+def test_a_stage_cut_by_the_budget_goes_on_the_next_time(tree):
+    started = time.monotonic()
+    cut = run(tree, "zero-shot-1", budget=5, FAKE_SLEEP="60", MIN_SECONDS="1")
+    assert time.monotonic() - started < 40
+    assert cut.returncode == 0, cut.stderr
+    state = tree / "state" / "h200"
+    assert not (state / "zero-shot-1-v16.done").exists()
+    assert "zero-shot-1-v16 rc=124" in (state / "calls.log").read_text()
+    resumed = run(tree, "zero-shot-1")
+    assert resumed.returncode == 0, resumed.stderr
+    assert (state / "zero-shot-1-v16.done").exists()
+    calls = invocations(tree)
+    assert len(calls) == 2 and all("--resume --shard 1/2" in c for c in calls), calls
+    assert "zero-shot-1-v16 rc=0" in (state / "calls.log").read_text()
+
+
+def test_a_stage_without_time_left_is_not_started(tree):
+    short = run(tree, "model-decode", budget=100)  # model-decode asks for 120 s at least
+    assert short.returncode == 0, short.stderr
+    assert "model-decode not started" in (tree / "state" / "h200" / "calls.log").read_text()
+    assert invocations(tree) == []
+
+
+def test_no_gpu_and_unknown_stages_are_refused(tree):
+    executable(tree / "bin" / "nvidia-smi", "#!/usr/bin/env bash\nexit 9\n")
+    assert run(tree, "eager-floor").returncode == 3
+    executable(tree / "bin" / "nvidia-smi", FAKE_SMI)
+    unknown = run(tree, "no-such-stage")
+    assert unknown.returncode == 2 and "unknown stage 'no-such-stage'" in unknown.stderr
