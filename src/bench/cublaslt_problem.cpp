@@ -221,7 +221,7 @@ LtChoice choose_fastest(const LtProblem& problem, cublasLtHandle_t handle,
   const bool first_ran = std::any_of(screened.begin(), screened.end(), [](auto& s) { return s.second == 0; });
   if (first_ran && std::find(finalists.begin(), finalists.end(), 0) == finalists.end()) finalists.push_back(0);
   choice.index = fastest_of(problem, handle, candidates, finalists, sets, workspace, workspace_bytes, stream, mode,
-                            bias, use, scoring, &choice.note);
+                            bias, use, scoring, &choice.note, &choice.kept_over_first);
   return choice;
 }
 
@@ -236,7 +236,8 @@ int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
 int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
                const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
                const std::vector<LtOperands>& sets, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-               Mode mode, const void* bias, LtWorkspace use, LtScoring scoring, std::string* note) {
+               Mode mode, const void* bias, LtWorkspace use, LtScoring scoring, std::string* note,
+               double* kept_over_first) {
   check_sets(sets, "fastest_of");
   if (finalists.empty()) throw Error(ErrorKind::kInvalidInput, "fastest_of: no finalists");
   for (int f : finalists)
@@ -244,6 +245,7 @@ int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
       throw Error(ErrorKind::kInvalidInput, "fastest_of: candidate " + std::to_string(f) + " of " +
                                                 std::to_string(candidates.size()) + " does not exist");
   if (note) note->clear();
+  if (kept_over_first) *kept_over_first = 0;
   if (finalists.size() == 1) return finalists.front();
   // One set after another, every finalist on that set in the same shuffled rounds, as the harness times its
   // subjects on shared operands. Sets interleaved within a round would evict each other's operands from the L2
@@ -267,7 +269,7 @@ int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
     const auto times = time_side_by_side(mode, subjects, nullptr, stream, final_round);
     for (size_t f = 0; f < finalists.size(); ++f) per_finalist[f].push_back(times[f]);
   }
-  return final_winner(finalists, per_finalist, scoring, note, callers_set(sets));
+  return final_winner(finalists, per_finalist, scoring, note, callers_set(sets), kept_over_first);
 }
 
 std::optional<size_t> callers_set(const std::vector<LtOperands>& sets) {
@@ -336,7 +338,8 @@ double slow_mode_factor(const std::vector<std::vector<Timing>>& per_finalist, si
 }
 
 int final_winner(const std::vector<int>& finalists, const std::vector<std::vector<Timing>>& per_finalist,
-                 LtScoring scoring, std::string* note, std::optional<size_t> callers_set) {
+                 LtScoring scoring, std::string* note, std::optional<size_t> callers_set,
+                 double* kept_over_first) {
   if (finalists.empty() || finalists.size() != per_finalist.size())
     throw Error(ErrorKind::kInvalidInput, "final_winner: " + std::to_string(finalists.size()) + " finalists, " +
                                               std::to_string(per_finalist.size()) + " timings");
@@ -345,6 +348,7 @@ int final_winner(const std::vector<int>& finalists, const std::vector<std::vecto
     score.push_back(final_score(per_finalist[f]) *
                     (scoring == LtScoring::kSlowMode && per_finalist.size() > 1 ? slow_mode_factor(per_finalist, f) : 1));
   if (note) note->clear();
+  if (kept_over_first) *kept_over_first = 0;
   const auto first = std::find(finalists.begin(), finalists.end(), 0);
   if (first == finalists.end()) {
     size_t best = 0;
@@ -384,6 +388,7 @@ int final_winner(const std::vector<int>& finalists, const std::vector<std::vecto
     text << " of candidate 0's time by operand set; candidate " << finalists[best] << " kept";
     *note = text.str();
   }
+  if (kept_over_first && best != f0) *kept_over_first = final_score(per_finalist[best]) / final_score(per_finalist[f0]);
   return finalists[best];
 }
 

@@ -115,6 +115,9 @@ struct LtChoice {
   int failed = 0;  // candidates that did not run
   std::string note;  // the final's closest challenger of the heuristic's first, by operand set (final_winner)
   double fastest_us = 0;  // the screen's fastest time (us per call, in the mode timed)
+  // The kept candidate's final time over the heuristic's first's (final_score, the mean of every batch on every
+  // set), where the first ran in the final and another was kept; 0 otherwise.
+  double kept_over_first = 0;
 };
 // How the final scores a finalist whose batches fall in two modes (slow_mode_factor): kMean, the mean of its
 // batches (lt_auto: the harness's yardstick, cuBLASLt with every candidate timed); kSlowMode, that mean raised
@@ -156,12 +159,13 @@ int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
                Mode mode, const void* bias = nullptr, LtWorkspace use = LtWorkspace::kWhole,
                LtScoring scoring = LtScoring::kMean);
 // The same on several operand sets, each finalist scored as choose_fastest's (final_score), a set marked
-// `callers` taken as the caller's by final_winner; `note` (where given) receives final_winner's.
+// `callers` taken as the caller's by final_winner; `note` and `kept_over_first` (where given) receive
+// final_winner's.
 int fastest_of(const LtProblem& problem, cublasLtHandle_t handle,
                const std::vector<cublasLtMatmulHeuristicResult_t>& candidates, const std::vector<int>& finalists,
                const std::vector<LtOperands>& sets, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                Mode mode, const void* bias = nullptr, LtWorkspace use = LtWorkspace::kWhole,
-               LtScoring scoring = LtScoring::kMean, std::string* note = nullptr);
+               LtScoring scoring = LtScoring::kMean, std::string* note = nullptr, double* kept_over_first = nullptr);
 
 // A finalist's score in the final: the mean per-call time of every timed batch on every operand set (`on_sets`:
 // one Timing per set, with its batches' rounds_us), not the median. Some candidates run in two modes from
@@ -196,9 +200,11 @@ double slow_mode_factor(const std::vector<std::vector<Timing>>& per_finalist, si
 // 1x8960x1536 (candidate 2 at 0.941 on the caller's set, 1.004 on another) and 512x2048x4608 (candidate 8 at
 // 0.876, 1.024), and the first then ran 6% behind candidate 2 and 8 on those very operands
 // (llm-zero-shot-v11). `note` (where given) receives the lowest-scoring challenger's time over the first's on
-// each set and what was kept, or nothing where the first is not a finalist or is the only one.
+// each set and what was kept, or nothing where the first is not a finalist or is the only one. `kept_over_first`
+// (where given) receives the kept finalist's final_score over the first's where the first is a finalist and
+// another is kept, else 0.
 int final_winner(const std::vector<int>& finalists, const std::vector<std::vector<Timing>>& per_finalist,
                  LtScoring scoring = LtScoring::kMean, std::string* note = nullptr,
-                 std::optional<size_t> callers_set = std::nullopt);
+                 std::optional<size_t> callers_set = std::nullopt, double* kept_over_first = nullptr);
 
 }  // namespace rlgemm::bench

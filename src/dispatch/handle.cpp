@@ -90,6 +90,13 @@ struct Route {
   // eager calls where launches are direct (a long floor kernel: dispatch::eager_floor_choice): its plan with a
   // bias is timed in eager calls too.
   bool eager_timed = false;
+  // A cuBLASLt route whose candidate was timed now and kept in a final against the heuristic's first: its time
+  // over the first's there (bench::LtChoice::kept_over_first) in each way it was timed, which the route check of
+  // that way holds it to (dispatch::against_floor_as_chosen); 0 otherwise.
+  double eager_kept_over_first = 0, graph_kept_over_first = 0;
+  double kept_over_first(bench::Mode mode) const {
+    return mode == bench::Mode::kGraph ? graph_kept_over_first : eager_kept_over_first;
+  }
   // Workspaces for calls captured into CUDA graphs, allocated and zeroed with the route (outside any capture):
   // a graph replays with its captured workspace address, so a slot belongs to the first (capture, stream) that
   // takes it for as long as a graph of that capture lives -- the calls one capturing stream makes are ordered,
@@ -307,10 +314,9 @@ struct Handle::Impl {
            (note.empty() ? "" : "; " + note) + ")";
   }
 
-  // `timed_of`, `fastest_us`: where the choice is timed now, the candidates counted and the screen's fastest time.
+  // `timed`: where the choice is timed now, what the timing found (its count stays 0 otherwise).
   std::optional<int> cublaslt_candidate(const Problem& problem, cudaStream_t stream, std::string& how,
-                                        bench::Mode mode, const Caller& caller, int* timed_of = nullptr,
-                                        double* fastest_us = nullptr) {
+                                        bench::Mode mode, const Caller& caller, bench::LtChoice* timed = nullptr) {
     if (!lt_context) lt_context = std::make_unique<dispatch::CublasLtContext>();
     dispatch::CublasLtChoices& choices = lt_choices_of(mode);
     const std::string in = in_mode(mode);
@@ -325,8 +331,7 @@ struct Handle::Impl {
     const bench::LtChoice choice = dispatch::time_candidates(*lt_context, problem, stream, mode, caller);
     choices.record(problem, choice.index, choice.count);
     how = timed_text(mode, choice.index, choice.count, caller, std::nullopt, choice.note);
-    if (timed_of) *timed_of = choice.count;
-    if (fastest_us) *fastest_us = choice.fastest_us;
+    if (timed) *timed = choice;
     return choice.index;
   }
 
@@ -611,18 +616,34 @@ struct Handle::Impl {
   // an H200 the two sets' gains differed by 3% or more on 3 of 16 held-out shapes: 1x7168x5120 1.04 and 1.09,
   // 128x3072x3072 1.00 and 0.97; bench/results/h200/check-on-callers.) `by_set`, where given, gets each route's
   // gain on each set, for describe().
+  //
+  // Where the floor's candidate was kept in a final against the heuristic's first (Route::kept_over_first, in this
+  // way of calling), the first runs in the rounds too, and a kernel must also win against the floor as that
+  // final found it wherever the floor ran slower against the first here (dispatch::against_floor_as_chosen);
+  // `floor_note`, where given, then says so.
   std::vector<GainInterval> gains_over_floor(const std::vector<Route*>& kernel_routes, Route& floor, bench::Mode mode,
                                              cudaStream_t stream, const Caller& caller,
-                                             std::vector<std::string>* by_set = nullptr) {
+                                             std::vector<std::string>* by_set = nullptr,
+                                             std::string* floor_note = nullptr) {
     const Problem& p = floor.problem;
     const bench::ScratchOperands x(p, stream);
     std::vector<bench::LtOperands> sets = {{x.a.ptr, x.b.ptr, x.c.ptr}};
     if (caller) sets.push_back(*caller);
+    const double kept_over_first = floor.kept_over_first(mode);
+    std::unique_ptr<Route> first;  // the heuristic's first, planned as the floor is
+    if (kept_over_first > 0) {
+      first = std::make_unique<Route>();
+      first->problem = p;
+      first->choice = dispatch::floor_choice();
+      plan_cublaslt(*first, 0, "", stream);
+    }
     // A workspace each: a kernel's must start zeroed (its tickets), and cuBLASLt leaves its own as it likes.
     // Each route is called as the handle calls it: with a workspace of its own, zeroed once (the kernels leave
     // it so), as eager calls take their stream's pooled one and captured calls their capture slot.
     std::vector<Route*> all = kernel_routes;
+    const size_t floor_at = all.size();
     all.push_back(&floor);
+    if (first) all.push_back(first.get());
     std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> workspaces;
     std::vector<size_t> workspace_bytes;
     for (Route* r : all) {
@@ -631,20 +652,46 @@ struct Handle::Impl {
       RLGEMM_CUDA_CHECK(cudaMemsetAsync(ws->ptr, 0, bytes, stream));
     }
     std::vector<std::vector<GainInterval>> per_route(kernel_routes.size());
+    std::string floor_by_set;  // the floor's time over the first's, set by set, where it ran slower than its final
     for (size_t s = 0; s < sets.size(); ++s) {
       std::vector<bench::Subject> subjects;
       for (size_t i = 0; i < all.size(); ++i) {
         subjects.push_back({[&, r = all[i], w = workspaces[i]->ptr, bytes = workspace_bytes[i], o = sets[s]](
                                 cudaStream_t st) { launch(st, *r, o.a, o.b, o.c, w, bytes); },
                             {},
-                            i < kernel_routes.size() ? "kernel " + to_string(all[i]->choice.design) : "cuBLASLt"});
+                            i < floor_at    ? "kernel " + to_string(all[i]->choice.design)
+                            : i == floor_at ? "cuBLASLt"
+                                            : "cuBLASLt's first candidate"});
       }
       bench::TimingOptions options;
       options.seed = problem_seed(uint64_t(mode), p) + s;
       options.batches = kCheckRounds;
       const auto times = bench::time_side_by_side(mode, subjects, nullptr, stream, options);
-      for (size_t i = 0; i < kernel_routes.size(); ++i)
-        per_route[i].push_back(gain_interval(times.back().rounds_us, times[i].rounds_us));
+      const std::vector<double>& floor_us = times[floor_at].rounds_us;
+      std::optional<GainInterval> floor_over_first;
+      if (first) floor_over_first = gain_interval(times[floor_at + 1].rounds_us, floor_us);
+      const bool slower = floor_over_first && dispatch::floor_slower_than_its_final(*floor_over_first, kept_over_first);
+      if (slower) {
+        char text[64];
+        std::snprintf(text, sizeof text, "%s%.2fx on set %zu", floor_by_set.empty() ? "" : ", ",
+                      1 / (1 + floor_over_first->gain), s + 1);
+        floor_by_set += text;
+      }
+      for (size_t i = 0; i < kernel_routes.size(); ++i) {
+        const GainInterval over_floor = gain_interval(floor_us, times[i].rounds_us);
+        per_route[i].push_back(
+            slower ? dispatch::against_floor_as_chosen(over_floor, gain_interval(times[floor_at + 1].rounds_us,
+                                                                                 times[i].rounds_us),
+                                                       *floor_over_first, kept_over_first)
+                   : over_floor);
+      }
+    }
+    if (floor_note && !floor_by_set.empty()) {
+      char text[160];
+      std::snprintf(text, sizeof text,
+                    "the floor ran slower against cuBLASLt's first candidate than in its final (%.2fx): ",
+                    kept_over_first);
+      *floor_note = text + floor_by_set + "; the kernels held to the floor as its final found it";
     }
     RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
     std::vector<GainInterval> gains;
@@ -681,10 +728,12 @@ struct Handle::Impl {
     // The floor of captured calls: its own cuBLASLt choice where the GPU's time chose another (floor_route).
     std::unique_ptr<Route> graph_floor = std::move(floor->captured);
     std::vector<std::string> graph_by_set, eager_by_set;
-    const std::vector<GainInterval> graph =
-        gains_over_floor(routes, graph_floor ? *graph_floor : *floor, bench::Mode::kGraph, stream, caller, &graph_by_set);
+    std::string graph_floor_note, eager_floor_note;
+    const std::vector<GainInterval> graph = gains_over_floor(routes, graph_floor ? *graph_floor : *floor,
+                                                             bench::Mode::kGraph, stream, caller, &graph_by_set,
+                                                             &graph_floor_note);
     const std::vector<GainInterval> eager =
-        gains_over_floor(routes, *floor, bench::Mode::kOffline, stream, caller, &eager_by_set);
+        gains_over_floor(routes, *floor, bench::Mode::kOffline, stream, caller, &eager_by_set, &eager_floor_note);
     const dispatch::RouteVerdict v = dispatch::decide_routes(eager, graph);
     std::string note = " (" + when + ": eager calls: " + dispatch::route_verdict_text(names, eager, v.eager) +
                        "; CUDA graphs: " + dispatch::route_verdict_text(names, graph, v.graph);
@@ -696,6 +745,8 @@ struct Handle::Impl {
       };
       note += "; on the scratch/the caller's operands: eager " + joined(eager_by_set) + ", graphs " + joined(graph_by_set);
     }
+    if (!eager_floor_note.empty()) note += "; eager calls: " + eager_floor_note;
+    if (!graph_floor_note.empty()) note += "; CUDA graphs: " + graph_floor_note;
     // Where a kernel serves, the cuBLASLt choice it was measured against (and the captured calls' own, where
     // another): the served route's description does not show the floor's otherwise.
     if (v.eager >= 0 || v.graph >= 0) note += "; against " + floor->description;
@@ -744,40 +795,47 @@ struct Handle::Impl {
       return floor;
     };
     std::string how, graph_how;
-    int eager_count = 0, graph_count = 0;  // set where the choice was timed now
+    bench::LtChoice eager_timing, graph_timing;  // their counts set where the choice was timed now
     std::optional<int> eager, graph;
     bool eager_timed = false;
     if (eager_choice_mode() == bench::Mode::kGraph) {
-      double graph_us = 0;
-      graph = cublaslt_candidate(problem, stream, graph_how, bench::Mode::kGraph, caller, &graph_count, &graph_us);
+      graph = cublaslt_candidate(problem, stream, graph_how, bench::Mode::kGraph, caller, &graph_timing);
       const bool eager_known =
           lt_choices_of(bench::Mode::kOffline).find(problem, dispatch::candidate_count(*lt_context, problem)).has_value();
-      if (!dispatch::eager_floor_choice(true, graph_us, eager_known)) return make(graph, graph_how);
-      eager = cublaslt_candidate(problem, stream, how, bench::Mode::kOffline, caller, &eager_count);
+      if (!dispatch::eager_floor_choice(true, graph_timing.fastest_us, eager_known)) {
+        std::unique_ptr<Route> floor = make(graph, graph_how);
+        floor->graph_kept_over_first = graph_timing.kept_over_first;
+        return floor;
+      }
+      eager = cublaslt_candidate(problem, stream, how, bench::Mode::kOffline, caller, &eager_timing);
       eager_timed = true;
     } else {
-      eager = cublaslt_candidate(problem, stream, how, bench::Mode::kOffline, caller, &eager_count);
-      graph = cublaslt_candidate(problem, stream, graph_how, bench::Mode::kGraph, caller, &graph_count);
+      eager = cublaslt_candidate(problem, stream, how, bench::Mode::kOffline, caller, &eager_timing);
+      graph = cublaslt_candidate(problem, stream, graph_how, bench::Mode::kGraph, caller, &graph_timing);
     }
-    if (eager && graph && *eager != *graph && eager_count && graph_count && !capturing(stream)) {
+    if (eager && graph && *eager != *graph && eager_timing.count && graph_timing.count && !capturing(stream)) {
       // The two screens, made one after the other, disagree: one of them may have run on a GPU still settling
       // from the work before it. The two choices then meet in a runoff in each way of calling, and each way
       // keeps the faster (what is kept is recorded again, the file's last line for a shape wins).
       const std::vector<int> both = {*eager, *graph};
-      auto settle = [&](bench::Mode mode, std::optional<int>& chosen, std::string& text, int count) {
+      auto settle = [&](bench::Mode mode, std::optional<int>& chosen, std::string& text, bench::LtChoice& timing) {
         const int won = dispatch::runoff(*lt_context, problem, stream, mode, both, caller);
         if (won == *chosen) return;
-        text = timed_text(mode, won, count, caller, *chosen);
-        lt_choices_of(mode).record(problem, won, count);
+        text = timed_text(mode, won, timing.count, caller, *chosen);
+        lt_choices_of(mode).record(problem, won, timing.count);
         chosen = won;
+        timing.kept_over_first = 0;  // the final's ratio was the other candidate's
       };
-      settle(bench::Mode::kOffline, eager, how, eager_count);
-      settle(bench::Mode::kGraph, graph, graph_how, graph_count);
+      settle(bench::Mode::kOffline, eager, how, eager_timing);
+      settle(bench::Mode::kGraph, graph, graph_how, graph_timing);
     }
     std::unique_ptr<Route> floor = make(eager, how);
     floor->eager_timed = eager_timed && graph != eager;  // one algorithm for both ways: its bias plan as before
+    floor->eager_kept_over_first = eager_timing.kept_over_first;
+    if (graph == eager) floor->graph_kept_over_first = graph_timing.kept_over_first;
     if (graph != eager) {
       serve_captured(*floor, make(graph, graph_how));
+      floor->captured->graph_kept_over_first = graph_timing.kept_over_first;
       // describe() tells both ways of calling: captured calls take another algorithm.
       floor->description += "; captured calls: " + floor->captured->description;
     }

@@ -36,6 +36,22 @@ GainInterval weakest_of_sets(const std::vector<GainInterval>& on_sets) {
   return *std::min_element(on_sets.begin(), on_sets.end(), [](auto& a, auto& b) { return a.low < b.low; });
 }
 
+bool floor_slower_than_its_final(const GainInterval& floor_over_first, double kept_over_first, double tolerance) {
+  if (!(kept_over_first > 0 && kept_over_first < 1)) return false;
+  // The floor's time over the first's in the check is at least 1 / (1 + high); in its final, kept_over_first.
+  return 1 / (1 + floor_over_first.high) > kept_over_first * (1 + tolerance);
+}
+
+GainInterval against_floor_as_chosen(const GainInterval& over_floor, const GainInterval& over_first,
+                                     const GainInterval& floor_over_first, double kept_over_first, double tolerance) {
+  if (!floor_slower_than_its_final(floor_over_first, kept_over_first, tolerance)) return over_floor;
+  // The floor as its final found it ran kept_over_first of the first's time: a gain of (1 + g) over the first is
+  // (1 + g) * kept_over_first over that floor.
+  GainInterval chained = over_first;
+  for (double* g : {&chained.gain, &chained.low, &chained.high}) *g = (1 + *g) * kept_over_first - 1;
+  return chained.low < over_floor.low ? chained : over_floor;
+}
+
 bool eager_floor_choice(bool direct_launches, double graph_us, bool eager_known) {
   return !direct_launches || eager_known || graph_us >= kEagerScreenUs;
 }

@@ -32,6 +32,23 @@ RouteVerdict decide_routes(const std::vector<GainInterval>& eager, const std::ve
 // on every set. Throws Error(kInvalidInput) when `on_sets` is empty.
 GainInterval weakest_of_sets(const std::vector<GainInterval>& on_sets);
 
+// A kernel's gain over the floor where the floor's cuBLASLt candidate is not the heuristic's first and its final
+// timed it against that first (`kept_over_first`, bench::LtChoice: its time over the first's there, below 1).
+// The check then times the first beside the kernels and the floor: `over_floor` and `over_first` are a kernel's
+// gains over the two, `floor_over_first` the floor's over the first, all from the check's rounds on one operand
+// set. Some cuBLASLt kernels run in a slow state for spells (clusters of 4 at 16x28672x3584 on an H200: 54 us in
+// a check where they ran 50.3 us in the screen before it and in the harness's rounds after), and a kernel
+// timed against the floor in such a spell claimed 1.04x and then ran 0.965 of it. Where the floor ran slower
+// against the first than in its final by more than `tolerance`, beyond the check's interval, the kernel must
+// also win against the floor as its final found it (`over_first` scaled by `kept_over_first`): the weaker of the
+// two is returned. Otherwise, and where `kept_over_first` is not in (0, 1), `over_floor`.
+GainInterval against_floor_as_chosen(const GainInterval& over_floor, const GainInterval& over_first,
+                                     const GainInterval& floor_over_first, double kept_over_first,
+                                     double tolerance = kRouteMargin);
+// Whether against_floor_as_chosen finds the floor slower against the first than in its final.
+bool floor_slower_than_its_final(const GainInterval& floor_over_first, double kept_over_first,
+                                 double tolerance = kRouteMargin);
+
 // How long the fastest cuBLASLt candidate of a shape runs in CUDA graphs (us) before back-to-back eager calls
 // through cublasLtMatmul, about 5-10 us of host work each, measure the GPU's time rather than the host's.
 inline constexpr double kEagerScreenUs = 20.0;

@@ -197,6 +197,29 @@ TEST(LtFinal, TheFirstStaysUnlessBeatenByTheMargin) {
   EXPECT_EQ(final_winner({4, 3, 0}, {steady(97), steady(98.5), steady(100)}), 4);
 }
 
+TEST(LtFinal, SaysTheKeptCandidatesTimeOverTheFirsts) {
+  const auto steady = [](double us) { return std::vector<Timing>{batches({us, us, us}), batches({us, us, us})}; };
+  double kept_over_first = -1;
+  EXPECT_EQ(final_winner({4, 3, 0}, {steady(95), steady(98.5), steady(100)}, LtScoring::kMean, nullptr, std::nullopt,
+                         &kept_over_first),
+            4);
+  EXPECT_DOUBLE_EQ(kept_over_first, 0.95);
+  // The first kept, or not in the final: no ratio.
+  EXPECT_EQ(final_winner({3, 0}, {steady(99.5), steady(100)}, LtScoring::kMean, nullptr, std::nullopt,
+                         &kept_over_first),
+            0);
+  EXPECT_DOUBLE_EQ(kept_over_first, 0);
+  kept_over_first = -1;
+  EXPECT_EQ(final_winner({5, 3}, {steady(95), steady(100)}, LtScoring::kMean, nullptr, std::nullopt,
+                         &kept_over_first),
+            5);
+  EXPECT_DOUBLE_EQ(kept_over_first, 0);
+  // The ratio is of the plain means, whatever the scoring chose by.
+  const std::vector<std::vector<Timing>> steady_pair = {{batches({10, 10, 10})}, {batches({9.5, 9.5, 9.5})}};
+  EXPECT_EQ(final_winner({0, 1}, steady_pair, LtScoring::kSlowMode, nullptr, std::nullopt, &kept_over_first), 1);
+  EXPECT_DOUBLE_EQ(kept_over_first, 0.95);
+}
+
 TEST(LtFinal, ScoresAreTakenOverEverySet) {
   // Candidate 2 is the fastest on the first set and the slowest over both.
   const std::vector<std::vector<Timing>> timed = {{batches({30}), batches({36})}, {batches({31}), batches({31})}};

@@ -49,6 +49,44 @@ TEST(RouteCheck, AKernelMustWinOnEveryOperandSet) {
   EXPECT_THROW(weakest_of_sets({}), Error);
 }
 
+TEST(RouteCheck, AKernelMustBeatTheFloorAsItsFinalFoundIt) {
+  // 16x28672x3584 on an H200: the floor, cuBLASLt's candidate 1, ran 0.95 of candidate 0's time in its final and
+  // 50.3 us in the harness; in the check it ran 54 us, 1.03x candidate 0's, and the kernel (52.1 us) measured
+  // 1.04x it, 1.01x candidate 0.
+  const GainInterval over_floor = gain(0.04, 0.003), over_first = gain(0.01, 0.003);
+  const GainInterval slow_floor = gain(-0.03, 0.004);  // the floor over the first in the check
+  EXPECT_TRUE(floor_slower_than_its_final(slow_floor, 0.95));
+  const GainInterval taken = against_floor_as_chosen(over_floor, over_first, slow_floor, 0.95);
+  EXPECT_NEAR(taken.gain, 1.01 * 0.95 - 1, 1e-12);  // about 0.96x: the floor serves
+  EXPECT_NEAR(taken.low, 1.007 * 0.95 - 1, 1e-12);
+  EXPECT_NEAR(taken.high, 1.013 * 0.95 - 1, 1e-12);
+  EXPECT_EQ(decide_routes({taken}, {taken}).graph, -1);
+  EXPECT_EQ(decide_routes({over_floor}, {over_floor}).graph, 0);  // what the check alone said
+
+  // The floor as fast against the first as in its final (its gain 1/0.95 - 1 = 0.053 within the interval): the
+  // direct measurement stands, whatever the chain through the first says.
+  const GainInterval steady_floor = gain(0.05, 0.004);
+  EXPECT_FALSE(floor_slower_than_its_final(steady_floor, 0.95));
+  EXPECT_DOUBLE_EQ(against_floor_as_chosen(over_floor, over_first, steady_floor, 0.95).gain, 0.04);
+  // Within the tolerance (1%) of its final: no spell is read into it.
+  EXPECT_FALSE(floor_slower_than_its_final(gain(0.045, 0.001), 0.95));
+  EXPECT_TRUE(floor_slower_than_its_final(gain(0.03, 0.001), 0.95));
+
+  // A slow floor where the kernel wins against the floor as its final found it too: the weaker claim serves.
+  const GainInterval both = against_floor_as_chosen(gain(0.12, 0.01), gain(0.09, 0.01), slow_floor, 0.95);
+  EXPECT_NEAR(both.gain, 1.09 * 0.95 - 1, 1e-12);
+  EXPECT_EQ(decide_routes({both}, {both}).graph, 0);
+  // The chain is never taken where it would claim more than the check measured.
+  EXPECT_DOUBLE_EQ(against_floor_as_chosen(gain(0.02, 0.01), gain(0.09, 0.01), slow_floor, 0.95).gain, 0.02);
+
+  // No final against the first (the floor is the first, or its choice was made in another process), or a ratio
+  // that is not one: the check's own measurement.
+  for (double none : {0.0, -1.0, 1.0, 1.2}) {
+    EXPECT_FALSE(floor_slower_than_its_final(slow_floor, none));
+    EXPECT_DOUBLE_EQ(against_floor_as_chosen(over_floor, over_first, slow_floor, none).gain, 0.04);
+  }
+}
+
 TEST(RouteCheck, EagerCallsGetAFloorChoiceOfTheirOwnWhereTheirScreenTimesTheGpu) {
   // Through cublasLtMatmul, eager calls always take an eager choice.
   EXPECT_TRUE(eager_floor_choice(false, 0.0, false));
