@@ -4,7 +4,9 @@ rlgemm_nearest, rlgemm_no_nearest, ...) served by a kernel in its way of calling
 handle's floor ("CUDA graphs: DESIGN at 1.06x cuBLASLt", "eager calls: ..."), the row's ratio to the best vendor call
 of the run (paired where the file has it), the cuBLASLt candidate the check measured the kernel against (where the
 detail names it: "against cublaslt floor (...: candidate N of M ...)") and the fastest vendor subject of the same
-rounds with the candidate it ran. Reads results CSVs of `rlgemm bench` run with the library and cuBLAS subjects.
+rounds with the candidate it ran. Also every library row whose check met the floor running slower against cuBLASLt's
+first candidate than in its final ("CUDA graphs: the floor ran slower ...", dispatch::against_floor_as_chosen), what
+served it and its measured ratio. Reads results CSVs of `rlgemm bench` run with the library and cuBLAS subjects.
 
     scripts/route_claims.py [--mode graph|offline] [--below 0.99] results.csv ...
 """
@@ -20,6 +22,8 @@ CLAIM = {"graph": re.compile(r"CUDA graphs: (sm\S+) at ([\d.]+)x cuBLASLt"),
 AGAINST = re.compile(r"; against cublaslt floor \((.*)$")
 CANDIDATE = re.compile(r"candidate (\d+) of \d+")
 CAPTURED = "; captured calls: "
+SLOW_FLOOR = {"graph": "; CUDA graphs: the floor ran slower against cuBLASLt's first candidate",
+              "offline": "; eager calls: the floor ran slower against cuBLASLt's first candidate"}
 
 
 def floor_candidate(detail, mode):
@@ -64,6 +68,29 @@ def claims(paths, mode="graph"):
     return out
 
 
+def slow_floor_checks(paths, mode="graph"):
+    """(file, (M, N, K, dtype), impl, what served: "kernel" or "floor", measured ratio) for every library row whose
+    check in `mode` met the floor slower against cuBLASLt's first candidate than in its final."""
+    out = []
+    for path, key, rows in problems(paths, mode):
+        for impl, r in rows.items():
+            if impl.startswith("rlgemm") and SLOW_FLOOR[mode] in r["detail"]:
+                served = "kernel" if CLAIM[mode].search(r["detail"]) else "floor"
+                out.append((path, key, impl, served, ratio(r)))
+    return out
+
+
+def slow_floor_report(rows):
+    if not rows:
+        return ["no check met the floor slower than its final"]
+    kernel = sum(r[3] == "kernel" for r in rows)
+    lines = [f"{len(rows)} checks met the floor slower than its final: the floor served {len(rows) - kernel}, a kernel "
+             f"{kernel}; measured over the best vendor call {geomean([r[4] for r in rows]):.3f} (geometric mean)"]
+    for r in sorted(rows, key=lambda r: r[4]):
+        lines.append(f"  {r[0]} {','.join(r[1])} {r[2]} {r[3]} served, measured {r[4]:.3f}")
+    return lines
+
+
 def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
@@ -98,7 +125,7 @@ def main(argv=None):
     p.add_argument("files", nargs="+")
     a = p.parse_args(argv)
     try:
-        lines = report(claims(a.files, a.mode), a.below)
+        lines = report(claims(a.files, a.mode), a.below) + slow_floor_report(slow_floor_checks(a.files, a.mode))
     except (OSError, KeyError, ValueError) as e:
         print(f"route_claims: {e.__class__.__name__}: {e} (give results CSVs of rlgemm bench)", file=sys.stderr)
         return 2
