@@ -630,12 +630,18 @@ struct Handle::Impl {
     std::vector<bench::LtOperands> sets = {{x.a.ptr, x.b.ptr, x.c.ptr}};
     if (caller) sets.push_back(*caller);
     const double kept_over_first = floor.kept_over_first(mode);
-    std::unique_ptr<Route> first;  // the heuristic's first, planned as the floor is
+    std::unique_ptr<Route> first;  // the heuristic's first, planned as the floor is; none where it cannot be
     if (kept_over_first > 0) {
       first = std::make_unique<Route>();
       first->problem = p;
       first->choice = dispatch::floor_choice();
-      plan_cublaslt(*first, 0, "", stream);
+      try {
+        plan_cublaslt(*first, 0, "", stream);
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::kNoDevice || e.kind() == ErrorKind::kHang || e.kind() == ErrorKind::kOutOfMemory)
+          throw;
+        first.reset();  // the kernels are held to the floor as measured
+      }
     }
     // A workspace each: a kernel's must start zeroed (its tickets), and cuBLASLt leaves its own as it likes.
     // Each route is called as the handle calls it: with a workspace of its own, zeroed once (the kernels leave

@@ -83,18 +83,19 @@ def test_a_stage_runs_once_is_recorded_and_its_state_goes_out(tree):
 
 def test_a_stage_cut_by_the_budget_goes_on_the_next_time(tree):
     started = time.monotonic()
-    cut = run(tree, "zero-shot-1", budget=5, FAKE_SLEEP="60", MIN_SECONDS="1")
+    cut = run(tree, "zero-shot-1", budget=5, FAKE_SLEEP="60", MIN_SECONDS="1", ZERO_SHOT="v9")
     assert time.monotonic() - started < 40
     assert cut.returncode == 0, cut.stderr
     state = tree / "state" / "h200"
-    assert not (state / "zero-shot-1-v16.done").exists()
-    assert "zero-shot-1-v16 rc=124" in (state / "calls.log").read_text()
-    resumed = run(tree, "zero-shot-1")
+    assert not (state / "zero-shot-1-v9.done").exists()
+    assert "zero-shot-1-v9 rc=124" in (state / "calls.log").read_text()
+    resumed = run(tree, "zero-shot-1", ZERO_SHOT="v9")
     assert resumed.returncode == 0, resumed.stderr
-    assert (state / "zero-shot-1-v16.done").exists()
+    assert (state / "zero-shot-1-v9.done").exists()
     calls = invocations(tree)
     assert len(calls) == 2 and all("--resume --shard 1/2" in c for c in calls), calls
-    assert "zero-shot-1-v16 rc=0" in (state / "calls.log").read_text()
+    assert all(f"--out {state}/zero-shot-v9-fp16/bench-1.csv" in c for c in calls), calls
+    assert "zero-shot-1-v9 rc=0" in (state / "calls.log").read_text()
 
 
 def test_a_stage_without_time_left_is_not_started(tree):
