@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <regex>
 #include <thread>
 
 #include "rlgemm/rlgemm.h"
@@ -554,6 +555,60 @@ TEST_F(HandleGpu, NearestKernelsCheckTheNearestRowsDesignAtFirstUse) {
     EXPECT_EQ(route.find(neighbor) != std::string::npos, nearest) << route;
     if (nearest) EXPECT_NE(route.find("measured on first use"), std::string::npos) << route;
   }
+}
+
+// Where the floor's cuBLASLt candidate beat the heuristic's first in its final, a kernel's check times that first
+// too, and where the floor runs slower against it than in the final, the kernel is held to the floor as the final
+// found it (dispatch::against_floor_as_chosen). Decode shapes whose graph final keeps candidate 1 (clusters of 4)
+// on an H200; calls are right in both ways of calling whichever serves, and describe() says when the rule applied.
+TEST_F(HandleGpu, AKernelIsCheckedAgainstTheFloorAsItsFinalFoundIt) {
+  const std::string kernel = "sm80/16x64x64/w16x16/s4/swz/raster_n.g4/splitk1/epi_reg";
+  HandleOptions options = options_with({"16,14336,3584,tn," + kernel + ",1.05", "16,28672,3584,tn," + kernel + ",1.05"});
+  options.check_routes = true;
+  options.cache_dir = (dir_ / "cache").string();  // the floor's choices timed now, with their finals
+  Handle handle(options);
+  cudaStream_t stream;
+  RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  int beat_the_first = 0, slower = 0;
+  const std::regex kept("candidate ([0-9]+) kept");
+  const std::string note = "the floor ran slower against cuBLASLt's first candidate than in its final (0.";
+  for (Shape shape : {Shape{16, 14336, 3584}, Shape{16, 28672, 3584}}) {
+    const Case c(shape, Layout::kTN, 70 + shape.n % 7);
+    c.poison();
+    c.run(handle);  // first use: the floor's choice, then the check
+    EXPECT_EQ(c.check(), "");
+    const std::string route = handle.describe(shape.m, shape.n, shape.k, Layout::kTN);
+    ASSERT_NE(route.find("(measured on first use: eager calls: "), std::string::npos) << route;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(route, m, kept)) << "the floor's final is named: " << route;
+    beat_the_first += m[1] != "0";
+    const size_t at = route.find(note);
+    if (at != std::string::npos) {
+      ++slower;
+      EXPECT_NE(m[1], "0") << "only a floor that beat the first is held to its final: " << route;
+      EXPECT_NE(route.find("x on set ", at), std::string::npos) << route;
+      EXPECT_NE(route.find("the kernels held to the floor as its final found it", at), std::string::npos) << route;
+    }
+    c.poison();
+    c.run(handle, stream);  // eager
+    RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    EXPECT_EQ(c.check(), "") << route;
+    cudaGraph_t graph;
+    RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    c.run(handle, stream);
+    RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t exec;
+    RLGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    c.poison();
+    RLGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    EXPECT_EQ(c.check(), "") << "replayed: " << route;
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  std::printf("[ floor's final ] %d of 2 floors beat the first; %d checks met one slower than its final\n",
+              beat_the_first, slower);
+  cudaStreamDestroy(stream);
 }
 
 // Table rows are checked against the floor at first use, in CUDA graphs and in eager calls, and each way of
