@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <random>
 #include <regex>
@@ -28,6 +29,23 @@ namespace {
 
 using test::Case;
 using test::DeviceMemory;
+
+// `calls` captured on `stream` into a CUDA graph, C poisoned, the graph replayed once: what the check of C says.
+std::string replayed(const Case& c, cudaStream_t stream, const std::function<void()>& calls,
+                     cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal) {
+  cudaGraph_t graph;
+  RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, mode));
+  calls();
+  RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  RLGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  c.poison();
+  RLGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return c.check();
+}
 
 class HandleGpu : public ::testing::Test {
  protected:
@@ -273,23 +291,13 @@ TEST_F(HandleGpu, BiasIsAddedOnEveryRoute) {
   RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
   cudaStream_t stream;
   RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph;
-  RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  c.run_bias(handle, stream);
-  RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  RLGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  c.poison();
-  RLGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  EXPECT_EQ(c.check(), "") << "captured with a bias";
+  EXPECT_EQ(replayed(c, stream, [&] { c.run_bias(handle, stream); }, cudaStreamCaptureModeGlobal), "")
+      << "captured with a bias";
   EXPECT_NE(handle.describe(256, 512, 1024, Layout::kTN)
                 .find("(with a bias: the algorithm without it: first seen where no timing can run; through "
                       "cublasLtMatmul: first planned during a capture)"),
             std::string::npos)
       << handle.describe(256, 512, 1024, Layout::kTN);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 
   // The C API, and the bias's rules.
@@ -593,18 +601,7 @@ TEST_F(HandleGpu, AKernelIsCheckedAgainstTheFloorAsItsFinalFoundIt) {
     c.run(handle, stream);  // eager
     RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
     EXPECT_EQ(c.check(), "") << route;
-    cudaGraph_t graph;
-    RLGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    c.run(handle, stream);
-    RLGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    cudaGraphExec_t exec;
-    RLGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    c.poison();
-    RLGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    EXPECT_EQ(c.check(), "") << "replayed: " << route;
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    EXPECT_EQ(replayed(c, stream, [&] { c.run(handle, stream); }), "") << "replayed: " << route;
   }
   std::printf("[ floor's final ] %d of 2 floors beat the first; %d checks met one slower than its final\n",
               beat_the_first, slower);
