@@ -587,13 +587,15 @@ TEST_F(HandleGpu, AKernelIsCheckedAgainstTheFloorAsItsFinalFoundIt) {
     EXPECT_EQ(c.check(), "");
     const std::string route = handle.describe(shape.m, shape.n, shape.k, Layout::kTN);
     ASSERT_NE(route.find("(measured on first use: eager calls: "), std::string::npos) << route;
-    std::smatch m;
-    ASSERT_TRUE(std::regex_search(route, m, kept)) << "the floor's final is named: " << route;
-    beat_the_first += m[1] != "0";
+    // The floors' finals (eager calls' and, where another, captured calls'): which kept another than the first.
+    bool another = false;
+    for (auto it = std::sregex_iterator(route.begin(), route.end(), kept); it != std::sregex_iterator(); ++it)
+      another = another || (*it)[1] != "0";
+    beat_the_first += another;
     const size_t at = route.find(note);
     if (at != std::string::npos) {
       ++slower;
-      EXPECT_NE(m[1], "0") << "only a floor that beat the first is held to its final: " << route;
+      EXPECT_TRUE(another) << "only a floor that beat the first is held to its final: " << route;
       EXPECT_NE(route.find("x on set ", at), std::string::npos) << route;
       EXPECT_NE(route.find("the kernels held to the floor as its final found it", at), std::string::npos) << route;
     }
@@ -603,7 +605,7 @@ TEST_F(HandleGpu, AKernelIsCheckedAgainstTheFloorAsItsFinalFoundIt) {
     EXPECT_EQ(c.check(), "") << route;
     EXPECT_EQ(replayed(c, stream, [&] { c.run(handle, stream); }), "") << "replayed: " << route;
   }
-  std::printf("[ floor's final ] %d of 2 floors beat the first; %d checks met one slower than its final\n",
+  std::printf("[ floor's final ] %d of 2 shapes' floors beat the first; %d checks met one slower than its final\n",
               beat_the_first, slower);
   cudaStreamDestroy(stream);
 }
