@@ -17,18 +17,14 @@ import math
 import sys
 
 from floor_final_check import problems
+from route_claims import VENDORS, geomean, ratio
 
-VENDORS = ("cublas_nn", "cublas_tn", "lt_heuristic", "lt_auto", "lt_auto_graph")
 BUCKETS = ("MNK<2^30", "2^30<=MNK<2^36", "MNK>=2^36")
 
 
 def bucket(key):
     mnk = int(key[0]) * int(key[1]) * int(key[2])
     return BUCKETS[0] if mnk < 2**30 else BUCKETS[1] if mnk < 2**36 else BUCKETS[2]
-
-
-def ratio(row):
-    return float(row.get("paired_vs_best_vendor") or row["speedup_vs_best_vendor"])
 
 
 def load(paths, mode):
@@ -39,10 +35,6 @@ def load(paths, mode):
 def best_vendor_us(rows):
     times = [float(r["time_us"]) for impl, r in rows.items() if impl in VENDORS]
     return min(times) if times else None
-
-
-def geomean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
 def read_shapes(path):
@@ -83,11 +75,11 @@ def compare(new_paths, old_paths, impl="rlgemm", top=12, shapes=None, groups=Non
                              f"new {geomean([ratio(new[k][impl]) for k in sel]):.4f}  "
                              f"old {geomean([ratio(old[k][impl]) for k in sel]):.4f}")
         moved = sorted(keys, key=lambda k: math.log(ratio(new[k][impl]) / ratio(old[k][impl])))
-        listed = [k for k in keys if shapes is not None and k[:3] in set(shapes)] if shapes is not None else (
-            moved[:top] + [k for k in moved[-top:] if k not in moved[:top]])
-        if shapes is not None:
+        if shapes is not None:  # keys holds the file's shapes only: each in the file's order
             order = {s: i for i, s in enumerate(shapes)}
-            listed.sort(key=lambda k: order[k[:3]])
+            listed = sorted(keys, key=lambda k: order[k[:3]])
+        else:
+            listed = moved[:top] + [k for k in moved[-top:] if k not in moved[:top]]
         for k in listed:
             n, o = new[k], old[k]
             lines.append(f"  {'x'.join(k[:3]):18} new {ratio(n[impl]):.4f} ({float(n[impl]['time_us']):.3f} us, best "

@@ -92,7 +92,7 @@ def slow_floor_report(rows):
 
 
 def geomean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
 def report(rows, below=0.99):
