@@ -618,11 +618,11 @@ struct Handle::Impl {
   // gain on each set, for describe().
   //
   // Where the floor's candidate was kept in a final against the heuristic's first (Route::kept_over_first, in this
-  // way of calling), the first runs in the rounds too, and a kernel must also win against the floor as that
-  // final found it wherever the floor ran slower against the first here (dispatch::against_floor_as_chosen);
-  // `floor_note`, where given, then says so.
+  // way of calling) and `first_route` (that candidate's route, first_candidate_route) is given, the first runs in the
+  // rounds too, and a kernel must also win against the floor as that final found it wherever the floor ran slower
+  // against the first here (dispatch::against_floor_as_chosen); `floor_note`, where given, then says so.
   std::vector<GainInterval> gains_over_floor(const std::vector<Route*>& kernel_routes, Route& floor, bench::Mode mode,
-                                             cudaStream_t stream, const Caller& caller,
+                                             cudaStream_t stream, const Caller& caller, Route* first_route,
                                              std::vector<std::string>* by_set = nullptr,
                                              std::string* floor_note = nullptr) {
     const Problem& p = floor.problem;
@@ -630,26 +630,14 @@ struct Handle::Impl {
     std::vector<bench::LtOperands> sets = {{x.a.ptr, x.b.ptr, x.c.ptr}};
     if (caller) sets.push_back(*caller);
     const double kept_over_first = floor.kept_over_first(mode);
-    std::unique_ptr<Route> first;  // the heuristic's first, planned as the floor is; none where it cannot be
-    if (kept_over_first > 0) {
-      first = std::make_unique<Route>();
-      first->problem = p;
-      first->choice = dispatch::floor_choice();
-      try {
-        plan_cublaslt(*first, 0, "", stream);
-      } catch (const Error& e) {
-        if (e.kind() == ErrorKind::kNoDevice || e.kind() == ErrorKind::kHang || e.kind() == ErrorKind::kOutOfMemory)
-          throw;
-        first.reset();  // the kernels are held to the floor as measured
-      }
-    }
+    Route* const first = kept_over_first > 0 ? first_route : nullptr;
     // A workspace each: a kernel's must start zeroed (its tickets), and cuBLASLt leaves its own as it likes.
     // Each route is called as the handle calls it: with a workspace of its own, zeroed once (the kernels leave
     // it so), as eager calls take their stream's pooled one and captured calls their capture slot.
     std::vector<Route*> all = kernel_routes;
     const size_t floor_at = all.size();
     all.push_back(&floor);
-    if (first) all.push_back(first.get());
+    if (first) all.push_back(first);
     std::vector<std::unique_ptr<DeviceScratch<unsigned char>>> workspaces;
     std::vector<size_t> workspace_bytes;
     for (Route* r : all) {
@@ -716,6 +704,23 @@ struct Handle::Impl {
     return gains;
   }
 
+  // cuBLASLt's first candidate for `problem`, planned as a floor is, for the route check to time beside a floor
+  // that beat it in its final (gains_over_floor); null where it cannot be planned (the kernels are then held to
+  // the floor as measured).
+  std::unique_ptr<Route> first_candidate_route(const Problem& problem, cudaStream_t stream) {
+    auto first = std::make_unique<Route>();
+    first->problem = problem;
+    first->choice = dispatch::floor_choice();
+    try {
+      plan_cublaslt(*first, 0, "", stream);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kNoDevice || e.kind() == ErrorKind::kHang || e.kind() == ErrorKind::kOutOfMemory)
+        throw;
+      return nullptr;
+    }
+    return first;
+  }
+
   // The shape's routes after checking `kernels` against `floor`: the eager winner, serving CUDA graphs through its
   // `captured` route where the GPU-time winner is another; describe() says which serves each way and why (`when`
   // says how the candidates came). The loser routes are dropped (their kernels stay loaded). What was decided is
@@ -735,11 +740,16 @@ struct Handle::Impl {
     std::unique_ptr<Route> graph_floor = std::move(floor->captured);
     std::vector<std::string> graph_by_set, eager_by_set;
     std::string graph_floor_note, eager_floor_note;
-    const std::vector<GainInterval> graph = gains_over_floor(routes, graph_floor ? *graph_floor : *floor,
-                                                             bench::Mode::kGraph, stream, caller, &graph_by_set,
-                                                             &graph_floor_note);
-    const std::vector<GainInterval> eager =
-        gains_over_floor(routes, *floor, bench::Mode::kOffline, stream, caller, &eager_by_set, &eager_floor_note);
+    Route& floor_of_graphs = graph_floor ? *graph_floor : *floor;
+    // One route of cuBLASLt's first candidate serves both ways' checks, planned only where a floor beat it.
+    const std::unique_ptr<Route> first =
+        floor_of_graphs.kept_over_first(bench::Mode::kGraph) > 0 || floor->kept_over_first(bench::Mode::kOffline) > 0
+            ? first_candidate_route(floor->problem, stream)
+            : nullptr;
+    const std::vector<GainInterval> graph = gains_over_floor(routes, floor_of_graphs, bench::Mode::kGraph, stream,
+                                                             caller, first.get(), &graph_by_set, &graph_floor_note);
+    const std::vector<GainInterval> eager = gains_over_floor(routes, *floor, bench::Mode::kOffline, stream, caller,
+                                                             first.get(), &eager_by_set, &eager_floor_note);
     const dispatch::RouteVerdict v = dispatch::decide_routes(eager, graph);
     std::string note = " (" + when + ": eager calls: " + dispatch::route_verdict_text(names, eager, v.eager) +
                        "; CUDA graphs: " + dispatch::route_verdict_text(names, graph, v.graph);
