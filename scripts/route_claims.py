@@ -6,7 +6,8 @@ of the run (paired where the file has it), the cuBLASLt candidate the check meas
 detail names it: "against cublaslt floor (...: candidate N of M ...)") and the fastest vendor subject of the same
 rounds with the candidate it ran. Also every library row whose check met the floor running slower against cuBLASLt's
 first candidate than in its final ("CUDA graphs: the floor ran slower ...", dispatch::against_floor_as_chosen), what
-served it and its measured ratio. Reads results CSVs of `rlgemm bench` run with the library and cuBLAS subjects.
+served it (a kernel, the floor, or the first candidate in its place: dispatch::first_beats_floor) and its measured
+ratio. Reads results CSVs of `rlgemm bench` run with the library and cuBLAS subjects.
 
     scripts/route_claims.py [--mode graph|offline] [--below 0.99] results.csv ...
 """
@@ -24,6 +25,8 @@ CANDIDATE = re.compile(r"candidate (\d+) of \d+")
 CAPTURED = "; captured calls: "
 SLOW_FLOOR = {"graph": "; CUDA graphs: the floor ran slower against cuBLASLt's first candidate",
               "offline": "; eager calls: the floor ran slower against cuBLASLt's first candidate"}
+HELD = "; the kernels held to the floor as its final found it"
+FIRST_SERVES = "; the first serves in its place"
 
 
 def floor_candidate(detail, mode):
@@ -69,23 +72,31 @@ def claims(paths, mode="graph"):
 
 
 def slow_floor_checks(paths, mode="graph"):
-    """(file, (M, N, K, dtype), impl, what served: "kernel" or "floor", measured ratio) for every library row whose
-    check in `mode` met the floor slower against cuBLASLt's first candidate than in its final."""
+    """(file, (M, N, K, dtype), impl, what served: "kernel", "floor" or "first", measured ratio) for every library
+    row whose check in `mode` met the floor slower against cuBLASLt's first candidate than in its final."""
     out = []
     for path, key, rows in problems(paths, mode):
         for impl, r in rows.items():
-            if impl.startswith("rlgemm") and SLOW_FLOOR[mode] in r["detail"]:
-                served = "kernel" if CLAIM[mode].search(r["detail"]) else "floor"
-                out.append((path, key, impl, served, ratio(r)))
+            detail = r["detail"]
+            at = detail.find(SLOW_FLOOR[mode]) if impl.startswith("rlgemm") else -1
+            if at < 0:
+                continue
+            # The note ends with what the check did: held the kernels to the floor's final, or put the first in
+            # the floor's place.
+            held, first = detail.find(HELD, at), detail.find(FIRST_SERVES, at)
+            first_served = first >= 0 and (held < 0 or first < held)
+            served = "kernel" if CLAIM[mode].search(detail) else "first" if first_served else "floor"
+            out.append((path, key, impl, served, ratio(r)))
     return out
 
 
 def slow_floor_report(rows):
     if not rows:
         return ["no check met the floor slower than its final"]
-    kernel = sum(r[3] == "kernel" for r in rows)
-    lines = [f"{len(rows)} checks met the floor slower than its final: the floor served {len(rows) - kernel}, a kernel "
-             f"{kernel}; measured over the best vendor call {geomean([r[4] for r in rows]):.3f} (geometric mean)"]
+    count = {what: sum(r[3] == what for r in rows) for what in ("floor", "first", "kernel")}
+    lines = [f"{len(rows)} checks met the floor slower than its final: the floor served {count['floor']}, the first "
+             f"candidate in its place {count['first']}, a kernel {count['kernel']}; measured over the best vendor call "
+             f"{geomean([r[4] for r in rows]):.3f} (geometric mean)"]
     for r in sorted(rows, key=lambda r: r[4]):
         lines.append(f"  {r[0]} {','.join(r[1])} {r[2]} {r[3]} served, measured {r[4]:.3f}")
     return lines

@@ -42,6 +42,13 @@ bool floor_slower_than_its_final(const GainInterval& floor_over_first, double ke
   return 1 / (1 + floor_over_first.high) > kept_over_first * (1 + tolerance);
 }
 
+bool first_beats_floor(const std::vector<GainInterval>& floor_over_first, double kept_over_first, double tolerance) {
+  if (!(kept_over_first > 0 && kept_over_first < 1) || floor_over_first.empty()) return false;
+  // The floor's time over the first's on a set is at least 1 / (1 + high).
+  return std::all_of(floor_over_first.begin(), floor_over_first.end(),
+                     [&](const GainInterval& g) { return 1 / (1 + g.high) > 1 + tolerance; });
+}
+
 GainInterval against_floor_as_chosen(const GainInterval& over_floor, const GainInterval& over_first,
                                      const GainInterval& floor_over_first, double kept_over_first, double tolerance) {
   if (!floor_slower_than_its_final(floor_over_first, kept_over_first, tolerance)) return over_floor;

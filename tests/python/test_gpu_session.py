@@ -62,23 +62,24 @@ def invocations(tree):
 
 
 def test_a_stage_runs_once_is_recorded_and_its_state_goes_out(tree):
-    done = run(tree, "eager-floor")
+    done = run(tree, "first-in-place-2")
     assert done.returncode == 0, done.stderr
     state = tree / "state" / "h200"
-    assert (state / "eager-floor.done").exists()
+    assert (state / "first-in-place-2.done").exists()
     log = (state / "calls.log").read_text()
-    assert "eager-floor rc=0" in log and "rows=1" in log, log
+    assert "first-in-place-2 rc=0" in log and "rows=1" in log, log
     calls = invocations(tree)
-    assert len(calls) == 1 and "bench --shapes bench/shapes/eager-floor-check.csv" in calls[0], calls
-    assert "--resume" in calls[0] and f"--out {state}/eager-floor/bench.csv" in calls[0], calls
+    assert len(calls) == 1 and "bench --shapes bench/shapes/first-in-place.csv" in calls[0], calls
+    assert "--seed 20262002" in calls[0], calls
+    assert "--resume" in calls[0] and f"--out {state}/first-in-place/bench-2.csv" in calls[0], calls
     with tarfile.open(tree / "out" / "state.tgz") as packed:
-        assert "h200/eager-floor.done" in packed.getnames()
+        assert "h200/first-in-place-2.done" in packed.getnames()
     # Done is done: a second call skips it.
-    again = run(tree, "eager-floor")
+    again = run(tree, "first-in-place-2")
     assert again.returncode == 0, again.stderr
     assert len(invocations(tree)) == 1
     log = (state / "calls.log").read_text()
-    assert log.count("== call at") == 2 and log.count("eager-floor rc=") == 1, log
+    assert log.count("== call at") == 2 and log.count("first-in-place-2 rc=") == 1, log
 
 
 def test_a_stage_cut_by_the_budget_goes_on_the_next_time(tree):
@@ -107,7 +108,7 @@ def test_a_stage_without_time_left_is_not_started(tree):
 
 def test_no_gpu_and_unknown_stages_are_refused(tree):
     executable(tree / "bin" / "nvidia-smi", "#!/usr/bin/env bash\nexit 9\n")
-    assert run(tree, "eager-floor").returncode == 3
+    assert run(tree, "first-in-place-1").returncode == 3
     executable(tree / "bin" / "nvidia-smi", FAKE_SMI)
     unknown = run(tree, "no-such-stage")
     assert unknown.returncode == 2 and "unknown stage 'no-such-stage'" in unknown.stderr

@@ -33,6 +33,8 @@ def claims(load_script):
 
 def test_route_claims_reads_the_served_kernels_claims_and_the_floor_they_beat(claims, tmp_path):
     path = tmp_path / "run.csv"
+    first_serves = ("; CUDA graphs: the floor ran slower against cuBLASLt's first candidate than in its final (0.97x): "
+                    "1.05x on set 1, 1.05x on set 2; the first serves in its place, the kernels measured against it")
     won = f"{KERNEL} at 1.06x cuBLASLt (95% CI 1.05..1.07)"
     lost = f"cuBLASLt; the kernel {KERNEL} measured 0.96x cuBLASLt (95% CI 0.95..0.97)"
     path.write_text(
@@ -74,6 +76,8 @@ def test_route_claims_lists_the_checks_that_met_a_slow_floor(claims, tmp_path):
     path = tmp_path / "run.csv"
     slow = ("; CUDA graphs: the floor ran slower against cuBLASLt's first candidate than in its final (0.95x): "
             "1.03x on set 1, 1.04x on set 2; the kernels held to the floor as its final found it")
+    first_serves = ("; CUDA graphs: the floor ran slower against cuBLASLt's first candidate than in its final (0.97x): "
+                    "1.05x on set 1, 1.05x on set 2; the first serves in its place, the kernels measured against it")
     won = f"{KERNEL} at 1.06x cuBLASLt (95% CI 1.05..1.07)"
     lost = f"cuBLASLt; the kernel {KERNEL} measured 0.96x cuBLASLt (95% CI 0.95..0.97)"
     path.write_text(
@@ -84,14 +88,20 @@ def test_route_claims_lists_the_checks_that_met_a_slow_floor(claims, tmp_path):
               0.998, 0.998)
         # a kernel that won even so
         + row("16,28672,3584", "rlgemm_no_nearest", "graph", 48.0, checked(won, won, slow + FLOOR), 1.05, 1.048)
+        # slower than the first itself on every set: the first served in its place
+        + row("16,28672,3584", "rlgemm_nearest", "graph", 50.3,
+              "cublaslt floor (the heuristic's first candidate, faster than the floor's choice in the route check)"
+              + checked(lost, lost, first_serves + FLOOR), 1.0, 1.0)
         # the eager check did not meet it: not listed in offline
         + row("16,28672,3584", "lt_auto", "offline", 52.0, "candidate 1 of 11 timed")
         + row("16,28672,3584", "rlgemm", "offline", 52.0, checked(lost, lost, slow + FLOOR), 1.0, 1.0))
     graph = claims.slow_floor_checks([str(path)], "graph")
-    assert sorted((r[2], r[3], r[4]) for r in graph) == [("rlgemm", "floor", 0.998), ("rlgemm_no_nearest", "kernel", 1.048)]
+    assert sorted((r[2], r[3], r[4]) for r in graph) == [
+        ("rlgemm", "floor", 0.998), ("rlgemm_nearest", "first", 1.0), ("rlgemm_no_nearest", "kernel", 1.048)]
     assert claims.slow_floor_checks([str(path)], "offline") == []
     lines = claims.slow_floor_report(graph)
-    assert lines[0].startswith("2 checks met the floor slower than its final: the floor served 1, a kernel 1;")
+    assert lines[0].startswith(
+        "3 checks met the floor slower than its final: the floor served 1, the first candidate in its place 1, a kernel 1;")
     assert "16,28672,3584,fp16 rlgemm floor served, measured 0.998" in lines[1]
     assert claims.slow_floor_report([]) == ["no check met the floor slower than its final"]
 
