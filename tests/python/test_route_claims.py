@@ -33,8 +33,6 @@ def claims(load_script):
 
 def test_route_claims_reads_the_served_kernels_claims_and_the_floor_they_beat(claims, tmp_path):
     path = tmp_path / "run.csv"
-    first_serves = ("; CUDA graphs: the floor ran slower against cuBLASLt's first candidate than in its final (0.97x): "
-                    "1.05x on set 1, 1.05x on set 2; the first serves in its place, the kernels measured against it")
     won = f"{KERNEL} at 1.06x cuBLASLt (95% CI 1.05..1.07)"
     lost = f"cuBLASLt; the kernel {KERNEL} measured 0.96x cuBLASLt (95% CI 0.95..0.97)"
     path.write_text(
