@@ -57,14 +57,16 @@ def compare(new_paths, old_paths, impl="rlgemm", top=12, shapes=None, groups=Non
         if not keys:
             lines.append(f"{mode}: no shape with {impl} in both runs")
             continue
+        def both(sel, sep):  # the subject's geometric mean over `sel` in the new run and the old
+            return (f"new {geomean([ratio(new[k][impl]) for k in sel]):.4f}{sep}"
+                    f"old {geomean([ratio(old[k][impl]) for k in sel]):.4f}")
+
         lines.append(f"{mode}: {len(keys)} shapes; {impl} over the best vendor call of its run (geometric mean), "
-                     f"new {geomean([ratio(new[k][impl]) for k in keys]):.4f}, "
-                     f"old {geomean([ratio(old[k][impl]) for k in keys]):.4f}")
+                     + both(keys, ", "))
         for b in BUCKETS:
             sel = [k for k in keys if bucket(k) == b]
             if sel:
-                lines.append(f"  {b:15} {len(sel):4}  new {geomean([ratio(new[k][impl]) for k in sel]):.4f}  "
-                             f"old {geomean([ratio(old[k][impl]) for k in sel]):.4f}")
+                lines.append(f"  {b:15} {len(sel):4}  " + both(sel, "  "))
         start = 0
         for g, size in enumerate(groups or []):
             members = set(shapes[start:start + size])
@@ -72,8 +74,7 @@ def compare(new_paths, old_paths, impl="rlgemm", top=12, shapes=None, groups=Non
             sel = [k for k in keys if k[:3] in members]
             if sel:
                 lines.append(f"  group {g + 1} ({len(sel)} of the shapes file's rows {start - size + 1}-{start})  "
-                             f"new {geomean([ratio(new[k][impl]) for k in sel]):.4f}  "
-                             f"old {geomean([ratio(old[k][impl]) for k in sel]):.4f}")
+                             + both(sel, "  "))
         moved = sorted(keys, key=lambda k: math.log(ratio(new[k][impl]) / ratio(old[k][impl])))
         if shapes is not None:  # keys holds the file's shapes only: each in the file's order
             order = {s: i for i, s in enumerate(shapes)}

@@ -605,7 +605,8 @@ TEST_F(HandleGpu, AKernelIsCheckedAgainstTheFloorAsItsFinalFoundIt) {
       if (yields_at == std::string::npos || (held_at != std::string::npos && held_at < yields_at)) continue;
       // The first serves this way of calling: recorded as the machine's choice in that way, for later processes.
       ++first_served;
-      const bool graphs = route.compare(at - std::strlen("CUDA graphs: "), 13, "CUDA graphs: ") == 0;
+      const std::string in_graphs = "CUDA graphs: ";
+      const bool graphs = route.compare(at - in_graphs.size(), in_graphs.size(), in_graphs) == 0;
       const std::string file = graphs ? "cublaslt-graph-choices-6.csv" : "cublaslt-choices-6.csv";
       const std::string choices = testing::read_text(dir_ / "cache" / file);
       const std::string row = "," + std::to_string(shape.m) + "," + std::to_string(shape.n) + "," +
