@@ -6,8 +6,8 @@ of the run (paired where the file has it), the cuBLASLt candidate the check meas
 detail names it: "against cublaslt floor (...: candidate N of M ...)") and the fastest vendor subject of the same
 rounds with the candidate it ran. Also every library row whose check met the floor running slower against cuBLASLt's
 first candidate than in its final ("CUDA graphs: the floor ran slower ...", dispatch::against_floor_as_chosen), what
-served it (a kernel, the floor, or the first candidate in its place: dispatch::first_beats_floor) and its measured
-ratio. Reads results CSVs of `rlgemm bench` run with the library and cuBLAS subjects.
+served it (a kernel, the floor, or the first candidate in its place: a rule of the H200's twenty-ninth set's runs,
+since dropped) and its measured ratio. Reads results CSVs of `rlgemm bench` run with the library and cuBLAS subjects.
 
     scripts/route_claims.py [--mode graph|offline] [--below 0.99] results.csv ...
 """

@@ -300,8 +300,6 @@ struct Handle::Impl {
     return mode == bench::Mode::kGraph ? *lt_graph_choices : *lt_choices;
   }
   static std::string in_mode(bench::Mode mode) { return mode == bench::Mode::kGraph ? " in CUDA graphs" : ""; }
-  // How a floor's description names the choice of its captured calls where that is another (floor_route).
-  static constexpr const char* kCapturedCalls = "; captured calls: ";
   // The operands of the call that first uses a shape, where a choice can be timed on them
   // (dispatch::caller_operands); none for prepare() and for a first use through describe().
   using Caller = std::optional<bench::LtOperands>;
@@ -622,13 +620,11 @@ struct Handle::Impl {
   // Where the floor's candidate was kept in a final against the heuristic's first (Route::kept_over_first, in this
   // way of calling) and `first_route` (that candidate's route, first_candidate_route) is given, the first runs in the
   // rounds too, and a kernel must also win against the floor as that final found it wherever the floor ran slower
-  // against the first here (dispatch::against_floor_as_chosen); `floor_note`, where given, then says so. Where the
-  // floor ran slower than the first itself on every set (dispatch::first_beats_floor), the first serves this way
-  // of calling in the floor's place (`first_serves` is set) and the gains returned are over the first.
+  // against the first here (dispatch::against_floor_as_chosen); `floor_note`, where given, then says so.
   std::vector<GainInterval> gains_over_floor(const std::vector<Route*>& kernel_routes, Route& floor, bench::Mode mode,
                                              cudaStream_t stream, const Caller& caller, Route* first_route,
                                              std::vector<std::string>* by_set = nullptr,
-                                             std::string* floor_note = nullptr, bool* first_serves = nullptr) {
+                                             std::string* floor_note = nullptr) {
     const Problem& p = floor.problem;
     const bench::ScratchOperands x(p, stream);
     std::vector<bench::LtOperands> sets = {{x.a.ptr, x.b.ptr, x.c.ptr}};
@@ -649,9 +645,7 @@ struct Handle::Impl {
       auto& ws = workspaces.emplace_back(std::make_unique<DeviceScratch<unsigned char>>(bytes));
       RLGEMM_CUDA_CHECK(cudaMemsetAsync(ws->ptr, 0, bytes, stream));
     }
-    // Each kernel's gain set by set: over the floor (held to its final where that applies), and over the first.
-    std::vector<std::vector<GainInterval>> per_route(kernel_routes.size()), per_route_first(kernel_routes.size());
-    std::vector<GainInterval> floor_over_first_by_set;
+    std::vector<std::vector<GainInterval>> per_route(kernel_routes.size());
     std::string floor_by_set;  // the floor's time over the first's, set by set, where it ran slower than its final
     for (size_t s = 0; s < sets.size(); ++s) {
       std::vector<bench::Subject> subjects;
@@ -669,8 +663,7 @@ struct Handle::Impl {
       const auto times = bench::time_side_by_side(mode, subjects, nullptr, stream, options);
       const std::vector<double>& floor_us = times[floor_at].rounds_us;
       std::optional<GainInterval> floor_over_first;
-      if (first)
-        floor_over_first = floor_over_first_by_set.emplace_back(gain_interval(times[floor_at + 1].rounds_us, floor_us));
+      if (first) floor_over_first = gain_interval(times[floor_at + 1].rounds_us, floor_us);
       const bool slower = floor_over_first && dispatch::floor_slower_than_its_final(*floor_over_first, kept_over_first);
       if (slower) {
         char text[64];
@@ -680,32 +673,24 @@ struct Handle::Impl {
       }
       for (size_t i = 0; i < kernel_routes.size(); ++i) {
         const GainInterval over_floor = gain_interval(floor_us, times[i].rounds_us);
-        if (!first) {
-          per_route[i].push_back(over_floor);
-          continue;
-        }
-        const GainInterval over_first =
-            per_route_first[i].emplace_back(gain_interval(times[floor_at + 1].rounds_us, times[i].rounds_us));
         per_route[i].push_back(
-            slower ? dispatch::against_floor_as_chosen(over_floor, over_first, *floor_over_first, kept_over_first)
+            slower ? dispatch::against_floor_as_chosen(over_floor, gain_interval(times[floor_at + 1].rounds_us,
+                                                                                 times[i].rounds_us),
+                                                       *floor_over_first, kept_over_first)
                    : over_floor);
       }
     }
-    const bool first_faster = first && dispatch::first_beats_floor(floor_over_first_by_set, kept_over_first);
-    if (first_serves) *first_serves = first_faster;
     if (floor_note && !floor_by_set.empty()) {
       char text[160];
       std::snprintf(text, sizeof text,
                     "the floor ran slower against cuBLASLt's first candidate than in its final (%.2fx): ",
                     kept_over_first);
-      *floor_note = text + floor_by_set +
-                    (first_faster ? "; the first serves in its place, the kernels measured against it"
-                                  : "; the kernels held to the floor as its final found it");
+      *floor_note = text + floor_by_set + "; the kernels held to the floor as its final found it";
     }
     RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch is freed on return
     std::vector<GainInterval> gains;
     if (by_set) by_set->clear();
-    for (const auto& on_sets : first_faster ? per_route_first : per_route) {
+    for (const auto& on_sets : per_route) {
       gains.push_back(dispatch::weakest_of_sets(on_sets));
       if (!by_set) continue;
       std::string text;
@@ -720,15 +705,12 @@ struct Handle::Impl {
   }
 
   // cuBLASLt's first candidate for `problem`, planned as a floor is, for the route check to time beside a floor
-  // that beat it in its final (gains_over_floor), and to serve in the floor's place where the check found the floor
-  // slower than it on every operand set; null where it cannot be planned (the kernels are then held to the floor
-  // as measured).
+  // that beat it in its final (gains_over_floor); null where it cannot be planned (the kernels are then held to
+  // the floor as measured).
   std::unique_ptr<Route> first_candidate_route(const Problem& problem, cudaStream_t stream) {
     auto first = std::make_unique<Route>();
     first->problem = problem;
     first->choice = dispatch::floor_choice();
-    first->description = first->choice.describe() + " (the heuristic's first candidate, faster than the floor's choice "
-                                                    "in the route check)";
     try {
       plan_cublaslt(*first, 0, "", stream);
     } catch (const Error& e) {
@@ -759,23 +741,15 @@ struct Handle::Impl {
     std::vector<std::string> graph_by_set, eager_by_set;
     std::string graph_floor_note, eager_floor_note;
     Route& floor_of_graphs = graph_floor ? *graph_floor : *floor;
-    // One route of cuBLASLt's first candidate serves both ways' checks, planned only where a floor beat it, and
-    // serves a way of calling in the floor's place where the check found the floor slower than it on every set.
-    std::unique_ptr<Route> first =
+    // One route of cuBLASLt's first candidate serves both ways' checks, planned only where a floor beat it.
+    const std::unique_ptr<Route> first =
         floor_of_graphs.kept_over_first(bench::Mode::kGraph) > 0 || floor->kept_over_first(bench::Mode::kOffline) > 0
             ? first_candidate_route(floor->problem, stream)
             : nullptr;
-    bool first_graph = false, first_eager = false;
-    const std::vector<GainInterval> graph =
-        gains_over_floor(routes, floor_of_graphs, bench::Mode::kGraph, stream, caller, first.get(), &graph_by_set,
-                         &graph_floor_note, &first_graph);
+    const std::vector<GainInterval> graph = gains_over_floor(routes, floor_of_graphs, bench::Mode::kGraph, stream,
+                                                             caller, first.get(), &graph_by_set, &graph_floor_note);
     const std::vector<GainInterval> eager = gains_over_floor(routes, *floor, bench::Mode::kOffline, stream, caller,
-                                                             first.get(), &eager_by_set, &eager_floor_note, &first_eager);
-    // What the check found is this machine's choice from now on, in each way it found it: a later process plans
-    // the first without a final (the choices file's last line for a shape wins). Where one choice serves both ways
-    // (a short kernel launched directly), the graph choice is that one.
-    for (auto [found, mode] : {std::pair{first_graph, bench::Mode::kGraph}, std::pair{first_eager, bench::Mode::kOffline}})
-      if (found) lt_choices_of(mode).record(floor->problem, 0, dispatch::candidate_count(*lt_context, floor->problem));
+                                                             first.get(), &eager_by_set, &eager_floor_note);
     const dispatch::RouteVerdict v = dispatch::decide_routes(eager, graph);
     std::string note = " (" + when + ": eager calls: " + dispatch::route_verdict_text(names, eager, v.eager) +
                        "; CUDA graphs: " + dispatch::route_verdict_text(names, graph, v.graph);
@@ -796,20 +770,13 @@ struct Handle::Impl {
     if (verdict) *verdict = v;
     if (eager_gains) *eager_gains = eager;
     if (graph_gains) *graph_gains = graph;
-    std::unique_ptr<Route> served = v.eager >= 0 ? std::move(kernels[size_t(v.eager)])
-                                    : first_eager ? std::move(first)
-                                                  : std::move(floor);
+    std::unique_ptr<Route> served = v.eager < 0 ? std::move(floor) : std::move(kernels[size_t(v.eager)]);
     if (v.graph >= 0) {
       if (v.graph != v.eager) serve_captured(*served, std::move(kernels[size_t(v.graph)]));
-    } else if (first_graph) {
-      if (first) serve_captured(*served, std::move(first));  // else it serves eager calls too
-      // The floor's description named the captured calls' own choice (floor_route), which serves nothing now.
-      if (graph_floor && v.eager < 0 && !first_eager)
-        served->description.erase(std::min(served->description.find(kCapturedCalls), served->description.size()));
     } else if (graph_floor) {
       serve_captured(*served, std::move(graph_floor));
-    } else if (v.eager >= 0 || first_eager) {
-      serve_captured(*served, std::move(floor));  // the floor serves captured calls, another route eager ones
+    } else if (v.eager >= 0) {
+      serve_captured(*served, std::move(floor));  // the floor serves captured calls, a kernel eager ones
     }
     served->description += note;
     if (served->captured) served->captured->description += note;
@@ -886,7 +853,7 @@ struct Handle::Impl {
       serve_captured(*floor, make(graph, graph_how));
       floor->captured->graph_kept_over_first = graph_timing.kept_over_first;
       // describe() tells both ways of calling: captured calls take another algorithm.
-      floor->description += kCapturedCalls + floor->captured->description;
+      floor->description += "; captured calls: " + floor->captured->description;
     }
     return floor;
   }

@@ -21,12 +21,6 @@ std::string gain_text(const GainInterval& g) {
   return text;
 }
 
-// Whether `kept_over_first` is a final's ratio: another candidate than the first kept, faster than it.
-bool kept_in_a_final(double kept_over_first) { return kept_over_first > 0 && kept_over_first < 1; }
-
-// The least the floor's time over the first's can be on a set the check timed both on: 1 / (1 + high).
-double least_floor_over_first(const GainInterval& floor_over_first) { return 1 / (1 + floor_over_first.high); }
-
 }  // namespace
 
 RouteVerdict decide_routes(const std::vector<GainInterval>& eager, const std::vector<GainInterval>& graph,
@@ -43,14 +37,9 @@ GainInterval weakest_of_sets(const std::vector<GainInterval>& on_sets) {
 }
 
 bool floor_slower_than_its_final(const GainInterval& floor_over_first, double kept_over_first, double tolerance) {
-  return kept_in_a_final(kept_over_first) &&
-         least_floor_over_first(floor_over_first) > kept_over_first * (1 + tolerance);
-}
-
-bool first_beats_floor(const std::vector<GainInterval>& floor_over_first, double kept_over_first, double tolerance) {
-  return kept_in_a_final(kept_over_first) && !floor_over_first.empty() &&
-         std::all_of(floor_over_first.begin(), floor_over_first.end(),
-                     [&](const GainInterval& g) { return least_floor_over_first(g) > 1 + tolerance; });
+  if (!(kept_over_first > 0 && kept_over_first < 1)) return false;
+  // The floor's time over the first's in the check is at least 1 / (1 + high); in its final, kept_over_first.
+  return 1 / (1 + floor_over_first.high) > kept_over_first * (1 + tolerance);
 }
 
 GainInterval against_floor_as_chosen(const GainInterval& over_floor, const GainInterval& over_first,

@@ -48,19 +48,6 @@ GainInterval against_floor_as_chosen(const GainInterval& over_floor, const GainI
 // Whether against_floor_as_chosen finds the floor slower against the first than in its final.
 bool floor_slower_than_its_final(const GainInterval& floor_over_first, double kept_over_first,
                                  double tolerance = kRouteMargin);
-// Whether cuBLASLt's first candidate serves a way of calling in the floor's place: where the floor's candidate
-// won its final against the first (`kept_over_first` in (0, 1)) and the check, timing the two side by side, found
-// the floor slower than the first itself by more than `tolerance`, beyond the interval, on every operand set
-// (`floor_over_first`: the floor's gain over the first, set by set). Some cuBLASLt kernels run fast or slow for
-// the rest of a process once their state is drawn, and the state can set in after the floor's final
-// (bench/experiments/README.md, "Candidate 1's slow replays"): the check is the later of two paired
-// measurements, and where it disagrees with the final on every set, the rest of the process is likelier to run
-// as it found (H200, 16x14336x3584: candidate 1 kept at 0.97 of the first's time in its final, 1.04-1.05x it in
-// the check on both sets and in the harness's rounds after, where it served at 0.949 of the best vendor call).
-// A floor only slower than its final, or slower than the first on one set, stays (against_floor_as_chosen then
-// holds the kernels to its final).
-bool first_beats_floor(const std::vector<GainInterval>& floor_over_first, double kept_over_first,
-                       double tolerance = kRouteMargin);
 
 // How long the fastest cuBLASLt candidate of a shape runs in CUDA graphs (us) before back-to-back eager calls
 // through cublasLtMatmul, about 5-10 us of host work each, measure the GPU's time rather than the host's.

@@ -87,29 +87,6 @@ TEST(RouteCheck, AKernelMustBeatTheFloorAsItsFinalFoundIt) {
   }
 }
 
-TEST(RouteCheck, TheFirstCandidateServesWhereTheCheckFoundTheFloorSlowerThanItOnEverySet) {
-  // 16x14336x3584 on an H200: the floor, candidate 1, ran 0.97 of candidate 0's time in its final; in the check
-  // 1.04-1.05x it on both operand sets (its gain over the first about -0.045), and in the harness's rounds after,
-  // 1.054x.
-  const GainInterval slower_on_scratch = gain(-0.048, 0.003), slower_on_callers = gain(-0.046, 0.004);
-  EXPECT_TRUE(first_beats_floor({slower_on_scratch, slower_on_callers}, 0.97));
-  EXPECT_TRUE(first_beats_floor({slower_on_scratch}, 0.97));  // the scratch alone, where no caller's operands came
-  // Faster than the first on one set: the floor stays (held to its final only, against_floor_as_chosen).
-  EXPECT_FALSE(first_beats_floor({slower_on_scratch, gain(0.01, 0.004)}, 0.97));
-  // Slower than its final but still faster than the first, or as fast (16x28672x3584 in v16's check: about 1.01x
-  // the first's time, where its final had found 0.95): the floor stays.
-  EXPECT_FALSE(first_beats_floor({gain(0.01, 0.003), gain(0.012, 0.003)}, 0.95));
-  EXPECT_FALSE(first_beats_floor({gain(-0.01, 0.003), gain(-0.01, 0.003)}, 0.95));
-  // Slower than the first by less than the tolerance (1%), or with an interval that reaches it: the floor stays.
-  EXPECT_FALSE(first_beats_floor({gain(-0.012, 0.001), gain(-0.008, 0.001)}, 0.97));
-  EXPECT_FALSE(first_beats_floor({gain(-0.03, 0.025), slower_on_callers}, 0.97));
-  EXPECT_TRUE(first_beats_floor({gain(-0.03, 0.01), slower_on_callers}, 0.97));
-  // No final against the first (the floor is the first, its choice was made in another process or won a runoff
-  // since), or no set measured: the floor stays.
-  for (double none : {0.0, -1.0, 1.0, 1.2}) EXPECT_FALSE(first_beats_floor({slower_on_scratch}, none));
-  EXPECT_FALSE(first_beats_floor({}, 0.97));
-}
-
 TEST(RouteCheck, EagerCallsGetAFloorChoiceOfTheirOwnWhereTheirScreenTimesTheGpu) {
   // Through cublasLtMatmul, eager calls always take an eager choice.
   EXPECT_TRUE(eager_floor_choice(false, 0.0, false));
