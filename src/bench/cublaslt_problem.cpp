@@ -385,7 +385,12 @@ int final_winner(const std::vector<int>& finalists, const std::vector<std::vecto
     text << std::fixed << std::setprecision(3) << "final: candidate " << finalists[challenger] << " at";
     const std::vector<double> r = by_set(challenger);
     for (size_t s = 0; s < r.size(); ++s) text << (s ? "/" : " ") << r[s];
-    text << " of candidate 0's time by operand set; candidate " << finalists[best] << " kept";
+    text << " of candidate 0's time by operand set; candidate " << finalists[best] << " kept; every finalist's mean over "
+            "candidate 0's:";
+    for (size_t f = 0, listed = 0; f < score.size(); ++f)
+      if (f != f0)
+        text << (listed++ ? ", " : " ") << finalists[f] << " "
+             << final_score(per_finalist[f]) / final_score(per_finalist[f0]);
     *note = text.str();
   }
   if (kept_over_first && best != f0) *kept_over_first = final_score(per_finalist[best]) / final_score(per_finalist[f0]);

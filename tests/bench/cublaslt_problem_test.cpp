@@ -239,11 +239,13 @@ TEST(LtFinal, AChallengerMustWinOnTheCallersSetAndTrailNowhereByMoreThanTheToler
   // caller's set and within the tolerance elsewhere, each wins (the first then ran 6% behind them).
   const auto two = sets({94.1, 96.6, 100.4});
   EXPECT_EQ(final_winner({2, 0}, {two, first}, LtScoring::kMean, &note, 0), 2);
-  EXPECT_EQ(note, "final: candidate 2 at 0.941/0.966/1.004 of candidate 0's time by operand set; candidate 2 kept");
+  EXPECT_EQ(note, "final: candidate 2 at 0.941/0.966/1.004 of candidate 0's time by operand set; candidate 2 kept; "
+                  "every finalist's mean over candidate 0's: 2 0.970");
   EXPECT_EQ(final_winner({8, 0}, {sets({87.6, 97.6, 102.4}), first}, LtScoring::kMean, &note, 0), 8);
   // Behind on the caller's set, it loses, whatever its mean.
   EXPECT_EQ(final_winner({2, 0}, {two, first}, LtScoring::kMean, &note, 2), 0);
-  EXPECT_EQ(note, "final: candidate 2 at 0.941/0.966/1.004 of candidate 0's time by operand set; candidate 0 kept");
+  EXPECT_EQ(note, "final: candidate 2 at 0.941/0.966/1.004 of candidate 0's time by operand set; candidate 0 kept; "
+                  "every finalist's mean over candidate 0's: 2 0.970");
   EXPECT_EQ(final_winner({3, 0}, {sets({100, 90, 90}), first}, LtScoring::kMean, &note, 0), 0);  // a tie is no win
   // More than kLtSetTolerance behind on any set, it loses too: a candidate that loses well where some operands lie.
   const auto far = sets({90, 90, 103.5});
@@ -257,7 +259,9 @@ TEST(LtFinal, AChallengerMustWinOnTheCallersSetAndTrailNowhereByMoreThanTheToler
   const auto seven = sets({96.5, 97.0, 96.9, 95.8});
   const auto eight_far = sets({90.0, 90.0, 104.0, 90.0});
   EXPECT_EQ(final_winner({8, 7, 0}, {eight_far, seven, four_first}, LtScoring::kMean, &note), 7);
-  EXPECT_EQ(note, "final: candidate 8 at 0.900/0.900/1.040/0.900 of candidate 0's time by operand set; candidate 7 kept");
+  // Every finalist but the first in the order given (the screen's), each with its mean over the first's.
+  EXPECT_EQ(note, "final: candidate 8 at 0.900/0.900/1.040/0.900 of candidate 0's time by operand set; candidate 7 kept; "
+                  "every finalist's mean over candidate 0's: 8 0.935, 7 0.966");
   EXPECT_EQ(final_winner({7, 0}, {seven, four_first}, LtScoring::kSlowMode, &note), 7);
   // Without the first among the finalists the lowest score wins, and with it alone too; there is nothing to say.
   EXPECT_EQ(final_winner({8, 7}, {eight_far, seven}, LtScoring::kMean, &note), 8);
