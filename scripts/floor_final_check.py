@@ -6,9 +6,11 @@ final measured at first use. With --same-kernel, also how far apart the same cuB
 several subjects of one run ran it (lt_heuristic: candidate 0; lt_auto, lt_auto_graph and the control twin lt_twin:
 the candidate their detail names; rlgemm and rlgemm_nearest: the floor's kept candidate, where the floor served):
 the spread of identical kernels that a "best vendor call" over several subjects takes the fastest of. Reads results
-CSVs of `rlgemm bench` run with --impl ...lt_heuristic...,rlgemm.
+CSVs of `rlgemm bench` run with --impl ...lt_heuristic...,rlgemm. With --losses BELOW, also every row where the floor
+served below BELOW of the best vendor call, in either mode: the fastest vendor subject and its candidate, and whether
+that candidate was among the finalists of the floor's final (where the final lists them) and how it ran there.
 
-    scripts/floor_final_check.py [--worst N] [--same-kernel] results.csv ...
+    scripts/floor_final_check.py [--worst N] [--same-kernel] [--losses BELOW] results.csv ...
 """
 import argparse
 import csv
@@ -17,15 +19,30 @@ import re
 import sys
 
 FINAL = re.compile(r"final: candidate (\d+) at ([\d./]+) of candidate 0's time by operand set; candidate (\d+) kept")
+CAPTURED = "; captured calls: "
 
 
-def floor_served_in_graphs(detail):
-    """The floor served the row's graph calls: the detail names the floor, and a first-use check of a kernel, where
-    there was one, left CUDA graphs to cuBLASLt."""
+def floor_final(detail, mode="graph"):
+    """The floor's final (a FINAL match) for the way of calling of `mode`: where the floor's captured calls take a
+    choice of their own ("; captured calls: ..."), graph rows read that one's final and offline rows the other's."""
+    at = detail.find(CAPTURED)
+    if at < 0:
+        return FINAL.search(detail)
+    return FINAL.search(detail, at) if mode == "graph" else FINAL.search(detail, 0, at)
+
+
+def floor_served(detail, mode="graph"):
+    """The floor served the row's calls of `mode` (graph: captured calls, offline: eager ones): the detail names the
+    floor, and a first-use check of a kernel, where there was one, left that way of calling to cuBLASLt."""
     if not detail.startswith("cublaslt floor"):
         return False
     check = detail.find("(measured on first use:")
-    return check < 0 or "CUDA graphs: cuBLASLt" in detail[check:]
+    way = "CUDA graphs: cuBLASLt" if mode == "graph" else "eager calls: cuBLASLt"
+    return check < 0 or way in detail[check:]
+
+
+def floor_served_in_graphs(detail):
+    return floor_served(detail, "graph")
 
 
 NEEDED = ("M", "N", "K", "impl", "mode", "time_us", "speedup_vs_best_vendor", "detail")
@@ -59,13 +76,28 @@ def kept_challengers(paths):
         lib, first = rows.get("rlgemm"), rows.get("lt_heuristic")
         if not lib or not first or not floor_served_in_graphs(lib["detail"]):
             continue
-        m = FINAL.search(lib["detail"])
+        m = floor_final(lib["detail"])
         if not m or int(m[3]) == 0:
             continue
         ratios = [float(x) for x in m[2].split("/")]
         harness = float(lib["time_us"]) / float(first["time_us"])
         out.append((path, key, int(m[3]), ratios, harness, float(lib["speedup_vs_best_vendor"])))
     return out
+
+
+FINALISTS = re.compile(r"every finalist's mean over candidate 0's: (\d+ [\d.]+(?:, \d+ [\d.]+)*)")
+
+
+def finalists_of(detail, mode="graph"):
+    """{candidate: mean time over candidate 0's in the final} of every finalist but candidate 0, from the floor's
+    final of `mode`'s way of calling (as floor_final reads it); None where the detail does not list them."""
+    final = floor_final(detail, mode)
+    if not final:
+        return None
+    m = FINALISTS.match(detail, final.end() + 2)  # after "kept; "
+    if not m:
+        return None
+    return {int(c): float(x) for c, x in (pair.split() for pair in m[1].split(", "))}
 
 
 AUTO = re.compile(r"^candidate (\d+) of \d+ timed")
@@ -92,7 +124,7 @@ def same_kernel_groups(paths):
         for impl, r in rows.items():
             candidate = vendor_candidate(impl, r["detail"])
             if impl in ("rlgemm", "rlgemm_nearest") and floor_served_in_graphs(r["detail"]):
-                m = FINAL.search(r["detail"])
+                m = floor_final(r["detail"])
                 candidate = int(m[3]) if m else None
             if candidate is not None:
                 ran.setdefault(candidate, []).append((float(r["time_us"]), impl))
@@ -100,6 +132,51 @@ def same_kernel_groups(paths):
             if len(times) >= 2:
                 out.append((path, key, candidate, sorted(times)))
     return out
+
+
+VENDORS = ("cublas_tn", "cublas_nn", "lt_heuristic", "lt_auto", "lt_auto_graph")
+
+
+def floor_losses(paths, mode, below):
+    """(file, (M, N, K, dtype), the floor's kept candidate or None, the library's ratio to the best vendor call (paired
+    where the file has it), the fastest vendor subject, its candidate or None, its time, the library's time, that
+    candidate's mean in the floor's final over candidate 0's (0 where it is candidate 0, None where it was no
+    finalist), the finalists listed or None) for every row of `mode` where the floor served below `below`."""
+    out = []
+    for path, key, rows in problems(paths, mode):
+        lib = rows.get("rlgemm")
+        if not lib or not floor_served(lib["detail"], mode):
+            continue
+        ratio = float(lib.get("paired_vs_best_vendor") or lib["speedup_vs_best_vendor"])
+        vendors = [(float(r["time_us"]), impl) for impl, r in rows.items() if impl in VENDORS]
+        if ratio >= below or not vendors:
+            continue
+        time_us, impl = min(vendors)
+        candidate = vendor_candidate(impl, rows[impl]["detail"])
+        final = floor_final(lib["detail"], mode)
+        listed = finalists_of(lib["detail"], mode)
+        mean = 0 if candidate == 0 else listed.get(candidate) if listed is not None and candidate is not None else None
+        out.append((path, key, int(final[3]) if final else None, ratio, impl, candidate, time_us,
+                    float(lib["time_us"]), mean, listed))
+    return sorted(out, key=lambda r: r[3])
+
+
+def losses_report(rows, mode, below):
+    lines = [f"{len(rows)} {mode} rows where the floor served below {below} of the best vendor call"]
+    for r in rows:
+        kept = f"candidate {r[2]}" if r[2] is not None else "its choice (no final named)"
+        ran = f"candidate {r[5]}" if r[5] is not None else "its own kernel"
+        if r[9] is None:
+            where = "the final's finalists not named"
+        elif r[5] is None:
+            where = "finalists " + " ".join(str(c) for c in r[9])
+        elif r[8] is None:
+            where = f"candidate {r[5]} not a finalist (finalists " + " ".join(str(c) for c in r[9]) + ")"
+        else:
+            where = f"candidate {r[5]} in the final at {r[8]:.3f} of candidate 0's time"
+        lines.append(f"  {r[0]} {','.join(r[1])} {r[3]:.3f}: the floor's {kept} {r[7]:.2f} us; the fastest, {r[4]} "
+                     f"({ran}), {r[6]:.2f} us; {where}")
+    return lines
 
 
 def same_kernel_report(groups, worst=10):
@@ -143,12 +220,18 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--worst", type=int, default=10, help="list this many of the largest reversals")
     p.add_argument("--same-kernel", action="store_true", help="also the spread of the same candidate across subjects")
+    p.add_argument("--losses", type=float, metavar="BELOW",
+                   help="also every row, in both modes, where the floor served below BELOW of the best vendor call: "
+                        "the fastest vendor subject's candidate, and whether the floor's final had it")
     p.add_argument("files", nargs="+")
     a = p.parse_args(argv)
     try:
         lines = report(kept_challengers(a.files), a.worst)
         if a.same_kernel:
             lines += same_kernel_report(same_kernel_groups(a.files), a.worst)
+        if a.losses is not None:
+            for mode in ("graph", "offline"):
+                lines += losses_report(floor_losses(a.files, mode, a.losses), mode, a.losses)
     except (OSError, KeyError, ValueError) as e:
         print(f"floor_final_check: {e.__class__.__name__}: {e} (give results CSVs of rlgemm bench)", file=sys.stderr)
         return 2

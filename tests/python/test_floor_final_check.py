@@ -72,6 +72,55 @@ def test_floor_final_check_groups_the_subjects_that_ran_the_same_candidate(check
     assert "candidate 0 1.100 lt_heuristic=10.0 lt_twin=10.5 lt_auto=11.0" in lines[3]
 
 
+def test_floor_final_check_reads_the_captured_calls_own_final_for_graph_rows(check, tmp_path):
+    # The eager floor kept candidate 2, the captured calls' own choice candidate 1: graph rows are candidate 1's.
+    detail = floor(2, "0.958/0.946/0.970").replace("candidate 8", "candidate 2") + (
+        "; captured calls: cublaslt floor (timed on first use in CUDA graphs: candidate 1 of 8; final: candidate 1 at "
+        "0.965/0.931/0.953 of candidate 0's time by operand set; candidate 1 kept)")
+    path = tmp_path / "run.csv"
+    path.write_text(HEADER + row("1,2,3", "lt_heuristic", "graph", 10.0) + row("1,2,3", "rlgemm", "graph", 10.5, detail))
+    assert check.floor_final(detail, "graph")[3] == "1" and check.floor_final(detail, "offline")[3] == "2"
+    rows = check.kept_challengers([str(path)])
+    assert [(r[2], r[3]) for r in rows] == [(1, [0.965, 0.931, 0.953])]
+
+
+def test_floor_final_check_names_the_fastest_vendor_candidate_where_the_floor_lost(check, tmp_path):
+    listed = "; every finalist's mean over candidate 0's: 8 0.990, 9 1.012, 3 1.030"
+    path = tmp_path / "run.csv"
+    path.write_text(
+        HEADER
+        # lost to lt_auto_graph's candidate 9, a finalist the final ran 1.2% slower than candidate 0
+        + row("1,2,3", "lt_heuristic", "graph", 10.9) + row("1,2,3", "lt_auto_graph", "graph", 10.4,
+                                                            "candidate 9 of 14 timed in graph mode")
+        + row("1,2,3", "rlgemm", "graph", 10.9, floor(0, "1.021/1.004/1.015", listed).replace(")" + listed, listed + ")"),
+              0.954)
+        # lost to lt_auto's candidate 12, no finalist
+        + row("4,5,6", "lt_heuristic", "graph", 75.0) + row("4,5,6", "lt_auto", "graph", 68.5, "candidate 12 of 14 timed")
+        + row("4,5,6", "rlgemm", "graph", 70.8, floor(1, "0.930/0.930/0.935").replace(" kept)", " kept" + listed + ")"),
+              0.967)
+        # an older run's floor without the list; and a loss offline only
+        + row("7,8,9", "lt_auto", "graph", 9.0, "candidate 3 of 8 timed")
+        + row("7,8,9", "rlgemm", "graph", 9.9, floor(8, "0.9/0.9/0.9"), 0.909)
+        + row("7,8,9", "lt_auto", "offline", 9.0, "candidate 3 of 8 timed")
+        + row("7,8,9", "rlgemm", "offline", 9.5, floor(8, "0.9/0.9/0.9"), 0.947)
+        # above the bar, and a kernel's row: not listed
+        + row("2,2,2", "lt_auto", "graph", 9.0, "candidate 3 of 8 timed")
+        + row("2,2,2", "rlgemm", "graph", 9.1, floor(3, "0.9/0.9/0.9"), 0.99)
+        + row("3,3,3", "lt_auto", "graph", 9.0, "candidate 3 of 8 timed")
+        + row("3,3,3", "rlgemm", "graph", 10.0, "predicted sm80/16x64x128 (measured on first use: CUDA graphs: sm80)", 0.9))
+    graph = check.floor_losses([str(path)], "graph", 0.97)
+    assert [(r[1][:3], r[2], r[4], r[5], r[8]) for r in graph] == [
+        (("7", "8", "9"), 8, "lt_auto", 3, None), (("1", "2", "3"), 0, "lt_auto_graph", 9, 1.012),
+        (("4", "5", "6"), 1, "lt_auto", 12, None)]
+    assert graph[0][9] is None and graph[2][9] == {8: 0.99, 9: 1.012, 3: 1.03}
+    lines = check.losses_report(graph, "graph", 0.97)
+    assert lines[0] == "3 graph rows where the floor served below 0.97 of the best vendor call"
+    assert lines[1].endswith("the final's finalists not named")
+    assert lines[2].endswith("candidate 9 in the final at 1.012 of candidate 0's time")
+    assert lines[3].endswith("candidate 12 not a finalist (finalists 8 9 3)")
+    assert [r[1][:3] for r in check.floor_losses([str(path)], "offline", 0.97)] == [("7", "8", "9")]
+
+
 def test_floor_final_check_refuses_a_missing_file_or_another_csv(check, tmp_path, capsys):
     assert check.main([str(tmp_path / "none.csv")]) == 2
     assert "none.csv" in capsys.readouterr().err
