@@ -195,6 +195,13 @@ struct Stats {
   // graph still alive: their workspace is allocated and freed inside the graph, at every replay (a slot is given
   // back when the graphs of the capture that took it are destroyed).
   uint64_t graph_memory_workspaces = 0;
+  // What the shapes' first uses took, in seconds (summed over the threads that made them): choosing the cuBLASLt
+  // floor's algorithm (its screens, finals and runoffs), building kernels (generated, compiled or read from the
+  // cubin cache, loaded, their launches planned), and checking kernel routes against the floor (the paired
+  // rounds). Later calls of a shape add nothing.
+  double first_use_floor_s = 0;
+  double first_use_build_s = 0;
+  double first_use_check_s = 0;
   uint64_t total() const { return tuned + nearest + policy + default_design + cublaslt + predicted; }
 };
 

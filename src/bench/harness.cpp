@@ -455,6 +455,9 @@ BenchOutcome run_bench(BenchConfig& config, const std::atomic<bool>& stop) {
   meta["rows"] = outcome.rows.size();
   meta["elapsed_s"] = std::chrono::duration<double>(Clock::now() - started).count();
   meta["seconds_by_phase"] = phase_seconds;
+  // Inside "prepare and gate: NAME": where an implementation says, what its first uses did with that time.
+  for (const auto& impl : impls)
+    if (auto parts = impl->first_use_seconds(); !parts.empty()) meta["first_use_seconds"][impl->name()] = parts;
   meta["summary"] = summary_json(summarize(outcome.rows));
   write_json(json_path, meta);
   return outcome;

@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,10 @@ class Implementation {
   // their calls ran ("" when nothing is worth saying; no commas), e.g. the library's captured calls that had to
   // take their workspace from graph memory.
   virtual std::string graph_rounds_note() const { return ""; }
+  // What this implementation's prepare() calls spent so far, in seconds, by part (the library's first uses:
+  // the floor's choice, kernels built, the route check), for the JSON (first_use_seconds); empty where it does
+  // not say.
+  virtual std::map<std::string, double> first_use_seconds() const { return {}; }
   // True when one prepared state serves any shape (generated kernels with run-time M, N, K): the gate then
   // also probes a long K, where an fp16 accumulator cannot hide.
   virtual bool runtime_shape() const { return false; }

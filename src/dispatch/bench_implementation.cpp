@@ -1,6 +1,7 @@
 #include "dispatch/bench_implementation.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -28,6 +29,11 @@ class DispatchImplementation final : public bench::Implementation {
     handle_.gemm(stream, p.shape.m, p.shape.n, p.shape.k, x.a, x.b, p.layout, x.c, p.dtype);
   }
   std::string detail() const override { return route_; }
+  std::map<std::string, double> first_use_seconds() const override {
+    const Stats s = handle_.stats();
+    return {{"floor's choice", s.first_use_floor_s}, {"kernels built", s.first_use_build_s},
+            {"route check", s.first_use_check_s}};
+  }
   // Captured calls that found every capture slot of their route owned (a graph of an earlier capture still
   // alive) paid an allocation in the graph at every replay: their rows say so.
   std::string graph_rounds_note() const override {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -222,6 +223,24 @@ struct Handle::Impl {
   std::array<std::atomic<uint64_t>, kPathCount> calls{};
   std::atomic<uint64_t> sass_calls{0};
   std::atomic<uint64_t> graph_memory_calls{0};  // captured calls whose workspace came from graph memory
+  // Stats::first_use_*_s: nanoseconds of the shapes' first uses, by what they did.
+  enum FirstUse { kFloorChoice, kBuild, kCheck, kFirstUseParts };
+  std::array<std::atomic<uint64_t>, kFirstUseParts> first_use_ns{};
+  // Adds the time from its making to its end to one part of first_use_ns.
+  class FirstUseTimer {
+   public:
+    FirstUseTimer(Impl& impl, FirstUse part) : into_(impl.first_use_ns[part]) {}
+    ~FirstUseTimer() {
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_);
+      into_.fetch_add(uint64_t(ns.count()), std::memory_order_relaxed);
+    }
+    FirstUseTimer(const FirstUseTimer&) = delete;
+    FirstUseTimer& operator=(const FirstUseTimer&) = delete;
+
+   private:
+    std::atomic<uint64_t>& into_;
+    std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  };
   const uint64_t serial = next_handle_serial.fetch_add(1);
 
   explicit Impl(const HandleOptions& opts) : options(opts) {
@@ -581,6 +600,7 @@ struct Handle::Impl {
 
   // A kernel route: the design compiled (or found in the cubin cache), loaded once per handle, its launch planned.
   void plan_kernel(Route& r) {
+    const FirstUseTimer timer(*this, kBuild);
     const Design& d = r.choice.design;
     std::string kernel_key = to_string(d);
     kernel_key += '|';
@@ -625,6 +645,7 @@ struct Handle::Impl {
                                              cudaStream_t stream, const Caller& caller, Route* first_route,
                                              std::vector<std::string>* by_set = nullptr,
                                              std::string* floor_note = nullptr) {
+    const FirstUseTimer timer(*this, kCheck);
     const Problem& p = floor.problem;
     const bench::ScratchOperands x(p, stream);
     std::vector<bench::LtOperands> sets = {{x.a.ptr, x.b.ptr, x.c.ptr}};
@@ -802,6 +823,7 @@ struct Handle::Impl {
   // in CUDA graphs, for both (eager_choice_mode), except where the kernel runs long enough for an eager screen
   // to time the GPU (dispatch::eager_floor_choice).
   std::unique_ptr<Route> floor_route(const Problem& problem, cudaStream_t stream, const Caller& caller) {
+    const FirstUseTimer timer(*this, kFloorChoice);
     auto make = [&](std::optional<int> candidate, const std::string& how) {
       auto floor = std::make_unique<Route>();
       floor->problem = problem;
@@ -919,6 +941,7 @@ struct Handle::Impl {
   // design's route is built. Nothing without a cache to fill.
   void precompile(const std::vector<Design>& designs, const Problem& problem) {
     if (!compile_options.cache_dir || designs.size() < 2) return;
+    const FirstUseTimer timer(*this, kBuild);
     std::vector<KernelBuild> builds;
     for (const Design& d : designs) builds.push_back({d, problem, {}, {}});
     build_ahead(builds, device, compile_options);
@@ -1359,6 +1382,10 @@ Stats Handle::stats() const {
   s.predicted = get(Path::kPredicted);
   s.sass_optimized = impl_->sass_calls.load(std::memory_order_relaxed);
   s.graph_memory_workspaces = impl_->graph_memory_calls.load(std::memory_order_relaxed);
+  auto seconds = [&](Impl::FirstUse part) { return double(impl_->first_use_ns[part].load(std::memory_order_relaxed)) * 1e-9; };
+  s.first_use_floor_s = seconds(Impl::kFloorChoice);
+  s.first_use_build_s = seconds(Impl::kBuild);
+  s.first_use_check_s = seconds(Impl::kCheck);
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include <cuda_runtime.h>
+#include <nlohmann/json.hpp>
 
 #include "bench/results.h"
 #include "bench/timing.h"
@@ -208,6 +209,32 @@ TEST(BenchCliGpu, ControlMeasuresTheTwinBesideLtAuto) {
   const std::string fair = read_text(std::filesystem::temp_directory_path() / "rlgemm_cli_fairness.csv");
   EXPECT_EQ(fair.rfind("mode,with_rlgemm,shapes,geomean_twin_over_auto,max_abs_dev,apart_3pct\noffline,0,1,", 0), 0u) << fair;
 }
+
+#ifdef RLGEMM_TEST_HAVE_DISPATCH
+// The library's first uses say where their time went, inside its "prepare and gate" phase.
+TEST(BenchCliGpu, TheLibrarysFirstUsesSayWhereTheirTimeWent) {
+  RLGEMM_REQUIRE_GPU();
+  const auto out = std::filesystem::temp_directory_path() / "rlgemm_cli_first_use.csv";
+  std::filesystem::remove(out);
+  const Result r = run_rlgemm("bench --shape 200,520,776 --layout tn --impl lt_auto,rlgemm --quick --mode offline "
+                              "--samples 5 --no-progress --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto meta = nlohmann::json::parse(read_text(std::filesystem::path(out).replace_extension(".json")));
+  ASSERT_TRUE(meta.contains("first_use_seconds")) << meta.dump(1);
+  const auto& parts = meta["first_use_seconds"];
+  ASSERT_TRUE(parts.contains("rlgemm")) << parts.dump();
+  EXPECT_FALSE(parts.contains("lt_auto")) << parts.dump();  // a vendor call does not say
+  double sum = 0;
+  for (const char* part : {"floor's choice", "kernels built", "route check"}) {
+    ASSERT_TRUE(parts["rlgemm"].contains(part)) << part << " " << parts.dump();
+    EXPECT_GE(parts["rlgemm"][part].get<double>(), 0) << part;
+    sum += parts["rlgemm"][part].get<double>();
+  }
+  EXPECT_GT(parts["rlgemm"]["floor's choice"].get<double>(), 0) << parts.dump();
+  // Within the phase that holds them.
+  EXPECT_LE(sum, meta["seconds_by_phase"]["prepare and gate: rlgemm"].get<double>() + 1e-3) << meta.dump(1);
+}
+#endif
 
 TEST(BenchCliGpu, OutOfDeviceMemoryStopsCleanlyAndSaysSo) {
   RLGEMM_REQUIRE_GPU();

@@ -393,6 +393,14 @@ TEST_F(HandleGpu, UntunedShapesGetTheCublasLtFloorChosenOncePerMachine) {
       const std::string prepared = handle.describe(96, 520, 776, Layout::kTN);
       EXPECT_EQ(prepared.rfind(direct ? "cublaslt floor (timed on first use in CUDA graphs: candidate "
                                       : "cublaslt floor (timed on first use: candidate ", 0), 0u) << prepared;
+      // The first uses chose floors and checked no kernel (there is none); a later call of a shape adds nothing.
+      const Stats used = handle.stats();
+      EXPECT_GT(used.first_use_floor_s, 0);
+      EXPECT_EQ(used.first_use_check_s, 0);
+      const Case again(shapes[1], Layout::kTN, 77);
+      again.run(handle);
+      EXPECT_EQ(again.check(), "");
+      EXPECT_EQ(handle.stats().first_use_floor_s, used.first_use_floor_s);
     }
     const std::string kept = testing::read_text(dir_ / sub / "cache" / eager_file);
     EXPECT_EQ(kept.rfind("gpu,cublaslt_version,M,N,K,layout,candidate,candidates\n" + device_.name + ",", 0), 0u) << kept;
@@ -607,6 +615,13 @@ TEST_F(HandleGpu, AKernelIsCheckedAgainstTheFloorAsItsFinalFoundIt) {
   }
   std::printf("[ floor's final ] %d of 2 shapes' floors beat the first; %d checks met one slower than its final\n",
               beat_the_first, slower);
+  // What the two first uses did, by part: the floors chosen, the row's kernel built, and the check's rounds.
+  const Stats s = handle.stats();
+  EXPECT_GT(s.first_use_floor_s, 0);
+  EXPECT_GT(s.first_use_build_s, 0);
+  EXPECT_GT(s.first_use_check_s, 0);
+  std::printf("[ first use ] floor's choice %.2f s, kernels built %.2f s, route check %.2f s\n", s.first_use_floor_s,
+              s.first_use_build_s, s.first_use_check_s);
   cudaStreamDestroy(stream);
 }
 
