@@ -114,6 +114,12 @@ int rlgemm_workspace_size(rlgemm_handle_t handle, void* stream, int64_t M, int64
 
 int rlgemm_stats(rlgemm_handle_t handle, rlgemm_stats_t* stats);
 
+/* What the handle's shapes' first uses took, in seconds summed over the threads that made them: choosing the
+ * cuBLASLt floor's algorithm, building kernels, and checking kernel routes against the floor (rlgemm::Stats,
+ * first_use_floor_s, first_use_build_s and first_use_check_s). Later calls of a shape add nothing. A NULL pointer
+ * skips its value. */
+int rlgemm_first_use_seconds(rlgemm_handle_t handle, double* floor_s, double* build_s, double* check_s);
+
 /* The route of a shape ("tuned <design>", "nearest <design> (from M,N,K)", "cublaslt", ...), written
  * NUL-terminated into buffer (truncated to size - 1 characters). */
 int rlgemm_describe(rlgemm_handle_t handle, int64_t M, int64_t N, int64_t K, int layout, char* buffer,

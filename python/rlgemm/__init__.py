@@ -18,7 +18,8 @@ except ImportError:  # the library layer works without PyTorch
 
 if _torch is not None:
     from .nn import RlgemmLinear, swap_linears, why_not_swappable
-    from .ops import BACKEND, configure, describe, handle, linear, mm, prepare, prepare_model, stats
+    from .ops import (BACKEND, configure, describe, first_use_seconds, handle, linear, mm, prepare, prepare_model,
+                      stats)
 
 from .tune import linear_shapes, tune_model, tune_shapes
 

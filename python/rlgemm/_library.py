@@ -84,6 +84,7 @@ def _declare(lib):
         "rlgemm_hgemm_workspace": [vp, vp, i64, i64, i64, vp, vp, i32, vp, vp, ctypes.c_size_t],
         "rlgemm_workspace_size": [vp, vp, i64, i64, i64, i32, ctypes.POINTER(ctypes.c_size_t)],
         "rlgemm_stats": [vp, ctypes.POINTER(Stats)],
+        "rlgemm_first_use_seconds": [vp] + [ctypes.POINTER(ctypes.c_double)] * 3,
         "rlgemm_describe": [vp, i64, i64, i64, i32, ctypes.c_char_p, ctypes.c_size_t],
         "rlgemm_prepare_ex": [vp, i64, i64, i64, i32, i32, vp],
         "rlgemm_hgemm_ex": [vp, vp, i64, i64, i64, vp, vp, i32, vp, i32, vp, ctypes.c_size_t],
@@ -222,6 +223,13 @@ class Handle:
         s = Stats()
         check(self._lib.rlgemm_stats(self._handle, ctypes.byref(s)))
         return s.as_dict()
+
+    def first_use_seconds(self):
+        """What the shapes' first uses took, in seconds: choosing the cuBLASLt floor (floor_s), building kernels
+        (build_s), checking kernel routes against the floor (check_s)."""
+        parts = [ctypes.c_double() for _ in range(3)]
+        check(self._lib.rlgemm_first_use_seconds(self._handle, *(ctypes.byref(p) for p in parts)))
+        return dict(zip(("floor_s", "build_s", "check_s"), (p.value for p in parts)))
 
     def describe(self, m, n, k, layout, dtype=DTYPE_FP16):
         buf = ctypes.create_string_buffer(8192)  # a checked route tells what it measured: a few hundred characters

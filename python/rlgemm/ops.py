@@ -143,6 +143,13 @@ def stats(device=None):
     return handle(device).stats()
 
 
+def first_use_seconds(device=None):
+    """What the device's handle spent on its shapes' first uses, in seconds: choosing the cuBLASLt floor (floor_s),
+    building kernels (build_s) and checking kernel routes against the floor (check_s); later calls add nothing.
+    prepare() and prepare_model() move this cost ahead of the first call."""
+    return handle(device).first_use_seconds()
+
+
 def describe(m, n, k, layout="tn", device=None, dtype=torch.float16):
     """The route of a shape in `dtype`: which design (or cuBLASLt) serves it, and why."""
     return handle(device).describe(int(m), int(n), int(k), _layout_code(layout), _dtype_code(dtype))

@@ -189,6 +189,15 @@ int rlgemm_stats(rlgemm_handle_t handle, rlgemm_stats_t* stats) {
   });
 }
 
+int rlgemm_first_use_seconds(rlgemm_handle_t handle, double* floor_s, double* build_s, double* check_s) {
+  return guarded([&] {
+    const rlgemm::Stats s = handle_of(handle).stats();
+    if (floor_s) *floor_s = s.first_use_floor_s;
+    if (build_s) *build_s = s.first_use_build_s;
+    if (check_s) *check_s = s.first_use_check_s;
+  });
+}
+
 int rlgemm_describe(rlgemm_handle_t handle, int64_t M, int64_t N, int64_t K, int layout, char* buffer,
                     size_t size) {
   return rlgemm_describe_ex(handle, M, N, K, layout, RLGEMM_DTYPE_FP16, buffer, size);

@@ -996,6 +996,11 @@ TEST_F(HandleGpu, BadInputsAreRefusedWithTheRule) {
   ASSERT_EQ(rlgemm_stats(h, &stats), RLGEMM_OK);
   EXPECT_EQ(stats.tuned + stats.nearest + stats.policy + stats.default_design + stats.cublaslt + stats.predicted, 1u);
   static_assert(sizeof(rlgemm_stats_t) == 6 * sizeof(uint64_t), "a route added to rlgemm_stats_t belongs in the sum");
+  // Its first use chose the floor (and checked a kernel where one was predicted); a NULL pointer skips a value.
+  double floor_s = -1, check_s = -1;
+  ASSERT_EQ(rlgemm_first_use_seconds(h, &floor_s, nullptr, &check_s), RLGEMM_OK);
+  EXPECT_GT(floor_s, 0);
+  EXPECT_GE(check_s, 0);
   char route[256];
   ASSERT_EQ(rlgemm_describe(h, 64, 64, 64, RLGEMM_LAYOUT_TN, route, sizeof route), RLGEMM_OK);
   EXPECT_GT(std::strlen(route), 0u);

@@ -345,6 +345,11 @@ def test_swap_linears_keeps_the_model_output():
     # One call per swapped layer, counted on whichever route served it (predicted kernels are on by default).
     after = rlgemm.stats()
     assert sum(after.values()) - sum(before.values()) == 2, (before, after)
+    # The layers' shapes were new: their first uses chose a floor each; calls of known shapes add no time.
+    spent = rlgemm.first_use_seconds()
+    assert set(spent) == {"floor_s", "build_s", "check_s"} and spent["floor_s"] > 0, spent
+    model(x)
+    assert rlgemm.first_use_seconds() == spent
 
 
 def test_bad_inputs_say_what_to_do():
