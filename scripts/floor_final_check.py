@@ -187,6 +187,18 @@ def same_kernel_report(groups, worst=10):
     mean = math.exp(sum(math.log(x) for x in spread) / len(spread))
     lines.append(f"slowest over fastest, geometric mean {mean:.4f}; above 1.03: {sum(x > 1.03 for x in spread)}; "
                  f"above 1.05: {sum(x > 1.05 for x in spread)}")
+    # The library's floor beside lt_auto (else lt_auto_graph) running the same candidate: what its own launch costs.
+    floor_over_auto = []
+    for g in groups:
+        times = {impl: t for t, impl in g[3]}
+        auto = times.get("lt_auto", times.get("lt_auto_graph"))
+        if "rlgemm" in times and auto:
+            floor_over_auto.append(times["rlgemm"] / auto)
+    if floor_over_auto:
+        g = math.exp(sum(math.log(x) for x in floor_over_auto) / len(floor_over_auto))
+        lines.append(f"the floor (rlgemm) over lt_auto or lt_auto_graph running the same candidate: {len(floor_over_auto)} "
+                     f"problems, geometric mean {g:.4f}; above 1.02: {sum(x > 1.02 for x in floor_over_auto)}; "
+                     f"below 0.98: {sum(x < 0.98 for x in floor_over_auto)}")
     lines.append("the widest (file, shape, candidate, slowest over fastest, times):")
     for x, g in sorted(zip(spread, groups), key=lambda p: -p[0])[:worst]:
         lines.append(f"  {g[0]} {','.join(g[1])} candidate {g[2]} {x:.3f} "

@@ -69,7 +69,9 @@ def test_floor_final_check_groups_the_subjects_that_ran_the_same_candidate(check
     lines = check.same_kernel_report(groups)
     assert lines[0].startswith("2 graph problems")
     assert "above 1.03: 2; above 1.05: 2" in lines[1]
-    assert "candidate 0 1.100 lt_heuristic=10.0 lt_twin=10.5 lt_auto=11.0" in lines[3]
+    assert "the floor (rlgemm) over lt_auto or lt_auto_graph running the same candidate: 1 problems, geometric mean " \
+        "1.0556; above 1.02: 1; below 0.98: 0" in lines[2]
+    assert "candidate 0 1.100 lt_heuristic=10.0 lt_twin=10.5 lt_auto=11.0" in lines[4]
 
 
 def test_floor_final_check_reads_the_captured_calls_own_final_for_graph_rows(check, tmp_path):
