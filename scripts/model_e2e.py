@@ -596,7 +596,10 @@ def main(argv=None):
             del model, backends
             gc.collect()
             torch.cuda.empty_cache()
-    print(f"model_e2e: {rows} rows written to {args.out}; rlgemm calls per route: {rlgemm.stats()}")
+    spent = rlgemm.first_use_seconds()
+    print(f"model_e2e: {rows} rows written to {args.out}; rlgemm calls per route: {rlgemm.stats()}; its shapes' first "
+          f"uses took {sum(spent.values()):.1f} s (the floor's choice {spent['floor_s']:.1f}, kernels built "
+          f"{spent['build_s']:.1f}, the route check {spent['check_s']:.1f})")
     return 1 if failed else 0
 
 

@@ -140,8 +140,9 @@ def fake_rlgemm(torch, error=0.0):
                 swapped.append(name)
         return swapped, {}
 
+    spent = {"floor_s": 1.25, "build_s": 0.5, "check_s": 2.0}
     return types.SimpleNamespace(swap_linears=swap_linears, stats=lambda: dict(counts), version=lambda: "stand-in",
-                                 BACKEND="stand-in")
+                                 BACKEND="stand-in", first_use_seconds=lambda: dict(spent))
 
 
 def run_e2e(e2e, monkeypatch, tmp_path, extra, error=0.0):
@@ -158,11 +159,13 @@ def run_e2e(e2e, monkeypatch, tmp_path, extra, error=0.0):
         return status, list(csv.DictReader(f))
 
 
-def test_model_e2e_measures_every_row_and_resumes_on_the_cpu(e2e, monkeypatch, tmp_path):
+def test_model_e2e_measures_every_row_and_resumes_on_the_cpu(e2e, monkeypatch, tmp_path, capsys):
     # The measuring loop end to end on the CPU (bf16 model, host clock, a stand-in for rlgemm): rows, route counts
-    # per forward, the logit check, and --resume.
+    # per forward, the logit check, what the first uses took, and --resume.
     status, rows = run_e2e(e2e, monkeypatch, tmp_path, [])
     assert status == 0
+    assert ("its shapes' first uses took 3.8 s (the floor's choice 1.2, kernels built 0.5, the route check 2.0)"
+            in capsys.readouterr().out)
     assert [(r["batch"], r["phase"], r["mode"]) for r in rows] == [
         ("1", "prefill", "eager"), ("1", "decode", "eager"), ("2", "prefill", "eager"), ("2", "decode", "eager")]
     for r in rows:
