@@ -85,7 +85,8 @@ def kept_challengers(paths):
     return out
 
 
-FINALISTS = re.compile(r"every finalist's mean over candidate 0's: (\d+ [\d.]+(?:, \d+ [\d.]+)*)")
+# Pairs apart by ", " in describe(), by "; " in a results CSV's detail (which holds no commas).
+FINALISTS = re.compile(r"every finalist's mean over candidate 0's: (\d+ [\d.]+(?:[,;] \d+ [\d.]+)*)")
 
 
 def finalists_of(detail, mode="graph"):
@@ -97,7 +98,7 @@ def finalists_of(detail, mode="graph"):
     m = FINALISTS.match(detail, final.end() + 2)  # after "kept; "
     if not m:
         return None
-    return {int(c): float(x) for c, x in (pair.split() for pair in m[1].split(", "))}
+    return {int(c): float(x) for c, x in (pair.split() for pair in re.split(r"[,;] ", m[1]))}
 
 
 AUTO = re.compile(r"^candidate (\d+) of \d+ timed")

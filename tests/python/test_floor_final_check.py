@@ -87,7 +87,7 @@ def test_floor_final_check_reads_the_captured_calls_own_final_for_graph_rows(che
 
 
 def test_floor_final_check_names_the_fastest_vendor_candidate_where_the_floor_lost(check, tmp_path):
-    listed = "; every finalist's mean over candidate 0's: 8 0.990, 9 1.012, 3 1.030"
+    listed = "; every finalist's mean over candidate 0's: 8 0.990; 9 1.012; 3 1.030"  # a CSV's detail: no commas
     path = tmp_path / "run.csv"
     path.write_text(
         HEADER
@@ -121,6 +121,10 @@ def test_floor_final_check_names_the_fastest_vendor_candidate_where_the_floor_lo
     assert lines[2].endswith("candidate 9 in the final at 1.012 of candidate 0's time")
     assert lines[3].endswith("candidate 12 not a finalist (finalists 8 9 3)")
     assert [r[1][:3] for r in check.floor_losses([str(path)], "offline", 0.97)] == [("7", "8", "9")]
+    # describe()'s own text, with commas, reads the same.
+    described = floor(1, "0.930/0.930/0.935").replace(
+        " kept)", " kept; every finalist's mean over candidate 0's: 8 0.990, 9 1.012, 3 1.030)")
+    assert check.finalists_of(described) == {8: 0.99, 9: 1.012, 3: 1.03}
 
 
 def test_floor_final_check_refuses_a_missing_file_or_another_csv(check, tmp_path, capsys):
