@@ -141,7 +141,7 @@ VENDORS = ("cublas_tn", "cublas_nn", "lt_heuristic", "lt_auto", "lt_auto_graph")
 def floor_losses(paths, mode, below):
     """(file, (M, N, K, dtype), the floor's kept candidate or None, the library's ratio to the best vendor call (paired
     where the file has it), the fastest vendor subject, its candidate or None, its time, the library's time, that
-    candidate's mean in the floor's final over candidate 0's (0 where it is candidate 0, None where it was no
+    candidate's mean in the floor's final over candidate 0's (1 where it is candidate 0, None where it was no
     finalist), the finalists listed or None) for every row of `mode` where the floor served below `below`."""
     out = []
     for path, key, rows in problems(paths, mode):
@@ -156,7 +156,7 @@ def floor_losses(paths, mode, below):
         candidate = vendor_candidate(impl, rows[impl]["detail"])
         final = floor_final(lib["detail"], mode)
         listed = finalists_of(lib["detail"], mode)
-        mean = 0 if candidate == 0 else listed.get(candidate) if listed is not None and candidate is not None else None
+        mean = 1.0 if candidate == 0 else listed.get(candidate) if listed is not None and candidate is not None else None
         out.append((path, key, int(final[3]) if final else None, ratio, impl, candidate, time_us,
                     float(lib["time_us"]), mean, listed))
     return sorted(out, key=lambda r: r[3])

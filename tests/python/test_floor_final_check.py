@@ -100,6 +100,10 @@ def test_floor_final_check_names_the_fastest_vendor_candidate_where_the_floor_lo
         + row("4,5,6", "lt_heuristic", "graph", 75.0) + row("4,5,6", "lt_auto", "graph", 68.5, "candidate 12 of 14 timed")
         + row("4,5,6", "rlgemm", "graph", 70.8, floor(1, "0.930/0.930/0.935").replace(" kept)", " kept" + listed + ")"),
               0.967)
+        # lost to candidate 0 itself (lt_heuristic), always in the final
+        + row("5,5,5", "lt_heuristic", "graph", 10.0)
+        + row("5,5,5", "rlgemm", "graph", 10.6, floor(8, "0.950/0.950/0.950").replace(" kept)", " kept" + listed + ")"),
+              0.943)
         # an older run's floor without the list; and a loss offline only
         + row("7,8,9", "lt_auto", "graph", 9.0, "candidate 3 of 8 timed")
         + row("7,8,9", "rlgemm", "graph", 9.9, floor(8, "0.9/0.9/0.9"), 0.909)
@@ -112,14 +116,16 @@ def test_floor_final_check_names_the_fastest_vendor_candidate_where_the_floor_lo
         + row("3,3,3", "rlgemm", "graph", 10.0, "predicted sm80/16x64x128 (measured on first use: CUDA graphs: sm80)", 0.9))
     graph = check.floor_losses([str(path)], "graph", 0.97)
     assert [(r[1][:3], r[2], r[4], r[5], r[8]) for r in graph] == [
-        (("7", "8", "9"), 8, "lt_auto", 3, None), (("1", "2", "3"), 0, "lt_auto_graph", 9, 1.012),
-        (("4", "5", "6"), 1, "lt_auto", 12, None)]
-    assert graph[0][9] is None and graph[2][9] == {8: 0.99, 9: 1.012, 3: 1.03}
+        (("7", "8", "9"), 8, "lt_auto", 3, None), (("5", "5", "5"), 8, "lt_heuristic", 0, 1.0),
+        (("1", "2", "3"), 0, "lt_auto_graph", 9, 1.012), (("4", "5", "6"), 1, "lt_auto", 12, None)]
+    assert graph[0][9] is None and graph[3][9] == {8: 0.99, 9: 1.012, 3: 1.03}
     lines = check.losses_report(graph, "graph", 0.97)
-    assert lines[0] == "3 graph rows where the floor served below 0.97 of the best vendor call"
+    assert lines[0] == "4 graph rows where the floor served below 0.97 of the best vendor call"
     assert lines[1].endswith("the final's finalists not named")
-    assert lines[2].endswith("candidate 9 in the final at 1.012 of candidate 0's time")
-    assert lines[3].endswith("candidate 12 not a finalist (finalists 8 9 3)")
+    assert lines[2].endswith("the fastest, lt_heuristic (candidate 0), 10.00 us; candidate 0 in the final at 1.000 of "
+                             "candidate 0's time")
+    assert lines[3].endswith("candidate 9 in the final at 1.012 of candidate 0's time")
+    assert lines[4].endswith("candidate 12 not a finalist (finalists 8 9 3)")
     assert [r[1][:3] for r in check.floor_losses([str(path)], "offline", 0.97)] == [("7", "8", "9")]
     # describe()'s own text, with commas, reads the same.
     described = floor(1, "0.930/0.930/0.935").replace(
