@@ -17,6 +17,7 @@ import math
 import sys
 
 from floor_final_check import problems
+from report_cli import print_report
 from route_claims import VENDORS, geomean, ratio
 
 BUCKETS = ("MNK<2^30", "2^30<=MNK<2^36", "MNK>=2^36")
@@ -113,17 +114,15 @@ def main(argv=None):
     p.add_argument("--shapes", help="a shapes file (M,N,K): only its shapes, each listed in its order")
     p.add_argument("--groups", help="with --shapes: sizes of consecutive groups of its rows, comma-separated")
     a = p.parse_args(argv)
-    try:
+
+    def lines():
         shapes = read_shapes(a.shapes) if a.shapes else None
         groups = [int(x) for x in a.groups.split(",")] if a.groups else None
         if groups and (shapes is None or sum(groups) != len(shapes) or min(groups) < 1):
             raise ValueError(f"--groups {a.groups} does not split the {len(shapes or [])} rows of --shapes")
-        lines = compare(a.new, a.old, a.impl, a.top, shapes, groups)
-    except (OSError, KeyError, ValueError) as e:
-        print(f"compare_runs: {e.__class__.__name__}: {e} (give results CSVs of rlgemm bench)", file=sys.stderr)
-        return 2
-    print("\n".join(lines))
-    return 0
+        return compare(a.new, a.old, a.impl, a.top, shapes, groups)
+
+    return print_report("compare_runs", lines)
 
 
 if __name__ == "__main__":

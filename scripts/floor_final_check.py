@@ -18,6 +18,8 @@ import math
 import re
 import sys
 
+from report_cli import print_report
+
 FINAL = re.compile(r"final: candidate (\d+) at ([\d./]+) of candidate 0's time by operand set; candidate (\d+) kept")
 CAPTURED = "; captured calls: "
 
@@ -238,18 +240,17 @@ def main(argv=None):
                         "the fastest vendor subject's candidate, and whether the floor's final had it")
     p.add_argument("files", nargs="+")
     a = p.parse_args(argv)
-    try:
-        lines = report(kept_challengers(a.files), a.worst)
+
+    def lines():
+        out = report(kept_challengers(a.files), a.worst)
         if a.same_kernel:
-            lines += same_kernel_report(same_kernel_groups(a.files), a.worst)
+            out += same_kernel_report(same_kernel_groups(a.files), a.worst)
         if a.losses is not None:
             for mode in ("graph", "offline"):
-                lines += losses_report(floor_losses(a.files, mode, a.losses), mode, a.losses)
-    except (OSError, KeyError, ValueError) as e:
-        print(f"floor_final_check: {e.__class__.__name__}: {e} (give results CSVs of rlgemm bench)", file=sys.stderr)
-        return 2
-    print("\n".join(lines))
-    return 0
+                out += losses_report(floor_losses(a.files, mode, a.losses), mode, a.losses)
+        return out
+
+    return print_report("floor_final_check", lines)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ import csv
 import re
 import sys
 
+from report_cli import print_report
+
 LABEL = re.compile(r"^(placement|workspace)-(\d+)(?:-(\d+))?-(\d+)$")  # kind, placement, [bytes], round
 
 
@@ -60,13 +62,7 @@ def main(argv=None):
     p.add_argument("--above", type=float, default=1.03, help="list candidates whose every round moved more than this")
     p.add_argument("files", nargs="+")
     a = p.parse_args(argv)
-    try:
-        lines = report(spreads(a.files), a.above)
-    except (OSError, KeyError, ValueError) as e:
-        print(f"probe_spread: {e.__class__.__name__}: {e} (give CSVs of lt_choice_probe)", file=sys.stderr)
-        return 2
-    print("\n".join(lines))
-    return 0
+    return print_report("probe_spread", lambda: report(spreads(a.files), a.above), "give CSVs of lt_choice_probe")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import re
 import sys
 
 from floor_final_check import problems, vendor_candidate
+from report_cli import print_report
 
 CLAIM = {"graph": re.compile(r"CUDA graphs: (sm\S+) at ([\d.]+)x cuBLASLt"),
          "offline": re.compile(r"eager calls: (sm\S+) at ([\d.]+)x cuBLASLt")}
@@ -135,13 +136,8 @@ def main(argv=None):
     p.add_argument("--below", type=float, default=0.99, help="list the rows measured below this ratio (default 0.99)")
     p.add_argument("files", nargs="+")
     a = p.parse_args(argv)
-    try:
-        lines = report(claims(a.files, a.mode), a.below) + slow_floor_report(slow_floor_checks(a.files, a.mode))
-    except (OSError, KeyError, ValueError) as e:
-        print(f"route_claims: {e.__class__.__name__}: {e} (give results CSVs of rlgemm bench)", file=sys.stderr)
-        return 2
-    print("\n".join(lines))
-    return 0
+    return print_report("route_claims", lambda: report(claims(a.files, a.mode), a.below)
+                        + slow_floor_report(slow_floor_checks(a.files, a.mode)))
 
 
 if __name__ == "__main__":
