@@ -43,11 +43,23 @@ def floor_served(detail, mode="graph"):
     return check < 0 or way in detail[check:]
 
 
-def floor_served_in_graphs(detail):
-    return floor_served(detail, "graph")
-
-
 NEEDED = ("M", "N", "K", "impl", "mode", "time_us", "speedup_vs_best_vendor", "detail")
+VENDORS = ("cublas_nn", "cublas_tn", "lt_heuristic", "lt_auto", "lt_auto_graph")
+
+
+def ratio(row):
+    """A row's ratio to the best vendor call: paired round by round where the file has it."""
+    return float(row.get("paired_vs_best_vendor") or row["speedup_vs_best_vendor"])
+
+
+def fastest_vendor(rows):
+    """(time_us, impl) of the fastest vendor subject among a problem's rows ({impl: row}), or None."""
+    vendors = [(float(r["time_us"]), impl) for impl, r in rows.items() if impl in VENDORS]
+    return min(vendors) if vendors else None
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
 def problems(paths, mode):
@@ -76,7 +88,7 @@ def kept_challengers(paths):
     out = []
     for path, key, rows in graph_problems(paths):
         lib, first = rows.get("rlgemm"), rows.get("lt_heuristic")
-        if not lib or not first or not floor_served_in_graphs(lib["detail"]):
+        if not lib or not first or not floor_served(lib["detail"]):
             continue
         m = floor_final(lib["detail"])
         if not m or int(m[3]) == 0:
@@ -126,7 +138,7 @@ def same_kernel_groups(paths):
         ran = {}
         for impl, r in rows.items():
             candidate = vendor_candidate(impl, r["detail"])
-            if impl in ("rlgemm", "rlgemm_nearest") and floor_served_in_graphs(r["detail"]):
+            if impl in ("rlgemm", "rlgemm_nearest") and floor_served(r["detail"]):
                 m = floor_final(r["detail"])
                 candidate = int(m[3]) if m else None
             if candidate is not None:
@@ -135,9 +147,6 @@ def same_kernel_groups(paths):
             if len(times) >= 2:
                 out.append((path, key, candidate, sorted(times)))
     return out
-
-
-VENDORS = ("cublas_tn", "cublas_nn", "lt_heuristic", "lt_auto", "lt_auto_graph")
 
 
 def floor_losses(paths, mode, below):
@@ -150,16 +159,15 @@ def floor_losses(paths, mode, below):
         lib = rows.get("rlgemm")
         if not lib or not floor_served(lib["detail"], mode):
             continue
-        ratio = float(lib.get("paired_vs_best_vendor") or lib["speedup_vs_best_vendor"])
-        vendors = [(float(r["time_us"]), impl) for impl, r in rows.items() if impl in VENDORS]
-        if ratio >= below or not vendors:
+        measured, fastest = ratio(lib), fastest_vendor(rows)
+        if measured >= below or not fastest:
             continue
-        time_us, impl = min(vendors)
+        time_us, impl = fastest
         candidate = vendor_candidate(impl, rows[impl]["detail"])
         final = floor_final(lib["detail"], mode)
         listed = finalists_of(lib["detail"], mode)
         mean = 1.0 if candidate == 0 else listed.get(candidate) if listed is not None and candidate is not None else None
-        out.append((path, key, int(final[3]) if final else None, ratio, impl, candidate, time_us,
+        out.append((path, key, int(final[3]) if final else None, measured, impl, candidate, time_us,
                     float(lib["time_us"]), mean, listed))
     return sorted(out, key=lambda r: r[3])
 
@@ -187,7 +195,7 @@ def same_kernel_report(groups, worst=10):
     if not groups:
         return lines
     spread = [g[3][-1][0] / g[3][0][0] for g in groups]
-    mean = math.exp(sum(math.log(x) for x in spread) / len(spread))
+    mean = geomean(spread)
     lines.append(f"slowest over fastest, geometric mean {mean:.4f}; above 1.03: {sum(x > 1.03 for x in spread)}; "
                  f"above 1.05: {sum(x > 1.05 for x in spread)}")
     # The library's floor beside lt_auto (else lt_auto_graph) running the same candidate: what its own launch costs.
@@ -198,7 +206,7 @@ def same_kernel_report(groups, worst=10):
         if "rlgemm" in times and auto:
             floor_over_auto.append(times["rlgemm"] / auto)
     if floor_over_auto:
-        g = math.exp(sum(math.log(x) for x in floor_over_auto) / len(floor_over_auto))
+        g = geomean(floor_over_auto)
         lines.append(f"the floor (rlgemm) over lt_auto or lt_auto_graph running the same candidate: {len(floor_over_auto)} "
                      f"problems, geometric mean {g:.4f}; above 1.02: {sum(x > 1.02 for x in floor_over_auto)}; "
                      f"below 0.98: {sum(x < 0.98 for x in floor_over_auto)}")
@@ -219,10 +227,10 @@ def report(rows, worst=10):
     for lo, hi in bins:
         sel = [r for r in rows if lo <= max(r[3]) < hi]
         if sel:
-            g = math.exp(sum(math.log(r[4]) for r in sel) / len(sel))
+            g = geomean([r[4] for r in sel])
             lines.append(f"[{lo:.2f}, {hi:.2f}) | {len(sel)} | {g:.3f} | {sum(r[4] > 1 for r in sel)} | "
                          f"{sum(r[4] > 1.03 for r in sel)}")
-    g = math.exp(sum(math.log(r[4]) for r in rows) / len(rows))
+    g = geomean([r[4] for r in rows])
     lines.append(f"all | {len(rows)} | {g:.3f} | {sum(r[4] > 1 for r in rows)} | {sum(r[4] > 1.03 for r in rows)}")
     lines.append("the largest reversals (file, shape, kept candidate, final's ratios, harness ratio, vs best vendor):")
     for r in sorted(rows, key=lambda r: -r[4])[:worst]:

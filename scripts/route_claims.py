@@ -16,7 +16,7 @@ import math
 import re
 import sys
 
-from floor_final_check import problems, vendor_candidate
+from floor_final_check import fastest_vendor, geomean, problems, ratio, vendor_candidate
 from report_cli import print_report
 
 CLAIM = {"graph": re.compile(r"CUDA graphs: (sm\S+) at ([\d.]+)x cuBLASLt"),
@@ -45,20 +45,12 @@ def floor_candidate(detail, mode):
     return int(c[1]) if c else None
 
 
-def ratio(row):
-    return float(row.get("paired_vs_best_vendor") or row["speedup_vs_best_vendor"])
-
-
-VENDORS = ("cublas_nn", "cublas_tn", "lt_heuristic", "lt_auto", "lt_auto_graph")
-
-
 def claims(paths, mode="graph"):
     """(file, (M, N, K, dtype), impl, design, claimed gain, measured ratio, floor candidate, (fastest vendor impl,
     its candidate, its time over the row's)) for every library row a kernel served in `mode`."""
     out = []
     for path, key, rows in problems(paths, mode):
-        vendors = [(float(r["time_us"]), impl) for impl, r in rows.items() if impl in VENDORS]
-        best = min(vendors) if vendors else None
+        best = fastest_vendor(rows)
         for impl, r in rows.items():
             if not impl.startswith("rlgemm"):
                 continue
@@ -101,10 +93,6 @@ def slow_floor_report(rows):
     for r in sorted(rows, key=lambda r: r[4]):
         lines.append(f"  {r[0]} {','.join(r[1])} {r[2]} {r[3]} served, measured {r[4]:.3f}")
     return lines
-
-
-def geomean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
 def report(rows, below=0.99):
