@@ -2,9 +2,9 @@
 """How the cuBLASLt floor's final held up in the harness: for every graph-mode row where the library served the
 floor and its final kept a challenger over the heuristic's first (candidate 0), the challenger's time in the
 harness (the `rlgemm` row) over candidate 0's in the same rounds (the `lt_heuristic` row), against the ratio the
-final measured at first use. With --same-kernel, also how far apart the same cuBLASLt candidate ran in graphs where
-several subjects of one run ran it (lt_heuristic: candidate 0; lt_auto, lt_auto_graph and the control twin lt_twin:
-the candidate their detail names; rlgemm and rlgemm_nearest: the floor's kept candidate, where the floor served):
+final measured at first use. With --same-kernel, also how far apart the same cuBLASLt candidate ran, in graphs and
+offline, where several subjects of one run ran it (lt_heuristic: candidate 0; lt_auto, lt_auto_graph and the control twin lt_twin:
+the candidate their detail names; rlgemm and rlgemm_nearest: the candidate the floor kept for that way of calling, where the floor served):
 the spread of identical kernels that a "best vendor call" over several subjects takes the fastest of. Reads results
 CSVs of `rlgemm bench` run with --impl ...lt_heuristic...,rlgemm. With --losses BELOW, also every row where the floor
 served below BELOW of the best vendor call, in either mode: the fastest vendor subject and its candidate, and whether
@@ -130,16 +130,16 @@ def vendor_candidate(impl, detail):
     return int(m[1]) if m else None
 
 
-def same_kernel_groups(paths):
-    """(file, (M, N, K, dtype), candidate, [(time_us, impl), ...] fastest first) for every graph problem where at
-    least two subjects ran the same cuBLASLt candidate."""
+def same_kernel_groups(paths, mode="graph"):
+    """(file, (M, N, K, dtype), candidate, [(time_us, impl), ...] fastest first) for every problem of `mode` where at
+    least two subjects ran the same cuBLASLt candidate (the floor: the one its final kept for that way of calling)."""
     out = []
-    for path, key, rows in graph_problems(paths):
+    for path, key, rows in problems(paths, mode):
         ran = {}
         for impl, r in rows.items():
             candidate = vendor_candidate(impl, r["detail"])
-            if impl in ("rlgemm", "rlgemm_nearest") and floor_served(r["detail"]):
-                m = floor_final(r["detail"])
+            if impl in ("rlgemm", "rlgemm_nearest") and floor_served(r["detail"], mode):
+                m = floor_final(r["detail"], mode)
                 candidate = int(m[3]) if m else None
             if candidate is not None:
                 ran.setdefault(candidate, []).append((float(r["time_us"]), impl))
@@ -190,8 +190,8 @@ def losses_report(rows, mode, below):
     return lines
 
 
-def same_kernel_report(groups, worst=10):
-    lines = [f"{len(groups)} graph problems where several subjects ran the same cuBLASLt candidate"]
+def same_kernel_report(groups, worst=10, mode="graph"):
+    lines = [f"{len(groups)} {mode} problems where several subjects ran the same cuBLASLt candidate"]
     if not groups:
         return lines
     spread = [g[3][-1][0] / g[3][0][0] for g in groups]
@@ -252,7 +252,8 @@ def main(argv=None):
     def lines():
         out = report(kept_challengers(a.files), a.worst)
         if a.same_kernel:
-            out += same_kernel_report(same_kernel_groups(a.files), a.worst)
+            for mode in ("graph", "offline"):
+                out += same_kernel_report(same_kernel_groups(a.files, mode), a.worst, mode)
         if a.losses is not None:
             for mode in ("graph", "offline"):
                 out += losses_report(floor_losses(a.files, mode, a.losses), mode, a.losses)

@@ -74,6 +74,30 @@ def test_floor_final_check_groups_the_subjects_that_ran_the_same_candidate(check
     assert "candidate 0 1.100 lt_heuristic=10.0 lt_twin=10.5 lt_auto=11.0" in lines[4]
 
 
+def test_floor_final_check_groups_offline_rows_by_the_eager_calls_own_final(check, tmp_path):
+    # The eager floor kept candidate 2, the captured calls' choice candidate 1: offline rows group the floor with
+    # candidate 2's runs, graph rows with candidate 1's.
+    detail = floor(2, "0.950/0.950/0.950").replace("candidate 8", "candidate 2") + (
+        "; captured calls: cublaslt floor (timed on first use in CUDA graphs: candidate 1 of 8; final: candidate 1 at "
+        "0.960/0.960/0.960 of candidate 0's time by operand set; candidate 1 kept)")
+    path = tmp_path / "run.csv"
+    path.write_text(
+        HEADER
+        + row("1,2,3", "lt_auto", "offline", 10.0, "candidate 2 of 8 timed")
+        + row("1,2,3", "rlgemm", "offline", 9.0, detail)
+        + row("1,2,3", "lt_auto_graph", "offline", 12.0, "candidate 1 of 8 timed in graph mode")
+        + row("1,2,3", "lt_auto", "graph", 10.0, "candidate 2 of 8 timed")
+        + row("1,2,3", "rlgemm", "graph", 11.0, detail)
+        + row("1,2,3", "lt_auto_graph", "graph", 10.0, "candidate 1 of 8 timed in graph mode"))
+    offline = {g[2]: g[3] for g in check.same_kernel_groups([str(path)], "offline")}
+    assert offline == {2: [(9.0, "rlgemm"), (10.0, "lt_auto")]}
+    graph = {g[2]: g[3] for g in check.same_kernel_groups([str(path)], "graph")}
+    assert graph == {1: [(10.0, "lt_auto_graph"), (11.0, "rlgemm")]}
+    lines = check.same_kernel_report(check.same_kernel_groups([str(path)], "offline"), mode="offline")
+    assert lines[0] == "1 offline problems where several subjects ran the same cuBLASLt candidate"
+    assert "running the same candidate: 1 problems, geometric mean 0.9000" in lines[2]
+
+
 def test_floor_final_check_reads_the_captured_calls_own_final_for_graph_rows(check, tmp_path):
     # The eager floor kept candidate 2, the captured calls' own choice candidate 1: graph rows are candidate 1's.
     detail = floor(2, "0.958/0.946/0.970").replace("candidate 8", "candidate 2") + (
