@@ -112,3 +112,17 @@ def test_no_gpu_and_unknown_stages_are_refused(tree):
     executable(tree / "bin" / "nvidia-smi", FAKE_SMI)
     unknown = run(tree, "no-such-stage")
     assert unknown.returncode == 2 and "unknown stage 'no-such-stage'" in unknown.stderr
+
+
+def test_the_bf16_zero_shot_stages_measure_bf16_into_a_folder_of_their_own(tree):
+    done = run(tree, "zero-shot-bf16-0", "zero-shot-1", ZERO_SHOT="v9")
+    assert done.returncode == 0, done.stderr
+    state = tree / "state" / "h200"
+    assert (state / "zero-shot-bf16-0-v9.done").exists() and (state / "zero-shot-1-v9.done").exists()
+    log = (state / "calls.log").read_text()
+    assert "zero-shot-bf16-0-v9 rc=0 at" in log and "rows=1" in log, log
+    calls = invocations(tree)
+    assert len(calls) == 2, calls
+    assert f"--out {state}/zero-shot-v9-bf16/bench-0.csv" in calls[0] and "--dtype bf16" in calls[0], calls
+    assert "--shard 0/2" in calls[0] and "--control" in calls[0], calls
+    assert f"--out {state}/zero-shot-v9-fp16/bench-1.csv" in calls[1] and "--dtype fp16" in calls[1], calls
