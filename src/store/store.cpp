@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 #include <ctime>
 #include <thread>
 #include <utility>
@@ -418,6 +419,18 @@ void migrate_to_v6(sqlite3* db) {
       exec(db, (std::string("ALTER TABLE optimized_cubins ADD COLUMN ") + column + " REAL").c_str());
 }
 
+// The steps from each schema version to the next: kMigrations[v - 1] takes version v to v + 1. A new database
+// runs kSchemaV1 and then every step, so that both ways end in the same schema.
+constexpr void (*kMigrations[])(sqlite3*) = {
+    [](sqlite3* db) { exec(db, kSchemaV2); },
+    migrate_to_v3,
+    [](sqlite3* db) { exec(db, kSchemaV4); },
+    migrate_to_v5,
+    migrate_to_v6,
+};
+static_assert(std::size(kMigrations) == size_t(Store::kSchemaVersion) - 1,
+              "every schema version but the first has its migration step");
+
 // The rows whose time may be used: paired measurements, and every failure (unpaired or not).
 constexpr const char* kTrusted = " AND (paired = 1 OR status <> 'ok')";
 
@@ -542,11 +555,7 @@ void Store::migrate() {
       fail("tuning database " + path_.string() +
            " holds tables but no schema_version: it is not an rlgemm tuning database; use another --db file");
     exec(db_, kSchemaV1);
-    exec(db_, kSchemaV2);
-    migrate_to_v3(db_);
-    exec(db_, kSchemaV4);
-    migrate_to_v5(db_);
-    migrate_to_v6(db_);
+    for (const auto& step : kMigrations) step(db_);
     Statement v(db_, "INSERT INTO schema_version (version) VALUES (?)");
     v.bind(1, kSchemaVersion).step();
     tx.commit();
@@ -559,30 +568,9 @@ void Store::migrate() {
     version = s.i64(0);
   }
   // Migrations from older versions, one step per version, inside this transaction.
-  if (version == 1) {
-    exec(db_, kSchemaV2);
-    exec(db_, "UPDATE schema_version SET version = 2");
-    version = 2;
-  }
-  if (version == 2) {
-    migrate_to_v3(db_);
-    exec(db_, "UPDATE schema_version SET version = 3");
-    version = 3;
-  }
-  if (version == 3) {
-    exec(db_, kSchemaV4);
-    exec(db_, "UPDATE schema_version SET version = 4");
-    version = 4;
-  }
-  if (version == 4) {
-    migrate_to_v5(db_);
-    exec(db_, "UPDATE schema_version SET version = 5");
-    version = 5;
-  }
-  if (version == 5) {
-    migrate_to_v6(db_);
-    exec(db_, "UPDATE schema_version SET version = 6");
-    version = 6;
+  for (; version >= 1 && version < kSchemaVersion; ++version) {
+    kMigrations[size_t(version) - 1](db_);
+    exec(db_, ("UPDATE schema_version SET version = " + std::to_string(version + 1)).c_str());
   }
   if (version != kSchemaVersion)
     fail("tuning database " + path_.string() + " has schema version " + std::to_string(version) +
