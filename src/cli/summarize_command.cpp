@@ -125,8 +125,34 @@ void write_tuned_table(const SummarizeArgs& a, const std::vector<bench::Row>& ro
 }
 #endif
 
+// A file written here that is one of the inputs, or the JSON beside an input CSV (a run's GPU, commit and command),
+// would overwrite the run being summarized: refused before anything is read or written.
+void refuse_overwriting_inputs(const SummarizeArgs& a) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string, fs::path>> outputs;
+  if (!a.out.empty()) {
+    outputs.emplace_back("--out", a.out);
+    outputs.emplace_back("--out's JSON", fs::path(a.out).replace_extension(".json"));
+  }
+  if (!a.fairness.empty()) outputs.emplace_back("--fairness", a.fairness);
+  if (!a.tuned_table.empty()) outputs.emplace_back("--tuned-table", a.tuned_table);
+  for (const auto& input : a.inputs) {
+    const fs::path csv = fs::weakly_canonical(input);
+    const fs::path json = fs::weakly_canonical(fs::path(input).replace_extension(".json"));
+    for (const auto& [flag, path] : outputs) {
+      const fs::path target = fs::weakly_canonical(path);
+      if (target == csv)
+        fail(flag + " " + path.string() + " is the input " + input + ": name another file");
+      if (target == json)
+        fail(flag + " " + path.string() + " is the JSON of the input " + input +
+             " (its run's GPU, commit and command): name another file");
+    }
+  }
+}
+
 int run(const SummarizeArgs& a) {
   using namespace bench;
+  refuse_overwriting_inputs(a);
   std::vector<Row> rows;
   nlohmann::json sources = nlohmann::json::array();
   std::ostringstream fairness_rows;  // one line per input file and mode (each file is one run)

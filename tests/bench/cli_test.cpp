@@ -329,4 +329,30 @@ TEST(SummarizeCli, UpdateTunedTableTakesOnlyFasterTunedRows) {
   std::filesystem::remove_all(dir);
 }
 
+// Summarize's outputs never overwrite what it reads: an input, or the JSON beside an input (the run's GPU, commit
+// and command), named as --fairness, --out (or --out's JSON) or --tuned-table, is refused before anything is
+// written, and the file is as it was.
+TEST(SummarizeCli, OutputsThatWouldOverwriteAnInputAreRefused) {
+  const auto dir = std::filesystem::temp_directory_path() / ("rlgemm-summarize-inputs-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string csv = (dir / "run.csv").string(), json = (dir / "run.json").string();
+  std::ofstream(csv) << "M,N,K,layout,impl,mode,time_us,tflops,speedup_vs_lt_auto,correct,time_min_us,time_max_us,"
+                        "samples,batch,detail\n64,64,64,tn,lt_auto,offline,7.5,0.1,1.0000,1,7,8,7,10,\n";
+  std::ofstream(json) << R"({"gpu": {"name": "GPU X"}})";
+  const std::string kept_csv = read_text(csv), kept_json = read_text(json);
+  expect_error("summarize " + csv + " --fairness " + json, 2, "--fairness " + json + " is the JSON of the input");
+  expect_error("summarize " + csv + " --fairness " + (dir / "." / "run.csv").string(), 2, "is the input " + csv);
+  expect_error("summarize " + csv + " --out " + csv, 2, "--out " + csv + " is the input");
+  expect_error("summarize " + csv + " --out " + (dir / "run.txt").string(), 2,
+               "--out's JSON " + json + " is the JSON of the input");
+  expect_error("summarize " + csv + " --best-of-designs --tuned-table " + json, 2, "--tuned-table " + json);
+  EXPECT_EQ(read_text(csv), kept_csv);
+  EXPECT_EQ(read_text(json), kept_json);
+  // Another name is written as before.
+  const auto ok = run_rlgemm("summarize " + csv + " --out " + (dir / "merged.csv").string());
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "merged.json"));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
