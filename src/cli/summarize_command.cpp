@@ -7,6 +7,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/implementation.h"
 #include "bench/results.h"

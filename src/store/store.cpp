@@ -7,8 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <iterator>
 #include <ctime>
+#include <iterator>
 #include <thread>
 #include <utility>
 
