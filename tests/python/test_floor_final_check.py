@@ -15,6 +15,13 @@ def floor(kept, ratios, tail=""):
             f"final: candidate 8 at {ratios} of candidate 0's time by operand set; candidate {kept} kept){tail}")
 
 
+def two_ways(eager_ratios, graph_ratios):
+    """A floor whose eager calls kept candidate 2 and whose captured calls kept candidate 1, a choice of their own."""
+    return floor(2, eager_ratios).replace("candidate 8", "candidate 2") + (
+        "; captured calls: cublaslt floor (timed on first use in CUDA graphs: candidate 1 of 8; final: candidate 1 at "
+        f"{graph_ratios} of candidate 0's time by operand set; candidate 1 kept)")
+
+
 @pytest.fixture(scope="module")
 def check(load_script):
     return load_script("floor_final_check")
@@ -77,9 +84,7 @@ def test_floor_final_check_groups_the_subjects_that_ran_the_same_candidate(check
 def test_floor_final_check_groups_offline_rows_by_the_eager_calls_own_final(check, tmp_path):
     # The eager floor kept candidate 2, the captured calls' choice candidate 1: offline rows group the floor with
     # candidate 2's runs, graph rows with candidate 1's.
-    detail = floor(2, "0.950/0.950/0.950").replace("candidate 8", "candidate 2") + (
-        "; captured calls: cublaslt floor (timed on first use in CUDA graphs: candidate 1 of 8; final: candidate 1 at "
-        "0.960/0.960/0.960 of candidate 0's time by operand set; candidate 1 kept)")
+    detail = two_ways("0.950/0.950/0.950", "0.960/0.960/0.960")
     path = tmp_path / "run.csv"
     path.write_text(
         HEADER
@@ -100,9 +105,7 @@ def test_floor_final_check_groups_offline_rows_by_the_eager_calls_own_final(chec
 
 def test_floor_final_check_reads_the_captured_calls_own_final_for_graph_rows(check, tmp_path):
     # The eager floor kept candidate 2, the captured calls' own choice candidate 1: graph rows are candidate 1's.
-    detail = floor(2, "0.958/0.946/0.970").replace("candidate 8", "candidate 2") + (
-        "; captured calls: cublaslt floor (timed on first use in CUDA graphs: candidate 1 of 8; final: candidate 1 at "
-        "0.965/0.931/0.953 of candidate 0's time by operand set; candidate 1 kept)")
+    detail = two_ways("0.958/0.946/0.970", "0.965/0.931/0.953")
     path = tmp_path / "run.csv"
     path.write_text(HEADER + row("1,2,3", "lt_heuristic", "graph", 10.0) + row("1,2,3", "rlgemm", "graph", 10.5, detail))
     assert check.floor_final(detail, "graph")[3] == "1" and check.floor_final(detail, "offline")[3] == "2"
