@@ -292,7 +292,11 @@ ServedBy served_by(const Row& row) {
     return ServedBy::kUnknown;
   };
   const std::string marker = row.mode == Mode::kGraph ? "CUDA graphs: " : "eager calls: ";
-  const size_t at = d.rfind(marker);
+  // The verdict is the marker's first occurrence in the first-use check: notes the check appends after its
+  // verdicts use the same markers ("; CUDA graphs: the floor ran slower ..."), and so may a floor's own text
+  // before it ("timed on first use in CUDA graphs: candidate ...").
+  const size_t check = d.find("(measured on first use: ");
+  const size_t at = check == std::string::npos ? check : d.find(marker, check);
   if (at != std::string::npos) return verdict(std::string_view(d).substr(at + marker.size()));
   if (d.rfind("cublaslt", 0) == 0) return ServedBy::kCublasLt;
   for (const char* kernel_route : {"tuned ", "predicted ", "autotuned ", "nearest ", "policy ", "default "})

@@ -381,6 +381,31 @@ TEST(Results, LibraryRowsSplitByWhatServedThem) {
   EXPECT_EQ(served_by(row({64, 64, 64}, "rlgemm", Mode::kGraph, 1, checked)), ServedBy::kKernel);
   EXPECT_EQ(served_by(row({64, 64, 64}, "rlgemm", Mode::kOffline, 1, checked)), ServedBy::kCublasLt);
   EXPECT_EQ(served_by(row({64, 64, 64}, "rlgemm", Mode::kServer, 1, checked)), ServedBy::kCublasLt);
+  // Where the check found the floor slower than its final, its note follows the verdicts with the same marker, and
+  // a floor's own text may hold it too: the check's verdicts still decide (two details of
+  // bench/results/h200/zero-shot-v19-fp16, as describe() writes them).
+  const std::string kernel_then_note =
+      "predicted sm80/16x64x128/w16x16/s4/swz/raster_m.g1/splitk4.parallel/epi_reg (the nearest tuned row's design) "
+      "(measured on first use: eager calls: sm80/16x64x128/w16x16/s4/swz/raster_m.g1/splitk4.parallel/epi_reg at "
+      "1.04x cuBLASLt (95% CI 1.04..1.04); CUDA graphs: sm80/16x64x128/w16x16/s4/swz/raster_m.g1/splitk4.parallel/"
+      "epi_reg at 1.17x cuBLASLt (95% CI 1.17..1.17); on the scratch/the caller's operands: eager 1.04/1.05; graphs "
+      "1.19/1.17; CUDA graphs: the floor ran slower against cuBLASLt's first candidate than in its final (0.94x): "
+      "0.95x on set 2; the kernels held to the floor as its final found it; against cublaslt floor (timed on first "
+      "use in CUDA graphs; on the caller's operands too: candidate 2 of 16; final: candidate 2 at 0.940/0.932/0.940 "
+      "of candidate 0's time by operand set; candidate 2 kept) (its kernel launched directly))";
+  const std::string floor_then_note =
+      "cublaslt floor (timed on first use in CUDA graphs: candidate 8 of 13) (its kernel launched directly) "
+      "(measured on first use: eager calls: cuBLASLt; the kernel sm80/16x64x128/w16x16/s6/swz/raster_m.g1/splitk1/"
+      "epi_reg measured 0.96x cuBLASLt (95% CI 0.96..0.97); CUDA graphs: cuBLASLt; the kernel sm80/16x64x128/"
+      "w16x16/s6/swz/raster_m.g1/splitk1/epi_reg measured 0.97x cuBLASLt (95% CI 0.97..0.97); on the scratch/the "
+      "caller's operands: eager 0.96/1.03; graphs 0.97/0.99; eager calls: the floor ran slower against cuBLASLt's "
+      "first candidate than in its final (0.95x): 0.98x on set 2; the kernels held to the floor as its final found "
+      "it; CUDA graphs: the floor ran slower against cuBLASLt's first candidate than in its final (0.95x): 0.98x on "
+      "set 2; the kernels held to the floor as its final found it)";
+  for (Mode mode : {Mode::kGraph, Mode::kOffline}) {
+    EXPECT_EQ(served_by(row({64, 64, 64}, "rlgemm", mode, 1, kernel_then_note)), ServedBy::kKernel);
+    EXPECT_EQ(served_by(row({64, 64, 64}, "rlgemm", mode, 1, floor_then_note)), ServedBy::kCublasLt);
+  }
   EXPECT_EQ(served_by(row({64, 64, 64}, "rlgemm_nearest", Mode::kGraph, 1, "tuned sm80/64x64x64/w32x32/s3/swz/"
                                                                            "raster_m.g8/splitk1/epi_reg")),
             ServedBy::kKernel);
