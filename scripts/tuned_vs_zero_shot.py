@@ -35,7 +35,9 @@ def route_of(detail, mode):
     text = (detail or "").strip()
     route = next((r for r in ROUTES if text.startswith(r)), text.split(" ")[0] if text else "")
     marker = "CUDA graphs: " if mode == "graph" else "eager calls: "
-    at = text.rfind(marker)
+    # The first-use check's own verdict: notes after it use the same words ("; CUDA graphs: the floor ran slower").
+    check = text.find("(measured on first use: ")
+    at = text.find(marker, check) if check >= 0 else -1
     if at >= 0:
         served = text[at + len(marker):]
         by = "kernel" if served.startswith("sm") else "cuBLASLt" if served.startswith("cuBLASLt") else "?"

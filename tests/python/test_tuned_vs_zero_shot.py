@@ -74,3 +74,16 @@ def test_bad_input_is_refused_with_its_reason(tvz, tmp_path, capsys):
     other = write(tmp_path / "other.csv", [(4, 5, 6, "rlgemm", "graph", 1, "cublaslt floor", 1.0, 0.9, 1.1)])
     assert tvz.main(["--zero-shot", other, "--tuned", ok]) == 2
     assert "no shape and mode" in capsys.readouterr().err
+
+
+def test_the_route_is_the_first_use_checks_verdict_not_a_note_after_it(tvz):
+    # The route check's note on a floor slower than its final follows the verdicts in the same words.
+    detail = ("cublaslt floor (timed on first use in CUDA graphs: candidate 8 of 13) (measured on first use: eager "
+              "calls: sm80/16x64x128/w16x16/s6 at 1.04x cuBLASLt (95% CI 1.04..1.04); CUDA graphs: cuBLASLt; the "
+              "kernel sm80/16x64x128/w16x16/s6 measured 0.97x cuBLASLt (95% CI 0.97..0.97); on the scratch/the "
+              "caller's operands: eager 1.04/1.05; graphs 0.97/0.99; eager calls: the floor ran slower against "
+              "cuBLASLt's first candidate than in its final (0.95x): 0.98x on set 2; the kernels held to the floor as "
+              "its final found it; CUDA graphs: the floor ran slower against cuBLASLt's first candidate than in its "
+              "final (0.95x): 0.98x on set 2; the kernels held to the floor as its final found it)")
+    assert tvz.route_of(detail, "graph") == "cuBLASLt (cublaslt floor)"
+    assert tvz.route_of(detail, "offline") == "kernel (cublaslt floor)"
