@@ -5,7 +5,7 @@
 //
 //   lt_choice_probe [--repeat R] [--idle-ms T] [--heat-ms H] [--caller] [--workspace-check] [--placements P]
 //                   [--offsets C | --alloc-check | --mix-check [--first-in-capture]]
-//                   M,N,K [M,N,K ...]   (tn, fp16; prints CSV)
+//                   [--dtype fp16|bf16] M,N,K [M,N,K ...]   (tn; prints CSV)
 //
 // --idle-ms leaves the GPU idle that long before each first-use choice, as a handle does while its host-side
 // work for a new shape (the predictor's scan) runs.
@@ -447,7 +447,9 @@ void list_kernels(const Problem& problem, const std::string& s, cublasLtHandle_t
 int main(int argc, char** argv) {
   int repeat = 3;
   double idle_ms = 0;
-  CLI::App app("How steady is lt_auto's choice among cuBLASLt's candidates (tn, fp16; prints CSV)", "lt_choice_probe");
+  CLI::App app("How steady is lt_auto's choice among cuBLASLt's candidates (tn; prints CSV)", "lt_choice_probe");
+  std::string dtype_text = "fp16";
+  app.add_option("--dtype", dtype_text, "element type of A, B and C: fp16 or bf16 (fp32 accumulation)");
   app.add_option("--repeat", repeat, "rounds of the side-by-side timing and choose_fastest")->check(CLI::PositiveNumber);
   app.add_option("--idle-ms", idle_ms, "idle time before each first-use choice")->check(CLI::NonNegativeNumber);
   int placements = 0;
@@ -484,6 +486,13 @@ int main(int argc, char** argv) {
                "list each candidate's kernels (configuration, attributes, clusters launched and resident); no timing");
   std::vector<Shape> shapes;
   if (const int status = probes::parse_command_line(app, argc, argv, shapes); status >= 0) return status;
+  DType dtype = DType::kF16;
+  try {
+    dtype = parse_dtype(dtype_text);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "lt_choice_probe: %s\n", e.what());
+    return 2;
+  }
   try {
     cudaStream_t stream = nullptr;
     RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -491,7 +500,7 @@ int main(int argc, char** argv) {
     if (cublasLtCreate(&handle) != CUBLAS_STATUS_SUCCESS) throw Error(ErrorKind::kRuntime, "cublasLtCreate failed");
     if (!kernels) std::printf("M,N,K,what,mode,candidate,time_us,min_us,max_us\n");
     for (const Shape& shape : shapes) {
-      const Problem problem{shape, Layout::kTN, DType::kF16};
+      const Problem problem{shape, Layout::kTN, dtype};
       const std::string s = std::to_string(shape.m) + "," + std::to_string(shape.n) + "," + std::to_string(shape.k);
       if (kernels) {
         list_kernels(problem, s, handle, stream);
