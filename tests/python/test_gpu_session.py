@@ -126,3 +126,34 @@ def test_the_bf16_zero_shot_stages_measure_bf16_into_a_folder_of_their_own(tree)
     assert f"--out {state}/zero-shot-v9-bf16/bench-0.csv" in calls[0] and "--dtype bf16" in calls[0], calls
     assert "--shard 0/2" in calls[0] and "--control" in calls[0], calls
     assert f"--out {state}/zero-shot-v9-fp16/bench-1.csv" in calls[1] and "--dtype fp16" in calls[1], calls
+
+
+FAKE_PROBE = """#!/usr/bin/env bash
+echo "$*" >> "$(dirname "$0")/probe-calls.txt"
+[ -n "${FAKE_PROBE_FAIL:-}" ] && case "$*" in *bf16*) echo "512,1536,8960 candidate 0: [partial"; exit 1 ;; esac
+for s in "$@"; do case "$s" in *,*) echo "$s candidate 0: [k grid 1x1x1 block 1 smem 0 clusters 1 of 2 resident]" ;; esac; done
+"""
+
+
+def test_the_kernels_stage_lists_the_held_out_shapes_in_both_types_and_keeps_only_whole_listings(tree):
+    checkout = tree / "checkout"
+    executable(checkout / "build" / "lt_choice_probe", FAKE_PROBE)
+    (checkout / "bench" / "shapes").mkdir(parents=True)
+    (checkout / "bench" / "shapes" / "llm-heldout.csv").write_text(
+        "# a comment\nM,N,K\n# tokens 1\n16,4096,4096\n1,4096,4096\n16,4096,4096\n2048,512,3584\n")
+    state = tree / "state" / "h200"
+    failed = run(tree, "lt-kernels", FAKE_PROBE_FAIL="1")
+    assert not (state / "lt-kernels.done").exists(), failed.stdout
+    assert (state / "lt-kernels" / "kernels-fp16.txt").exists()
+    assert not (state / "lt-kernels" / "kernels-bf16.txt").exists()
+    done = run(tree, "lt-kernels")
+    assert done.returncode == 0, done.stderr
+    assert (state / "lt-kernels.done").exists()
+    calls = (checkout / "build" / "probe-calls.txt").read_text().splitlines()
+    shapes = "1,4096,4096 16,4096,4096 2048,512,3584"
+    # fp16 once (kept from the cut call), bf16 twice (the cut listing started again)
+    assert calls == [f"--kernels --dtype fp16 {shapes}", f"--kernels --dtype bf16 {shapes}",
+                     f"--kernels --dtype bf16 {shapes}"], calls
+    listing = (state / "lt-kernels" / "kernels-bf16.txt").read_text().splitlines()
+    assert listing[0].startswith("1,4096,4096 candidate 0:") and len(listing) == 3
+    assert "lt-kernels rc=0 at" in (state / "calls.log").read_text() and "listed=6" in (state / "calls.log").read_text()
