@@ -502,8 +502,14 @@ int main(int argc, char** argv) {
     for (const Shape& shape : shapes) {
       const Problem problem{shape, Layout::kTN, dtype};
       const std::string s = std::to_string(shape.m) + "," + std::to_string(shape.n) + "," + std::to_string(shape.k);
-      if (kernels) {
-        list_kernels(problem, s, handle, stream);
+      if (kernels) {  // a listing of many shapes goes on past one that fails, which says why
+        try {
+          list_kernels(problem, s, handle, stream);
+        } catch (const Error& e) {
+          if (e.kind() == ErrorKind::kNoDevice || e.kind() == ErrorKind::kHang) throw;
+          std::printf("%s not listed: %s\n", s.c_str(), e.what());
+          RLGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+        }
         continue;
       }
       if (mix_check) {
