@@ -24,13 +24,19 @@ FINAL = re.compile(r"final: candidate (\d+) at ([\d./]+) of candidate 0's time b
 CAPTURED = "; captured calls: "
 
 
-def floor_final(detail, mode="graph"):
-    """The floor's final (a FINAL match) for the way of calling of `mode`: where the floor's captured calls take a
-    choice of their own ("; captured calls: ..."), graph rows read that one's final and offline rows the other's."""
-    at = detail.find(CAPTURED)
+def mode_part(text, mode="graph"):
+    """(start, end) of the part of a floor's text that speaks of `mode`'s way of calling: where the floor's captured
+    calls take a choice of their own ("; captured calls: ..."), graph the text after that and offline the text
+    before it; else all of it."""
+    at = text.find(CAPTURED)
     if at < 0:
-        return FINAL.search(detail)
-    return FINAL.search(detail, at) if mode == "graph" else FINAL.search(detail, 0, at)
+        return 0, len(text)
+    return (at + len(CAPTURED), len(text)) if mode == "graph" else (0, at)
+
+
+def floor_final(detail, mode="graph"):
+    """The floor's final (a FINAL match) for the way of calling of `mode` (in its mode_part)."""
+    return FINAL.search(detail, *mode_part(detail, mode))
 
 
 def floor_served(detail, mode="graph"):

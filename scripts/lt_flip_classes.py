@@ -17,7 +17,6 @@ candidate 0, and the geometric mean over all observations had candidate 0 been k
                                [--worst N] results.csv ...
 """
 import argparse
-import math
 import re
 import statistics
 import sys
@@ -83,9 +82,8 @@ def floor_candidate(row, mode):
     m = F.floor_final(detail, mode)
     if not m:
         return None
-    at = detail.find(F.CAPTURED)
-    part = detail if at < 0 else detail[at:] if mode == "graph" else detail[:at]
-    in_graphs = "timed on first use in CUDA graphs" in part
+    start, end = F.mode_part(detail, mode)
+    in_graphs = "timed on first use in CUDA graphs" in detail[start:end]
     return int(m[3]), in_graphs == (mode == "graph")
 
 
@@ -119,13 +117,9 @@ def observations(paths, kernels, mode):
     return out
 
 
-def geomean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
-
-
 def report(obs, mode, worst=10):
     lines = [f"{len(obs)} {mode} observations: a problem and a candidate other than 0 that a choice took; its time "
-             f"over candidate 0's in the rounds, geometric mean {geomean([o[3] for o in obs]):.4f}"]
+             f"over candidate 0's in the rounds, geometric mean {F.geomean([o[3] for o in obs]):.4f}"]
     lines.append("cluster | fill | observations | geometric mean | >3% behind | >3% ahead | all, with candidate 0 "
                  "kept in this class")
     classes = sorted({o[4] for o in obs if o[4]}, key=lambda c: (c[0], c[1]))
@@ -133,9 +127,9 @@ def report(obs, mode, worst=10):
         mine = [o[3] for o in obs if o[4] == cls]
         if not mine:
             continue
-        kept_first = geomean([1.0 if o[4] == cls else o[3] for o in obs])
+        kept_first = F.geomean([1.0 if o[4] == cls else o[3] for o in obs])
         name = f"{cls[0]} | {cls[1]}" if cls else "not listed | -"
-        lines.append(f"{name} | {len(mine)} | {geomean(mine):.4f} | {sum(x > 1.03 for x in mine)} | "
+        lines.append(f"{name} | {len(mine)} | {F.geomean(mine):.4f} | {sum(x > 1.03 for x in mine)} | "
                      f"{sum(x < 0.97 for x in mine)} | {kept_first:.4f}")
     lines.append("the most behind (file, shape, candidate, time over candidate 0's, class):")
     for path, key, c, ratio, cls in sorted(obs, key=lambda o: -o[3])[:worst]:

@@ -16,14 +16,13 @@ import math
 import re
 import sys
 
-from floor_final_check import fastest_vendor, geomean, problems, ratio, vendor_candidate
+from floor_final_check import fastest_vendor, geomean, mode_part, problems, ratio, vendor_candidate
 from report_cli import print_report
 
 CLAIM = {"graph": re.compile(r"CUDA graphs: (sm\S+) at ([\d.]+)x cuBLASLt"),
          "offline": re.compile(r"eager calls: (sm\S+) at ([\d.]+)x cuBLASLt")}
 AGAINST = re.compile(r"; against cublaslt floor \((.*)$")
 CANDIDATE = re.compile(r"candidate (\d+) of \d+")
-CAPTURED = "; captured calls: "
 SLOW_FLOOR = {"graph": "; CUDA graphs: the floor ran slower against cuBLASLt's first candidate",
               "offline": "; eager calls: the floor ran slower against cuBLASLt's first candidate"}
 HELD = "; the kernels held to the floor as its final found it"
@@ -37,11 +36,7 @@ def floor_candidate(detail, mode):
     m = AGAINST.search(detail)
     if not m:
         return None
-    text = m[1]
-    at = text.find(CAPTURED)
-    if at >= 0:
-        text = text[at + len(CAPTURED):] if mode == "graph" else text[:at]
-    c = CANDIDATE.search(text)
+    c = CANDIDATE.search(m[1], *mode_part(m[1], mode))
     return int(c[1]) if c else None
 
 
