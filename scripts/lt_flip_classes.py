@@ -13,8 +13,15 @@ the same shapes: the cluster's size, and how its clusters launched compare with 
 wave). For each class: the observations, their geometric mean, how many ran more than 3% behind or ahead of
 candidate 0, and the geometric mean over all observations had candidate 0 been kept in that class.
 
+With --margins, the library floor's own choices (those its final took, with the final's mean time of the kept
+candidate over candidate 0's) are weighed under a margin for the full-cluster class alone (clusters of 4 or more
+whose launch fills 0.8-1 of the cluster slots): a challenger of that class kept only where its final's mean is
+below 1 - margin of candidate 0's, else candidate 0 (whose time is lt_heuristic's, ratio 1). For each margin: the
+choices turned back, how many of those had held by more than 3% in the rounds, and the geometric mean and the
+count more than 3% behind over all the floor's choices. The same margin over every class is printed beside it.
+
     scripts/lt_flip_classes.py --kernels fp16=KERNELS.txt [--kernels bf16=KERNELS.txt] [--mode graph|offline]
-                               [--worst N] results.csv ...
+                               [--worst N] [--margins 0.03,0.05,...] results.csv ...
 """
 import argparse
 import re
@@ -84,24 +91,30 @@ def floor_candidate(row, mode):
         return None
     start, end = F.mode_part(detail, mode)
     in_graphs = "timed on first use in CUDA graphs" in detail[start:end]
-    return int(m[3]), in_graphs == (mode == "graph")
+    kept = int(m[3])
+    final = (F.finalists_of(detail, mode) or {}).get(kept)
+    return kept, in_graphs == (mode == "graph"), final
 
 
 def observations(paths, kernels, mode):
-    """(file, (M, N, K, dtype), candidate, ratio to candidate 0, class) for every problem and candidate other than
-    0 that a subject chose; class is (cluster size, fill bucket), or None where the listing lacks the candidate."""
+    """(file, (M, N, K, dtype), candidate, ratio to candidate 0, class, final) for every problem and candidate other
+    than 0 that a subject chose; class is (cluster size, fill bucket), or None where the listing lacks the
+    candidate; final is the library floor's final mean time of the candidate over candidate 0's where the floor
+    chose it (timed in the mode read), else None."""
     out = []
     for path, key, rows in F.problems(paths, mode):
         first = rows.get("lt_heuristic")
         if not first:
             continue
-        ran, chosen = {}, set()
+        ran, chosen, finals = {}, set(), {}
         for impl, r in rows.items():
             if impl in RUNNERS:
                 c = F.vendor_candidate(impl, r["detail"])
                 in_mode = impl in CHOOSERS[mode]
             elif impl == "rlgemm" and (floor := floor_candidate(r, mode)):
-                c, in_mode = floor
+                c, in_mode, final = floor
+                if in_mode and final is not None:
+                    finals[c] = final
             else:
                 continue
             if c is None:
@@ -113,8 +126,37 @@ def observations(paths, kernels, mode):
             times = ran[c]
             k = kernels.get(key, {}).get(c)
             cls = (k[0], bucket(k[1], k[2])) if k else None
-            out.append((path, key, c, statistics.median(times) / float(first["time_us"]), cls))
+            out.append((path, key, c, statistics.median(times) / float(first["time_us"]), cls, finals.get(c)))
     return out
+
+
+def full_clusters(cls):
+    """The class a margin is weighed for: clusters of 4 or more whose launch fills 0.8-1 of the cluster slots."""
+    return bool(cls) and cls[0] >= 4 and cls[1] == BUCKETS[1]
+
+
+def margin_report(obs, margins):
+    """Lines weighing a final's margin on the floor's own choices (observations with a final), as the module says."""
+    floor = [o for o in obs if len(o) > 5 and o[5] is not None]
+    lines = [f"{len(floor)} of them the library floor's final took (its mean over candidate 0's known); "
+             f"{sum(full_clusters(o[4]) for o in floor)} of the full-cluster class (clusters of 4 or more, fill 0.8-1)"]
+    if not floor:
+        return lines
+    lines.append("margin | turned back (full-cluster class) | of those >3% ahead in the rounds | geometric mean | "
+                 ">3% behind | over every class: turned back | geometric mean | >3% behind")
+
+    def under(margin, only_class):
+        kept = [o[3] if (only_class and not full_clusters(o[4])) or o[5] < 1 - margin else 1.0 for o in floor]
+        back = [o for o, k in zip(floor, kept) if k == 1.0 and o[3] != 1.0]
+        return back, kept
+
+    for m in [0.0] + list(margins):
+        back, kept = under(m, True)
+        back_all, kept_all = under(m, False)
+        lines.append(f"{m:.2f} | {len(back)} | {sum(o[3] < 0.97 for o in back)} | {F.geomean(kept):.4f} | "
+                     f"{sum(x > 1.03 for x in kept)} | {len(back_all)} | {F.geomean(kept_all):.4f} | "
+                     f"{sum(x > 1.03 for x in kept_all)}")
+    return lines
 
 
 def report(obs, mode, worst=10):
@@ -132,7 +174,7 @@ def report(obs, mode, worst=10):
         lines.append(f"{name} | {len(mine)} | {F.geomean(mine):.4f} | {sum(x > 1.03 for x in mine)} | "
                      f"{sum(x < 0.97 for x in mine)} | {kept_first:.4f}")
     lines.append("the most behind (file, shape, candidate, time over candidate 0's, class):")
-    for path, key, c, ratio, cls in sorted(obs, key=lambda o: -o[3])[:worst]:
+    for path, key, c, ratio, cls, *_ in sorted(obs, key=lambda o: -o[3])[:worst]:
         lines.append(f"  {path} {','.join(key)} candidate {c} {ratio:.3f} {cls}")
     return lines
 
@@ -142,10 +184,18 @@ def main(argv=None):
     p.add_argument("--kernels", action="append", required=True, help="dtype=FILE of lt_choice_probe --kernels")
     p.add_argument("--mode", default="graph", choices=("graph", "offline"))
     p.add_argument("--worst", type=int, default=10)
+    p.add_argument("--margins", default="", help="comma-separated margins to weigh for the full-cluster class")
     p.add_argument("files", nargs="+")
     a = p.parse_args(argv)
-    return print_report("lt_flip_classes",
-                        lambda: report(observations(a.files, read_kernels(a.kernels), a.mode), a.mode, a.worst),
+
+    def lines():
+        margins = [float(x) for x in a.margins.split(",") if x.strip()]
+        if any(not 0 <= m < 1 for m in margins):
+            raise ValueError(f"--margins {a.margins}: each margin lies in [0, 1)")
+        obs = observations(a.files, read_kernels(a.kernels), a.mode)
+        return report(obs, a.mode, a.worst) + (margin_report(obs, margins) if margins else [])
+
+    return print_report("lt_flip_classes", lines,
                         "give lt_choice_probe --kernels listings and results CSVs of rlgemm bench")
 
 

@@ -89,3 +89,27 @@ def test_the_report_gives_each_class_and_the_mean_had_candidate_0_been_kept_ther
 def test_bad_input_is_said_and_gives_2(flips, tmp_path, capsys):
     assert flips.main(["--kernels", f"fp16={tmp_path / 'missing.txt'}", str(tmp_path / "run.csv")]) == 2
     assert "lt_flip_classes" in capsys.readouterr().err
+
+
+def test_a_margin_for_the_full_cluster_class_turns_back_only_its_narrow_finals(flips):
+    obs = [("f", ("1", "2", "3", "fp16"), 8, 1.10, (8, "0.8-1"), 0.95),   # lost its lead; the final's was 5%
+           ("f", ("4", "5", "6", "fp16"), 4, 0.90, (4, "0.8-1"), 0.93),   # held; the final's lead was 7%
+           ("f", ("7", "8", "9", "fp16"), 2, 0.80, (2, "0.8-1"), 0.97),   # another class: kept at any margin
+           ("f", ("1", "1", "1", "fp16"), 3, 0.95, (8, "0.8-1"), None)]   # lt_auto_graph's choice: not the floor's
+    lines = flips.margin_report(obs, [0.06])
+    assert lines[0].startswith("3 of them the library floor's final took") and "2 of the full-cluster class" in lines[0]
+    assert lines[2] == f"0.00 | 0 | 0 | {(1.1 * 0.9 * 0.8) ** (1 / 3):.4f} | 1 | 0 | {(1.1 * 0.9 * 0.8) ** (1 / 3):.4f} | 1"
+    assert lines[3] == f"0.06 | 1 | 0 | {(0.9 * 0.8) ** (1 / 3):.4f} | 0 | 2 | {0.9 ** (1 / 3):.4f} | 0"
+    assert flips.full_clusters((4, "0.8-1")) and not flips.full_clusters((2, "0.8-1"))
+    assert not flips.full_clusters((8, "<0.8")) and not flips.full_clusters(None)
+    assert flips.margin_report([], [0.06]) == ["0 of them the library floor's final took (its mean over candidate 0's "
+                                               "known); 0 of the full-cluster class (clusters of 4 or more, fill 0.8-1)"]
+
+
+def test_margins_out_of_range_are_refused(flips, tmp_path, capsys):
+    listing = tmp_path / "kernels.txt"
+    listing.write_text(KERNELS)
+    run = tmp_path / "run.csv"
+    run.write_text(HEADER)
+    assert flips.main(["--kernels", f"fp16={listing}", "--margins", "1.5", str(run)]) == 2
+    assert "each margin lies in [0, 1)" in capsys.readouterr().err
