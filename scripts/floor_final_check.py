@@ -121,6 +121,22 @@ def finalists_of(detail, mode="graph"):
     return {int(c): float(x) for c, x in (pair.split() for pair in re.split(r"[,;] ", m[1]))}
 
 
+CALLERS = re.compile(r"; on the caller's set: (\d+ [\d.]+(?:[,;] \d+ [\d.]+)*)")
+
+
+def callers_of(detail, mode="graph"):
+    """{candidate: time over candidate 0's on the caller's operand set} of every finalist but candidate 0, from the
+    floor's final of `mode`'s way of calling, where the final says it (finals timed on the caller's operands); None
+    otherwise."""
+    final = floor_final(detail, mode)
+    if not final:
+        return None
+    m = CALLERS.search(detail, final.end(), mode_part(detail, mode)[1])
+    if not m or m.start() > detail.find(")", final.end()):
+        return None
+    return {int(c): float(x) for c, x in (pair.split() for pair in re.split(r"[,;] ", m[1]))}
+
+
 AUTO = re.compile(r"^candidate (\d+) of \d+ timed")
 TWIN = re.compile(r"^lt_auto's algorithm \(candidate (\d+) of \d+ timed")
 
@@ -159,7 +175,8 @@ def floor_losses(paths, mode, below):
     """(file, (M, N, K, dtype), the floor's kept candidate or None, the library's ratio to the best vendor call (paired
     where the file has it), the fastest vendor subject, its candidate or None, its time, the library's time, that
     candidate's mean in the floor's final over candidate 0's (1 where it is candidate 0, None where it was no
-    finalist), the finalists listed or None) for every row of `mode` where the floor served below `below`."""
+    finalist), the finalists listed or None, that candidate's time over candidate 0's on the caller's set in the
+    final or None) for every row of `mode` where the floor served below `below`."""
     out = []
     for path, key, rows in problems(paths, mode):
         lib = rows.get("rlgemm")
@@ -173,8 +190,9 @@ def floor_losses(paths, mode, below):
         final = floor_final(lib["detail"], mode)
         listed = finalists_of(lib["detail"], mode)
         mean = 1.0 if candidate == 0 else listed.get(candidate) if listed is not None and candidate is not None else None
+        callers = (callers_of(lib["detail"], mode) or {}).get(candidate) if candidate else None
         out.append((path, key, int(final[3]) if final else None, measured, impl, candidate, time_us,
-                    float(lib["time_us"]), mean, listed))
+                    float(lib["time_us"]), mean, listed, callers))
     return sorted(out, key=lambda r: r[3])
 
 
@@ -191,6 +209,8 @@ def losses_report(rows, mode, below):
             where = f"candidate {r[5]} not a finalist (finalists " + " ".join(str(c) for c in r[9]) + ")"
         else:
             where = f"candidate {r[5]} in the final at {r[8]:.3f} of candidate 0's time"
+            if len(r) > 10 and r[10] is not None:
+                where += f" ({r[10]:.3f} on the caller's set)"
         lines.append(f"  {r[0]} {','.join(r[1])} {r[3]:.3f}: the floor's {kept} {r[7]:.2f} us; the fastest, {r[4]} "
                      f"({ran}), {r[6]:.2f} us; {where}")
     return lines

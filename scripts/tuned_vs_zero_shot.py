@@ -16,6 +16,15 @@ them, and the route: tuned, predicted, cublaslt floor...). OUT.csv
 holds every shape: M,N,K,layout,dtype,mode,zero_shot,zero_shot_low,zero_shot_high,zero_shot_route,tuned,tuned_low,
 tuned_high,tuned_route,tuned_over_zero_shot,verdict (slower, faster or within).
 
+With --same-run, one run holds both handles side by side (`rlgemm bench --impl ...,rlgemm,rlgemm_zero_shot
+--rlgemm-db DB`: the database's handle and the default one, in the same shuffled rounds), and each shape's tuned
+over zero-shot is paired round by round from the two rows' `rounds_us` (the zero-shot row's time over the tuned
+row's in each round: geometric mean and 95% Student-t interval, scripts/interleaved.py). A shape is slower after
+the tune where that interval lies below 1. This is the comparison the measurement rules allow; the two-run one
+above is a pointer to where to look. OUT.csv then also holds paired_low and paired_high.
+
+    scripts/tuned_vs_zero_shot.py --same-run RUN.csv [RUN2.csv ...] [--impl rlgemm] [--against rlgemm_zero_shot]
+
 Python's standard library only (it runs on the GPU machine too). Exit 2 on a missing file or a CSV without the
 paired columns.
 """
@@ -23,6 +32,10 @@ import argparse
 import csv
 import math
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from interleaved import ratio  # noqa: E402
 
 KEY = ("M", "N", "K", "layout", "dtype", "mode")
 ROUTES = ("tuned", "predicted", "cublaslt floor", "cublaslt", "policy", "nearest", "autotuned", "default")
@@ -46,8 +59,9 @@ def route_of(detail, mode):
     return f"{by} ({route})"
 
 
-def rows_of(paths, impl):
-    """{(M,N,K,layout,dtype,mode): (paired, low, high, route)} of the correct rows of `impl` with a paired ratio."""
+def rows_of(paths, impl, rounds=False):
+    """{(M,N,K,layout,dtype,mode): (paired, low, high, route)} of the correct rows of `impl` with a paired ratio;
+    with `rounds`, each with its rounds' times (`rounds_us`) after them."""
     out = {}
     for path in paths:
         with open(path, newline="") as f:
@@ -62,6 +76,25 @@ def rows_of(paths, impl):
                 key = tuple(r.get(k, "") or ("fp16" if k == "dtype" else "") for k in KEY)
                 out[key] = (float(r["paired_vs_best_vendor"]), float(r["paired_low"]), float(r["paired_high"]),
                             route_of(r.get("detail", ""), r["mode"]))
+                if rounds:
+                    text = (r.get("rounds_us") or "").strip()
+                    if not text:
+                        raise ValueError(f"{path}: {impl} at {','.join(key[:3])} ({key[5]}) has no rounds_us")
+                    out[key] += ([float(t) for t in text.split(";")],)
+    return out
+
+
+def compare_same_run(paths, impl, against):
+    """As compare, for `impl` (the tuned database's handle) against `against` (the default handle) in the same
+    runs: tuned_over_zero_shot paired round by round, with paired_low and paired_high, and the verdict by that
+    interval."""
+    tuned, zero_shot = rows_of(paths, impl, rounds=True), rows_of(paths, against, rounds=True)
+    out = compare(zero_shot, tuned)
+    for p in out:
+        key = tuple(p[k] for k in KEY)
+        r = ratio(zero_shot[key][4], tuned[key][4])  # the zero-shot row's time over the tuned row's, round by round
+        p.update(tuned_over_zero_shot=r.geomean, paired_low=r.low, paired_high=r.high,
+                 verdict="slower" if r.high < 1 else "faster" if r.low > 1 else "within")
     return out
 
 
@@ -81,12 +114,22 @@ def report(pairs, worst=10):
     lines = []
     for mode in sorted({p["mode"] for p in pairs}):
         rows = [p for p in pairs if p["mode"] == mode]
+        same_run = "paired_low" in rows[0]
         geo = math.exp(sum(math.log(p["tuned_over_zero_shot"]) for p in rows) / len(rows))
         slower = sorted((p for p in rows if p["verdict"] == "slower"), key=lambda p: p["tuned_over_zero_shot"])
         faster = sum(1 for p in rows if p["verdict"] == "faster")
-        lines.append(f"{mode}: {len(rows)} shapes in both runs; tuned over zero-shot {geo:.4f}; slower beyond both "
-                     f"intervals {len(slower)}, faster {faster}")
+        if same_run:
+            lines.append(f"{mode}: {len(rows)} shapes, both handles in the same rounds; tuned over zero-shot "
+                         f"{geo:.4f}; slower beyond the paired interval {len(slower)}, faster {faster}")
+        else:
+            lines.append(f"{mode}: {len(rows)} shapes in both runs; tuned over zero-shot {geo:.4f}; slower beyond "
+                         f"both intervals {len(slower)}, faster {faster}")
         for p in slower[:worst]:
+            if same_run:
+                lines.append(f"  {p['M']},{p['N']},{p['K']} {p['dtype']}: {p['tuned_over_zero_shot']:.3f} "
+                             f"[{p['paired_low']:.3f}, {p['paired_high']:.3f}] {p['tuned_route']} against "
+                             f"{p['zero_shot_route']}")
+                continue
             lines.append(f"  {p['M']},{p['N']},{p['K']} {p['dtype']}: {p['tuned']:.3f} [{p['tuned_low']:.3f}, "
                          f"{p['tuned_high']:.3f}] {p['tuned_route']} against {p['zero_shot']:.3f} "
                          f"[{p['zero_shot_low']:.3f}, {p['zero_shot_high']:.3f}] {p['zero_shot_route']}")
@@ -95,14 +138,21 @@ def report(pairs, worst=10):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--zero-shot", nargs="+", required=True, help="results CSVs of the default handle's run")
-    p.add_argument("--tuned", nargs="+", required=True, help="results CSVs of the run through the tuned database")
-    p.add_argument("--impl", default="rlgemm", help="the library's implementation in both runs")
+    p.add_argument("--zero-shot", nargs="+", help="results CSVs of the default handle's run")
+    p.add_argument("--tuned", nargs="+", help="results CSVs of the run through the tuned database")
+    p.add_argument("--same-run", nargs="+", help="results CSVs holding both handles (--impl and --against)")
+    p.add_argument("--impl", default="rlgemm", help="the library's implementation (the tuned database's handle)")
+    p.add_argument("--against", default="rlgemm_zero_shot", help="with --same-run: the default handle's")
     p.add_argument("--worst", type=int, default=10, help="how many of the slower shapes to print a mode")
     p.add_argument("--out", help="write every shape's comparison here")
     a = p.parse_args(argv)
+    if bool(a.same_run) == bool(a.zero_shot or a.tuned) or (not a.same_run and not (a.zero_shot and a.tuned)):
+        p.error("give either --same-run, or --zero-shot and --tuned")
     try:
-        pairs = compare(rows_of(a.zero_shot, a.impl), rows_of(a.tuned, a.impl))
+        if a.same_run:
+            pairs = compare_same_run(a.same_run, a.impl, a.against)
+        else:
+            pairs = compare(rows_of(a.zero_shot, a.impl), rows_of(a.tuned, a.impl))
     except (OSError, KeyError, ValueError) as e:
         print(f"tuned_vs_zero_shot: {e.__class__.__name__}: {e} (give results CSVs of rlgemm bench)", file=sys.stderr)
         return 2

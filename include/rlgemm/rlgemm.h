@@ -32,9 +32,13 @@
 // serves each way and what was measured ("eager calls: ...; CUDA graphs: ..."); the check costs tens of
 // milliseconds at first use (HandleOptions::check_routes turns it off for table rows).
 //   tuned     the shape (and layout) is in the tuned table for this GPU, measured against lt_auto and not 3%
-//             or more slower: its measured-best design, where it passes the check above;
+//             or more slower: its measured-best design, where it passes the check above; with check_routes and
+//             the predicted route on (predicted_kernels or nearest_kernels), the designs the shape would take
+//             without its row (the predicted route's) are checked beside it, and the fastest serves, so that a
+//             table or database made before a better prediction never shadows it;
 //   cublaslt  the table records that cuBLASLt beat every rlgemm kernel for this exact shape by 3% or more
-//             offline (speedup_vs_lt_auto < 0.97): the cuBLASLt algorithm lt_auto measured fastest;
+//             offline (speedup_vs_lt_auto < 0.97): the cuBLASLt algorithm lt_auto measured fastest, with the
+//             predicted route's designs checked against it as above;
 //             "cublaslt floor": any other shape, on any GPU (one without a table too): cuBLASLt with the
 //             algorithm lt_auto would choose, timed once per machine on the shape's first use (random
 //             scratch operands, every heuristic candidate; a second or so for a large shape) and kept in the

@@ -391,6 +391,11 @@ int final_winner(const std::vector<int>& finalists, const std::vector<std::vecto
       if (f != f0)
         text << (listed++ ? ", " : " ") << finalists[f] << " "
              << final_score(per_finalist[f]) / final_score(per_finalist[f0]);
+    if (callers_set) {
+      text << "; on the caller's set:";
+      for (size_t f = 0, listed = 0; f < score.size(); ++f)
+        if (f != f0) text << (listed++ ? ", " : " ") << finalists[f] << " " << by_set(f)[*callers_set];
+    }
     *note = text.str();
   }
   if (kept_over_first && best != f0) *kept_over_first = final_score(per_finalist[best]) / final_score(per_finalist[f0]);

@@ -200,9 +200,12 @@ double slow_mode_factor(const std::vector<std::vector<Timing>>& per_finalist, si
 // 1x8960x1536 (candidate 2 at 0.941 on the caller's set, 1.004 on another) and 512x2048x4608 (candidate 8 at
 // 0.876, 1.024), and the first then ran 6% behind candidate 2 and 8 on those very operands
 // (llm-zero-shot-v11). `note` (where given) receives the lowest-scoring challenger's time over the first's on
-// each set, what was kept, and every other finalist's mean time over the first's in the order of `finalists` (the
+// each set, what was kept, every other finalist's mean time over the first's in the order of `finalists` (the
 // screen's: whether a candidate another screen of the same process found faster reached the final, and how it
-// ran there), or nothing where the first is not a finalist or is the only one. `kept_over_first`
+// ran there) and, where the caller's set is given, each one's time over the first's on that set (at 1x4544x4544
+// the mean's winner, candidate 8 at 0.869, was at 0.917 on the caller's set, and lt_auto_graph's candidate 1 then
+// ran 6% faster on those operands: bench/results/h200/llm-tuned-fp16-v2), or nothing where the first is not a
+// finalist or is the only one. `kept_over_first`
 // (where given) receives the kept finalist's final_score over the first's where the first is a finalist and
 // another is kept, else 0.
 int final_winner(const std::vector<int>& finalists, const std::vector<std::vector<Timing>>& per_finalist,

@@ -145,6 +145,7 @@ int run(BenchArgs& a) {
   known.push_back(dispatch::kAutotuneDispatchImplementation);
   known.push_back(dispatch::kNearestDispatchImplementation);
   known.push_back(dispatch::kNoNearestDispatchImplementation);
+  known.push_back(dispatch::kZeroShotDispatchImplementation);
 #endif
   for (const auto& name : names) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
@@ -222,6 +223,12 @@ int run(BenchArgs& a) {
   open_device(a.device);  // a clear "no GPU" error before any library touches the device
   for (const auto& name : names) {
 #ifdef RLGEMM_HAVE_DISPATCH
+    if (name == dispatch::kZeroShotDispatchImplementation) {
+      HandleOptions options;  // the default handle, as an application makes it
+      options.direct_cublaslt = !a.rlgemm_through_cublaslt;
+      config.implementations.push_back(dispatch::make_dispatch_implementation(options, name));
+      continue;
+    }
     if (name == dispatch::kDispatchImplementation || name == dispatch::kFloorDispatchImplementation ||
         name == dispatch::kAutotuneDispatchImplementation || name == dispatch::kNearestDispatchImplementation ||
         name == dispatch::kNoNearestDispatchImplementation) {
@@ -302,7 +309,7 @@ const CommandRegistration registration("bench", [](CLI::App& app) -> std::functi
   cmd->add_option("--batch", args->batch, "--model: token counts, comma-separated (default 1,8,32,128,512,2048)");
   cmd->add_option("--layout", args->layout, "nn (B is K x N), tn (B stored N x K) or both")->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "element type of A, B and C: fp16, bf16 or both (fp32 accumulation either way)")->capture_default_str();
-  cmd->add_option("--impl", args->impls, "implementations, comma-separated: cublas_nn, cublas_tn, lt_heuristic, lt_auto, lt_auto_graph (lt_auto with its candidates timed in CUDA graphs; by name only), torch, rlgemm (the library's dispatch), rlgemm_floor (the same with --rlgemm-floor-only), rlgemm_autotune (the same with HandleOptions::autotune), rlgemm_nearest (the same: HandleOptions::nearest_kernels, the nearest tuned row's design checked too, is the default), rlgemm_no_nearest (the same without it) (default: the cuBLAS ones and torch where PyTorch is installed); every row's speedup_vs_best_vendor is against the fastest of the cuBLAS ones in the run");
+  cmd->add_option("--impl", args->impls, "implementations, comma-separated: cublas_nn, cublas_tn, lt_heuristic, lt_auto, lt_auto_graph (lt_auto with its candidates timed in CUDA graphs; by name only), torch, rlgemm (the library's dispatch), rlgemm_floor (the same with --rlgemm-floor-only), rlgemm_autotune (the same with HandleOptions::autotune), rlgemm_nearest (the same: HandleOptions::nearest_kernels, the nearest tuned row's design checked too, is the default), rlgemm_no_nearest (the same without it), rlgemm_zero_shot (the default handle, without --rlgemm-db, --rlgemm-table and --rlgemm-policy: beside a database's handle, what the tune changed) (default: the cuBLAS ones and torch where PyTorch is installed); every row's speedup_vs_best_vendor is against the fastest of the cuBLAS ones in the run");
 #ifdef RLGEMM_HAVE_MEASURE
   cmd->add_option("--design", args->designs, "an rlgemm kernel design to measure too, e.g. sm90.ws.coop/128x256x64/s4/c2x1/raster_m.g8/splitk1/epi_tma (repeatable)");
   cmd->add_option("--designs", args->designs_file, "a file of designs, one per line ('#' comments)")->check(CLI::ExistingFile);

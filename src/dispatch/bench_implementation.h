@@ -21,6 +21,10 @@ inline constexpr const char* kNearestDispatchImplementation = "rlgemm_nearest";
 // The same library without it (HandleOptions::nearest_kernels = false: the predicted design alone), so that one run
 // measures the nearest rows' designs beside the handle that lacks them.
 inline constexpr const char* kNoNearestDispatchImplementation = "rlgemm_no_nearest";
+// The default handle (the built-in tuned table, the predicted route, no policy, no database, the default SASS),
+// whatever the run's --rlgemm-* options give "rlgemm": beside a tuning database's handle in the same rounds, whether
+// the tune made a shape slower (scripts/tuned_vs_zero_shot.py --same-run).
+inline constexpr const char* kZeroShotDispatchImplementation = "rlgemm_zero_shot";
 
 // A handle made with `options` (default: the built-in tuned table of this GPU), named `name` in the results.
 bench::ImplementationPtr make_dispatch_implementation(const HandleOptions& options = {},

@@ -199,6 +199,12 @@ CublasLtChoices::Key CublasLtChoices::key_of(const Problem& p) {
 
 CublasLtChoices::CublasLtChoices(std::filesystem::path file, std::string gpu, size_t cublaslt_version)
     : file_(std::move(file), kHeader, "the cuBLASLt choices cache"), gpu_(std::move(gpu)), version_(cublaslt_version) {
+  load();
+}
+
+void CublasLtChoices::load() const {
+  if (file_.file().empty()) return;
+  std::map<Key, std::pair<int, int>> in_file;
   for (const std::vector<std::string>& f : file_.read()) {
     // gpu names hold no commas (the CUDA runtime's names do not). fp16 lines have the header's 8 fields; other
     // element types add theirs as a 9th (which rlgemm builds without element types skip, so that they can
@@ -210,15 +216,21 @@ CublasLtChoices::CublasLtChoices(std::filesystem::path file, std::string gpu, si
                       f.size() == 9 ? parse_dtype(f[8]) : DType::kF16};
       const int candidate = std::stoi(f[6]), count = std::stoi(f[7]);
       if (candidate < 0 || candidate >= count) continue;
-      chosen_[key_of(p)] = {candidate, count};
+      in_file[key_of(p)] = {candidate, count};
     } catch (const std::exception&) {
     }
   }
+  // What this object holds stays: a shape whose route was built on a choice keeps it.
+  for (const auto& [key, choice] : in_file) chosen_.emplace(key, choice);
 }
 
 std::optional<int> CublasLtChoices::find(const Problem& p, int candidates) const {
   std::lock_guard lock(mutex_);
-  const auto it = chosen_.find(key_of(p));
+  auto it = chosen_.find(key_of(p));
+  if (it == chosen_.end()) {  // recorded elsewhere since this one read the file?
+    load();
+    it = chosen_.find(key_of(p));
+  }
   if (it == chosen_.end() || it->second.second != candidates) return std::nullopt;
   return it->second.first;
 }

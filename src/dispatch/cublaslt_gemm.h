@@ -139,7 +139,9 @@ int runoff(const CublasLtContext& context, const Problem& problem, cudaStream_t 
 // The cuBLASLt choices made on this machine, so that each costs its timing once per machine: a ChoicesFile
 // (gpu,cublaslt_version,M,N,K,layout,candidate,candidates, and a ninth field with the element type of a problem
 // other than fp16). Rows of other GPUs or another cuBLASLt are kept in the file and ignored (another cuBLASLt
-// numbers its candidates otherwise). Thread-safe.
+// numbers its candidates otherwise). A shape not found is looked for again in the file, where another handle or
+// process may have recorded it since this one read it (two handles of one process, a tuning database's and the
+// default, then serve a shape on the same choice). Thread-safe.
 class CublasLtChoices {
  public:
   static constexpr const char* kHeader = "gpu,cublaslt_version,M,N,K,layout,candidate,candidates";
@@ -156,11 +158,13 @@ class CublasLtChoices {
  private:
   using Key = std::tuple<int64_t, int64_t, int64_t, int, int>;  // M, N, K, layout, dtype
   static Key key_of(const Problem& problem);
-  ChoicesFile file_;
+  // The file's records of this GPU and cuBLASLt (of a shape, its last) into chosen_, where it holds none of theirs.
+  void load() const;
+  mutable ChoicesFile file_;
   std::string gpu_;
   size_t version_;
   mutable std::mutex mutex_;
-  std::map<Key, std::pair<int, int>> chosen_;  // candidate, among how many
+  mutable std::map<Key, std::pair<int, int>> chosen_;  // candidate, among how many
 };
 
 }  // namespace rlgemm::dispatch

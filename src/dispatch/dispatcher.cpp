@@ -108,6 +108,25 @@ std::vector<Design> runnable_nearest_designs(const std::vector<TunedRow>& rows, 
   return designs;
 }
 
+std::vector<std::pair<Design, std::string>> beside_tuned_row(const std::optional<Design>& tuned,
+                                                             const std::vector<std::pair<Design, std::string>>& untuned,
+                                                             const Problem& problem, const Target& target) {
+  const auto generic = [](Design d) {
+    d.static_shape = false;
+    return d;
+  };
+  std::vector<Design> taken;
+  if (tuned) taken.push_back(generic(*tuned));
+  std::vector<std::pair<Design, std::string>> out;
+  for (const auto& [design, label] : untuned) {
+    if (std::find(taken.begin(), taken.end(), generic(design)) != taken.end()) continue;
+    if (why_not_runnable(design, problem, target)) continue;
+    taken.push_back(generic(design));
+    out.emplace_back(design, label);
+  }
+  return out;
+}
+
 Dispatcher::Dispatcher(const std::vector<TunedRow>& rows, Target target, bool prefer_cublaslt, Proposer proposer,
                        Proposer predictor)
     : target_(std::move(target)),

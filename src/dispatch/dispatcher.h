@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dispatch/tuned_table.h"
@@ -64,6 +65,15 @@ std::vector<Design> nearest_designs(const std::vector<TunedRow>& rows, const Pro
 // designs run) and are not among `taken`: the autotuned route's neighbours (HandleOptions::autotune_neighbors).
 std::vector<Design> runnable_nearest_designs(const std::vector<TunedRow>& rows, const Problem& problem,
                                              const Target& target, int count, const std::vector<Design>& taken);
+
+// The designs a shape's tuned row is checked beside at first use: what the shape would be served without the row
+// (`untuned`: the predicted route's design and those checked beside it, each with its label for describe()), those
+// that run the problem on `target`, each once, and none the row's own (`tuned`, where the row names a kernel;
+// designs compared as shape-generic kernels run them). A tune measures its designs against cuBLASLt when it runs;
+// the predictor and the fitted widths may since offer a faster kernel, which the row would otherwise shadow.
+std::vector<std::pair<Design, std::string>> beside_tuned_row(const std::optional<Design>& tuned,
+                                                             const std::vector<std::pair<Design, std::string>>& untuned,
+                                                             const Problem& problem, const Target& target);
 
 // The cuBLASLt route takes an exact shape only where its row records lt_auto at least 3% faster offline than
 // the shape's best rlgemm kernel (speedup_vs_lt_auto < kCublasLtBelow). Offline timing hides a call's host

@@ -491,6 +491,26 @@ struct Handle::Impl {
     return nearest.front();
   }
 
+  // What the shape would be served without its tuned row, for the row to be checked beside (routes are checked,
+  // HandleOptions::check_routes, and the predicted route is on): the predicted route's design (predict_design: the
+  // predictor's, with what is checked beside it, or the nearest tuned row's), less the row's own design `tuned`
+  // (dispatch::beside_tuned_row). A tune measured its designs against cuBLASLt when it ran; the predictor and the
+  // fitted widths may since offer better. On an H200 the held-out shapes' tune databases, made before v19's
+  // predictor, shadowed 17 shapes where the untuned handle served a predicted kernel at up to 1.10x the best vendor
+  // call: the row's kernel lost its check and the floor served them (bench/results/h200/llm-tuned-fp16-v2). Under
+  // build_mutex.
+  std::vector<std::pair<Design, std::string>> untuned_route(const Problem& problem, const std::optional<Design>& tuned) {
+    if (!options.check_routes || !options.prefer_cublaslt || options.autotune || !(predictor || options.nearest_kernels))
+      return {};
+    const std::optional<Design> design = predict_design(problem);
+    if (!design) return {};
+    Design generic = *design;
+    generic.static_shape = false;
+    std::vector<std::pair<Design, std::string>> untuned = {{generic, predicted_note + " (the untuned route's design)"}};
+    untuned.insert(untuned.end(), predicted_also.begin(), predicted_also.end());
+    return dispatch::beside_tuned_row(tuned, untuned, problem, dispatcher->target());
+  }
+
   // The predictor's best guess, when its gain over cuBLASLt clears the route rule (predict::take_kernel_route);
   // what it predicted goes into the route's description.
   //
@@ -901,12 +921,16 @@ struct Handle::Impl {
   }
 
   // A route with one kernel candidate (a tuned row, a policy's or the predictor's design) checked against the
-  // floor; with `also` (the predicted design at its fitted width, the nearest tuned row's design), more, the
-  // fastest serving.
+  // floor; with `also` (the predicted design at its fitted width, the nearest tuned row's design, the untuned
+  // route's designs beside a tuned row), more, the fastest serving. `also_path`: the path of the `also` designs'
+  // routes (the choice's where not given). `floor`: what the kernels are checked against (a cuBLASLt row's route),
+  // else the floor (floor_route).
   std::unique_ptr<Route> verified(const Problem& problem, const dispatch::Choice& choice, const std::string& note,
                                   cudaStream_t stream, const Caller& caller,
-                                  const std::vector<std::pair<Design, std::string>>& also = {}) {
-    std::unique_ptr<Route> floor = floor_route(problem, stream, caller);
+                                  const std::vector<std::pair<Design, std::string>>& also = {},
+                                  std::optional<Path> also_path = std::nullopt,
+                                  std::unique_ptr<Route> floor = nullptr) {
+    if (!floor) floor = floor_route(problem, stream, caller);
     if (!also.empty() && !capturing(stream)) {
       std::vector<Design> designs = {choice.design};
       for (const auto& [d, label] : also) designs.push_back(d);
@@ -922,6 +946,7 @@ struct Handle::Impl {
     }
     for (const auto& [design, label] : also) {  // checked beside the design, or alone where it did not build
       dispatch::Choice other = choice;
+      other.path = also_path.value_or(choice.path);
       other.design = design;
       if (auto k = kernel_route(problem, other, why)) {
         k->description += label;
@@ -1059,12 +1084,21 @@ struct Handle::Impl {
       r->choice = choice;
       r->description = choice.describe();
       plan_cublaslt(*r, stream, caller);
+      // A row that chose cuBLASLt over its tune's kernels: the untuned route's kernels are checked against it.
+      if (const auto untuned = untuned_route(problem, std::nullopt); !untuned.empty() && !capturing(stream)) {
+        const dispatch::Choice first{Path::kPredicted, untuned.front().first, std::nullopt, std::nullopt};
+        r = verified(problem, first, untuned.front().second, stream, caller,
+                     {std::next(untuned.begin()), untuned.end()}, Path::kPredicted, std::move(r));
+      }
     } else if (options.prefer_cublaslt && (options.check_routes || choice.path == Path::kPredicted)) {
       // A kernel (a tuned row, a policy's or the predictor's design) serves only the ways of calling where it
-      // measured faster than the floor.
+      // measured faster than the floor; a tuned row's beside the untuned route's designs (untuned_route).
       const bool predicted = choice.path == Path::kPredicted;
       r = verified(problem, choice, predicted ? predicted_note : "", stream, caller,
-                   predicted ? predicted_also : std::vector<std::pair<Design, std::string>>{});
+                   predicted                        ? predicted_also
+                   : choice.path == Path::kTuned ? untuned_route(problem, choice.design)
+                                                    : std::vector<std::pair<Design, std::string>>{},
+                   Path::kPredicted);
     } else {
       // Kernels only: nothing to measure them against.
       std::string why;

@@ -58,7 +58,8 @@ TEST(BenchCli, BadInputIsRejectedClearly) {
                "--rlgemm-autotune-neighbors: Value 9 not in range 0 to 8");
 #ifdef RLGEMM_TEST_HAVE_DISPATCH
   // The library's variants are known by name: an unknown one lists them.
-  for (const char* name : {"rlgemm", "rlgemm_floor", "rlgemm_autotune", "rlgemm_nearest", "rlgemm_no_nearest"})
+  for (const char* name :
+       {"rlgemm", "rlgemm_floor", "rlgemm_autotune", "rlgemm_nearest", "rlgemm_no_nearest", "rlgemm_zero_shot"})
     expect_error("bench --shape 64,64,64 --impl foo", 2, name);
 #endif
 }

@@ -240,12 +240,19 @@ TEST(LtFinal, AChallengerMustWinOnTheCallersSetAndTrailNowhereByMoreThanTheToler
   const auto two = sets({94.1, 96.6, 100.4});
   EXPECT_EQ(final_winner({2, 0}, {two, first}, LtScoring::kMean, &note, 0), 2);
   EXPECT_EQ(note, "final: candidate 2 at 0.941/0.966/1.004 of candidate 0's time by operand set; candidate 2 kept; "
-                  "every finalist's mean over candidate 0's: 2 0.970");
+                  "every finalist's mean over candidate 0's: 2 0.970; on the caller's set: 2 0.941");
   EXPECT_EQ(final_winner({8, 0}, {sets({87.6, 97.6, 102.4}), first}, LtScoring::kMean, &note, 0), 8);
   // Behind on the caller's set, it loses, whatever its mean.
   EXPECT_EQ(final_winner({2, 0}, {two, first}, LtScoring::kMean, &note, 2), 0);
   EXPECT_EQ(note, "final: candidate 2 at 0.941/0.966/1.004 of candidate 0's time by operand set; candidate 0 kept; "
-                  "every finalist's mean over candidate 0's: 2 0.970");
+                  "every finalist's mean over candidate 0's: 2 0.970; on the caller's set: 2 1.004");
+  // Every finalist's time on the caller's set, in the screen's order: what a choice by that set alone would take
+  // (here 2, where the mean takes 8).
+  EXPECT_EQ(final_winner({8, 2, 0}, {sets({91.7, 85.1, 83.4}), sets({89.0, 92.0, 93.0}), first}, LtScoring::kMean,
+                         &note, 0),
+            8);
+  EXPECT_EQ(note, "final: candidate 8 at 0.917/0.851/0.834 of candidate 0's time by operand set; candidate 8 kept; "
+                  "every finalist's mean over candidate 0's: 8 0.867, 2 0.913; on the caller's set: 8 0.917, 2 0.890");
   EXPECT_EQ(final_winner({3, 0}, {sets({100, 90, 90}), first}, LtScoring::kMean, &note, 0), 0);  // a tie is no win
   // More than kLtSetTolerance behind on any set, it loses too: a candidate that loses well where some operands lie.
   const auto far = sets({90, 90, 103.5});

@@ -48,6 +48,23 @@ TEST_F(CublasLtChoicesTest, WhatOneRecordsAnotherReadsBack) {
                       "GPU X,130000,1,4096,4096,nn,0,3\n" + "GPU Y,130000,2000,576,7168,tn,2,20\n");
 }
 
+// Two objects on one file at once (two handles of one process, a database's and the default): a shape one records
+// after the other read the file is found by the other, without a record of the other's own being replaced.
+TEST_F(CublasLtChoicesTest, WhatOneRecordsLaterTheOtherFindsOnItsMiss) {
+  const auto file = dir_ / "cublaslt-choices.csv";
+  CublasLtChoices first(file, "GPU X", 130000), second(file, "GPU X", 130000);
+  second.record(kB, 1, 3);
+  first.record(kA, 7, 20);
+  EXPECT_EQ(second.find(kA, 20), 7);
+  first.record(kB, 2, 3);  // the last line of kB now, but `second` built its route on 1
+  EXPECT_EQ(second.find(kB, 3), 1);
+  EXPECT_EQ(first.find(kB, 3), 2);
+  EXPECT_EQ(CublasLtChoices(file, "GPU X", 130000).find(kB, 3), 2);  // a later handle: the last record
+  EXPECT_FALSE(second.find({{2000, 576, 7168}, Layout::kNN}, 20));
+  CublasLtChoices in_memory({}, "GPU X", 130000);
+  EXPECT_FALSE(in_memory.find(kA, 20));
+}
+
 // A runoff records what it kept after the screen's choice: the shape's last line is what a later handle finds.
 TEST_F(CublasLtChoicesTest, AShapesLastRecordWins) {
   const auto file = dir_ / "cublaslt-choices.csv";

@@ -484,6 +484,25 @@ TEST(TunedTable, RunnableNearestDesignsSkipWhatTheGpuCannotRunAndWhatIsTaken) {
   EXPECT_EQ(runnable_nearest_designs(rows, problem, a100, 3, {}), (std::vector<Design>{sm80}));
 }
 
+TEST(Dispatcher, ATunedRowIsCheckedBesideTheUntunedRoutesOtherDesignsOnly) {
+  const Problem problem{{1024, 1024, 1024}, Layout::kTN};
+  const Design small = parse_design(kSm90Small), big = parse_design(kSm90Big), sm80 = parse_design(kSm80);
+  Design small_generic = small;
+  small_generic.static_shape = false;
+  const std::vector<std::pair<Design, std::string>> untuned = {
+      {small_generic, " (predicted)"}, {big, " (fitted)"}, {big, " (nearest)"}, {sm80, " (nearest)"}};
+  // The row's own design (baked to its shape or not) is not checked twice, nor a design offered twice.
+  using Beside = std::vector<std::pair<Design, std::string>>;
+  EXPECT_EQ(beside_tuned_row(small, untuned, problem, h100()), (Beside{{big, " (fitted)"}, {sm80, " (nearest)"}}));
+  // A cuBLASLt row names no kernel: every design of the untuned route is checked.
+  EXPECT_EQ(beside_tuned_row(std::nullopt, untuned, problem, h100()),
+            (Beside{{small_generic, " (predicted)"}, {big, " (fitted)"}, {sm80, " (nearest)"}}));
+  // What the GPU cannot run is left out: an Ampere GPU runs the sm80 design only.
+  const Target a100{"NVIDIA A100-SXM4-80GB", 8, 0, 166912};
+  EXPECT_EQ(beside_tuned_row(std::nullopt, untuned, problem, a100), (Beside{{sm80, " (nearest)"}}));
+  EXPECT_TRUE(beside_tuned_row(sm80, {}, problem, h100()).empty());
+}
+
 TEST(Dispatcher, OnlyRowsOfTheSameLayoutAreBorrowed) {
   const Dispatcher d(table(), h100(), /*prefer_cublaslt=*/false);
   // The only nn row is 64^3: every nn shape borrows it, however far, never a tn row.

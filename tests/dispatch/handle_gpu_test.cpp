@@ -573,6 +573,39 @@ TEST_F(HandleGpu, NearestKernelsCheckTheNearestRowsDesignAtFirstUse) {
   }
 }
 
+// A tuned row's kernel is checked beside the designs the shape would take without the row (here the nearest other
+// row's: the predictor is off), and the fastest of them that beats the floor serves; describe() names the untuned
+// route's design (as what serves, or as the kernel the floor beat). Without the check the row serves as written.
+TEST_F(HandleGpu, ATunedRowIsCheckedBesideTheUntunedRoutesDesign) {
+  // The row's design two stages deep on 16x64 tiles; the other row's a kernel of large tiles, the faster here.
+  const std::string row_design = "sm80/16x64x64/w16x16/s2/swz/raster_m.g1/splitk1/epi_reg";
+  const std::string other = hopper_ ? "sm90.ws.pingpong/128x128x64/s4/c1x1/raster_m.g8/splitk1/epi_reg" : big_design();
+  const Shape shape{300, 4608, 3584};
+  HandleOptions options = options_with({"300,4608,3584,tn," + row_design + ",1.05",
+                                        "512,4096,4096,tn," + other + ",1.05"});
+  options.nearest_kernels = true;
+  for (bool check : {true, false}) {
+    options.check_routes = check;
+    Handle handle(options);
+    cudaStream_t stream;
+    RLGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const Case c(shape, Layout::kTN, 41 + check);
+    c.poison();
+    c.run(handle, stream);  // first use: the check, where on
+    RLGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    EXPECT_EQ(c.check(), "") << "check_routes " << check;
+    EXPECT_EQ(replayed(c, stream, [&] { c.run(handle, stream); }), "") << "check_routes " << check;
+    const std::string route = handle.describe(shape.m, shape.n, shape.k, Layout::kTN);
+    EXPECT_EQ(route.find(other) != std::string::npos, check) << route;
+    if (check) {
+      EXPECT_NE(route.find("measured on first use"), std::string::npos) << route;
+    } else {
+      EXPECT_EQ(route.rfind("tuned " + row_design, 0), 0u) << route;
+    }
+    RLGEMM_CUDA_CHECK(cudaStreamDestroy(stream));
+  }
+}
+
 // Where the floor's cuBLASLt candidate beat the heuristic's first in its final, a kernel's check times that first
 // too, and where the floor runs slower against it than in the final, the kernel is held to the floor as the final
 // found it (dispatch::against_floor_as_chosen). Decode shapes whose graph final keeps candidate 1 (clusters of 4)

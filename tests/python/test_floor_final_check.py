@@ -171,3 +171,19 @@ def test_floor_final_check_refuses_a_missing_file_or_another_csv(check, tmp_path
     broken.write_text("M,N,K,mode,impl\n1,2,3,graph,rlgemm\n1,2,3,graph,lt_heuristic\n")  # rows without a detail
     assert check.main([str(broken)]) == 2
     assert "results CSVs" in capsys.readouterr().err
+
+
+def test_the_finalists_times_on_the_callers_set_are_read_where_the_final_says_them(check, tmp_path):
+    listed = ("; every finalist's mean over candidate 0's: 8 0.869; 1 0.890; on the caller's set: 8 0.917; 1 0.905")
+    detail = floor(8, "0.917/0.851/0.834").replace(" kept)", " kept" + listed + ")")
+    assert check.finalists_of(detail) == {8: 0.869, 1: 0.89}
+    assert check.callers_of(detail) == {8: 0.917, 1: 0.905}
+    assert check.callers_of(floor(8, "0.9/0.9/0.9")) is None  # an older run's final: not said
+    # a clause after the floor's own text is not its final's
+    assert check.callers_of(floor(8, "0.9/0.9/0.9") + " (x; on the caller's set: 8 0.9)") is None
+    path = tmp_path / "run.csv"
+    path.write_text(HEADER + row("1,4544,4544", "lt_heuristic", "graph", 13.7)
+                    + row("1,4544,4544", "lt_auto_graph", "graph", 11.8, "candidate 1 of 16 timed in graph mode")
+                    + row("1,4544,4544", "rlgemm", "graph", 12.55, detail, 0.935))
+    lines = check.losses_report(check.floor_losses([str(path)], "graph", 0.97), "graph", 0.97)
+    assert lines[1].endswith("candidate 1 in the final at 0.890 of candidate 0's time (0.905 on the caller's set)")

@@ -87,3 +87,37 @@ def test_the_route_is_the_first_use_checks_verdict_not_a_note_after_it(tvz):
               "final (0.95x): 0.98x on set 2; the kernels held to the floor as its final found it)")
     assert tvz.route_of(detail, "graph") == "cuBLASLt (cublaslt floor)"
     assert tvz.route_of(detail, "offline") == "kernel (cublaslt floor)"
+
+
+def test_one_run_holding_both_handles_is_paired_round_by_round(tvz, tmp_path, capsys):
+    header = HEADER.rstrip("\n") + ",rounds_us\n"
+    rows = [  # (M, impl, mode, detail, paired ratio to the best vendor call, rounds)
+        (16, "rlgemm", "graph", TUNED_EAGER_FLOOR, 1.02, "10.0;10.4;10.2;10.1"),
+        (16, "rlgemm_zero_shot", "graph", PREDICTED, 1.10, "9.0;9.5;9.2;9.1"),      # the tune lost ~10%
+        (32, "rlgemm", "graph", "cublaslt floor", 1.00, "20.0;20.5;20.1;20.3"),
+        (32, "rlgemm_zero_shot", "graph", "cublaslt floor", 1.00, "20.1;20.4;20.2;20.2"),  # the same: within
+        (32, "rlgemm", "offline", PREDICTED, 1.20, "8.0;8.1;8.0;8.2"),
+        (32, "rlgemm_zero_shot", "offline", "cublaslt floor", 1.00, "9.6;9.7;9.6;9.8"),  # the tune won ~20%
+    ]
+    run = tmp_path / "run.csv"
+    run.write_text(header + "".join(f'{m},2048,4608,tn,{impl},{mode},1.0,1,"{d}",fp16,{p},{p - 0.01},{p + 0.01},{r}\n'
+                                    for m, impl, mode, d, p, r in rows))
+    pairs = {(p["mode"], p["M"]): p for p in tvz.compare_same_run([str(run)], "rlgemm", "rlgemm_zero_shot")}
+    slower = pairs[("graph", "16")]
+    assert slower["verdict"] == "slower" and slower["paired_high"] < 1
+    assert slower["tuned_over_zero_shot"] == pytest.approx((0.9 * 9.5 / 10.4 * 9.2 / 10.2 * 9.1 / 10.1) ** 0.25)
+    assert pairs[("graph", "32")]["verdict"] == "within"
+    assert pairs[("offline", "32")]["verdict"] == "faster" and pairs[("offline", "32")]["paired_low"] > 1
+    lines = tvz.report(list(pairs.values()))
+    assert lines[0].startswith("graph: 2 shapes, both handles in the same rounds;")
+    assert "slower beyond the paired interval 1, faster 0" in lines[0]
+    assert lines[1].startswith("  16,2048,4608 fp16: 0.9") and "against kernel (predicted)" in lines[1]
+    out = tmp_path / "out.csv"
+    assert tvz.main(["--same-run", str(run), "--out", str(out)]) == 0
+    assert {"paired_low", "paired_high"} <= set(next(csv.DictReader(out.open())))
+    # Either one run or two; rounds of unequal length are refused.
+    with pytest.raises(SystemExit):
+        tvz.main(["--same-run", str(run), "--tuned", str(run)])
+    run.write_text(run.read_text().replace("9.0;9.5;9.2;9.1", "9.0;9.5;9.2"))
+    assert tvz.main(["--same-run", str(run)]) == 2
+    assert "paired rounds" in capsys.readouterr().err
