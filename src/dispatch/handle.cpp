@@ -1094,11 +1094,10 @@ struct Handle::Impl {
       // A kernel (a tuned row, a policy's or the predictor's design) serves only the ways of calling where it
       // measured faster than the floor; a tuned row's beside the untuned route's designs (untuned_route).
       const bool predicted = choice.path == Path::kPredicted;
-      r = verified(problem, choice, predicted ? predicted_note : "", stream, caller,
-                   predicted                        ? predicted_also
-                   : choice.path == Path::kTuned ? untuned_route(problem, choice.design)
-                                                    : std::vector<std::pair<Design, std::string>>{},
-                   Path::kPredicted);
+      std::vector<std::pair<Design, std::string>> also;
+      if (predicted) also = predicted_also;
+      if (choice.path == Path::kTuned) also = untuned_route(problem, choice.design);
+      r = verified(problem, choice, predicted ? predicted_note : "", stream, caller, also, Path::kPredicted);
     } else {
       // Kernels only: nothing to measure them against.
       std::string why;
