@@ -8,14 +8,17 @@ the candidate their detail names; rlgemm and rlgemm_nearest: the candidate the f
 the spread of identical kernels that a "best vendor call" over several subjects takes the fastest of. Reads results
 CSVs of `rlgemm bench` run with --impl ...lt_heuristic...,rlgemm. With --losses BELOW, also every row where the floor
 served below BELOW of the best vendor call, in either mode: the fastest vendor subject and its candidate, and whether
-that candidate was among the finalists of the floor's final (where the final lists them) and how it ran there.
+that candidate was among the finalists of the floor's final (where the final lists them) and how it ran there. With
+--callers, also, in either mode, where a ranking of the final's finalists by the caller's set alone would have
+kept another than the floor's choice, and how that one ran where a vendor subject ran it (its time over the floor's).
 
-    scripts/floor_final_check.py [--worst N] [--same-kernel] [--losses BELOW] results.csv ...
+    scripts/floor_final_check.py [--worst N] [--same-kernel] [--losses BELOW] [--callers] results.csv ...
 """
 import argparse
 import csv
 import math
 import re
+import statistics
 import sys
 
 from report_cli import print_report
@@ -216,6 +219,43 @@ def losses_report(rows, mode, below):
     return lines
 
 
+def callers_rankings(paths, mode):
+    """(file, (M, N, K, dtype), the kept candidate, the finalist the caller's set ranks first (candidate 0 at 1),
+    its time over candidate 0's there, the kept one's there, the library's time, the median time of the vendor
+    subjects that ran the caller's set's first in the rounds or None) for every row of `mode` where the floor served
+    and its final says its finalists' times on the caller's set (callers_of)."""
+    out = []
+    for path, key, rows in problems(paths, mode):
+        lib = rows.get("rlgemm")
+        if not lib or not floor_served(lib["detail"], mode):
+            continue
+        final, callers = floor_final(lib["detail"], mode), callers_of(lib["detail"], mode)
+        if not final or callers is None:
+            continue
+        ranked = {0: 1.0, **callers}
+        kept, first = int(final[3]), min(ranked, key=lambda c: (ranked[c], c))
+        ran = [float(r["time_us"]) for impl, r in rows.items() if vendor_candidate(impl, r["detail"]) == first]
+        out.append((path, key, kept, first, ranked[first], ranked.get(kept), float(lib["time_us"]),
+                    statistics.median(ran) if ran else None))
+    return out
+
+
+def callers_report(rows, mode, worst=10):
+    differ = [r for r in rows if r[3] != r[2]]
+    timed = [r for r in differ if r[7] is not None]
+    lines = [f"{len(rows)} {mode} rows where the floor's final said its finalists' times on the caller's set; "
+             f"ranked by that set alone, another finalist first at {len(differ)}"]
+    if timed:
+        ratios = [r[7] / r[6] for r in timed]
+        lines.append(f"where a vendor subject ran that finalist ({len(timed)}): its time over the floor's, geometric "
+                     f"mean {geomean(ratios):.4f}; faster by more than 1% at {sum(x < 0.99 for x in ratios)}, slower "
+                     f"by more than 1% at {sum(x > 1.01 for x in ratios)}")
+    for r in sorted(timed, key=lambda r: r[7] / r[6])[:worst]:
+        lines.append(f"  {r[0]} {','.join(r[1])}: kept candidate {r[2]} ({r[5]:.3f} on the caller's set), "
+                     f"{r[6]:.2f} us; candidate {r[3]} ({r[4]:.3f} there) ran {r[7]:.2f} us")
+    return lines
+
+
 def same_kernel_report(groups, worst=10, mode="graph"):
     lines = [f"{len(groups)} {mode} problems where several subjects ran the same cuBLASLt candidate"]
     if not groups:
@@ -272,11 +312,17 @@ def main(argv=None):
     p.add_argument("--losses", type=float, metavar="BELOW",
                    help="also every row, in both modes, where the floor served below BELOW of the best vendor call: "
                         "the fastest vendor subject's candidate, and whether the floor's final had it")
+    p.add_argument("--callers", action="store_true",
+                   help="also, in both modes, the floor rows whose final a ranking by the caller's set alone would "
+                        "have won with another finalist, and how that finalist ran where a vendor subject ran it")
     p.add_argument("files", nargs="+")
     a = p.parse_args(argv)
 
     def lines():
         out = report(kept_challengers(a.files), a.worst)
+        if a.callers:
+            for mode in ("graph", "offline"):
+                out += callers_report(callers_rankings(a.files, mode), mode, a.worst)
         if a.same_kernel:
             for mode in ("graph", "offline"):
                 out += same_kernel_report(same_kernel_groups(a.files, mode), a.worst, mode)

@@ -187,3 +187,37 @@ def test_the_finalists_times_on_the_callers_set_are_read_where_the_final_says_th
                     + row("1,4544,4544", "rlgemm", "graph", 12.55, detail, 0.935))
     lines = check.losses_report(check.floor_losses([str(path)], "graph", 0.97), "graph", 0.97)
     assert lines[1].endswith("candidate 1 in the final at 0.890 of candidate 0's time (0.905 on the caller's set)")
+
+
+def test_a_ranking_by_the_callers_set_alone_is_weighed_where_a_vendor_subject_ran_its_choice(check, tmp_path):
+    said = "; every finalist's mean over candidate 0's: 8 0.869; 1 0.890; on the caller's set: 8 0.917; 1 0.905"
+    agree = "; every finalist's mean over candidate 0's: 3 0.950; on the caller's set: 3 0.940"
+    path = tmp_path / "run.csv"
+    path.write_text(
+        HEADER
+        # 1x4544x4544's kind: the mean kept 8, the caller's set ranks 1 first, which lt_auto_graph ran faster
+        + row("1,4544,4544", "lt_heuristic", "graph", 13.7)
+        + row("1,4544,4544", "lt_auto_graph", "graph", 11.8, "candidate 1 of 16 timed in graph mode")
+        + row("1,4544,4544", "rlgemm", "graph", 12.55, floor(8, "0.917/0.851/0.834").replace(" kept)", " kept" + said + ")"))
+        # both rankings agree
+        + row("2,2,2", "lt_heuristic", "graph", 10.0)
+        + row("2,2,2", "rlgemm", "graph", 9.4, floor(3, "0.940/0.950/0.960").replace(" kept)", " kept" + agree + ")"))
+        # candidate 0 kept, the caller's set ranks 5 first, which no vendor subject ran
+        + row("3,3,3", "lt_heuristic", "graph", 10.0)
+        + row("3,3,3", "rlgemm", "graph", 10.0, floor(0, "0.980/1.050/1.040").replace(
+            " kept)", " kept; every finalist's mean over candidate 0's: 5 1.020; on the caller's set: 5 0.980)"))
+        # an older final without the caller's set: not read
+        + row("4,4,4", "lt_heuristic", "graph", 10.0) + row("4,4,4", "rlgemm", "graph", 9.0, floor(2, "0.9/0.9/0.9")))
+    got = {r[1][:3]: r for r in check.callers_rankings([str(path)], "graph")}
+    assert set(got) == {("1", "4544", "4544"), ("2", "2", "2"), ("3", "3", "3")}
+    assert got[("1", "4544", "4544")][2:] == (8, 1, 0.905, 0.917, 12.55, 11.8)
+    assert got[("2", "2", "2")][2:4] == (3, 3)
+    assert got[("3", "3", "3")][2:] == (0, 5, 0.98, 1.0, 10.0, None)
+    lines = check.callers_report(list(got.values()), "graph")
+    assert lines[0] == ("3 graph rows where the floor's final said its finalists' times on the caller's set; ranked "
+                        "by that set alone, another finalist first at 2")
+    assert lines[1] == ("where a vendor subject ran that finalist (1): its time over the floor's, geometric mean "
+                        f"{11.8 / 12.55:.4f}; faster by more than 1% at 1, slower by more than 1% at 0")
+    assert lines[2].endswith("kept candidate 8 (0.917 on the caller's set), 12.55 us; candidate 1 (0.905 there) ran "
+                             "11.80 us")
+    assert check.main(["--callers", str(path)]) == 0
