@@ -35,7 +35,8 @@
 //             or more slower: its measured-best design, where it passes the check above; with check_routes and
 //             the predicted route on (predicted_kernels or nearest_kernels), the designs the shape would take
 //             without its row (the predicted route's) are checked beside it, and the fastest serves, so that a
-//             table or database made before a better prediction never shadows it;
+//             table or database made before a better prediction never shadows it (at the cost of the
+//             predictor's choice at the shape's first use, and a compile where its design is not the row's);
 //   cublaslt  the table records that cuBLASLt beat every rlgemm kernel for this exact shape by 3% or more
 //             offline (speedup_vs_lt_auto < 0.97): the cuBLASLt algorithm lt_auto measured fastest, with the
 //             predicted route's designs checked against it as above;
