@@ -12,7 +12,9 @@ that candidate was among the finalists of the floor's final (where the final lis
 --callers, also, in either mode, where a ranking of the final's finalists by the caller's set alone would have
 kept another than the floor's choice, and how that one ran where a vendor subject ran it (its time over the floor's).
 
-    scripts/floor_final_check.py [--worst N] [--same-kernel] [--losses BELOW] [--callers] results.csv ...
+With --beside IMPL, the rows the floor served: its geometric mean and rows below 0.97 beside IMPL's on those rows.
+
+    scripts/floor_final_check.py [--worst N] [--same-kernel] [--losses BELOW] [--callers] [--beside IMPL] results.csv ...
 """
 import argparse
 import csv
@@ -256,6 +258,24 @@ def callers_report(rows, mode, worst=10):
     return lines
 
 
+def floor_beside(paths, mode, impl):
+    """[(the library's ratio to the best vendor call, `impl`'s)] of every row of `mode` the floor served where `impl`
+    ran beside it (ratios paired where the file has them)."""
+    out = []
+    for _, _, rows in problems(paths, mode):
+        lib, other = rows.get("rlgemm"), rows.get(impl)
+        if lib and other and floor_served(lib["detail"], mode):
+            out.append((ratio(lib), ratio(other)))
+    return out
+
+
+def beside_report(pairs, mode, impl, below=0.97):
+    lib, other = [p[0] for p in pairs], [p[1] for p in pairs]
+    return [f"{mode}: {len(pairs)} rows the floor served; the floor {geomean(lib):.4f} of the best vendor call "
+            f"({sum(x < below for x in lib)} below {below}), {impl} beside it {geomean(other):.4f} "
+            f"({sum(x < below for x in other)} below {below})"]
+
+
 def same_kernel_report(groups, worst=10, mode="graph"):
     lines = [f"{len(groups)} {mode} problems where several subjects ran the same cuBLASLt candidate"]
     if not groups:
@@ -315,11 +335,17 @@ def main(argv=None):
     p.add_argument("--callers", action="store_true",
                    help="also, in both modes, the floor rows whose final a ranking by the caller's set alone would "
                         "have won with another finalist, and how that finalist ran where a vendor subject ran it")
+    p.add_argument("--beside", metavar="IMPL",
+                   help="also, in both modes, the rows the floor served: the floor's geometric mean and rows below 0.97 "
+                        "beside those of IMPL (a vendor subject, e.g. lt_auto_graph) on the same rows")
     p.add_argument("files", nargs="+")
     a = p.parse_args(argv)
 
     def lines():
         out = report(kept_challengers(a.files), a.worst)
+        if a.beside:
+            for mode in ("graph", "offline"):
+                out += beside_report(floor_beside(a.files, mode, a.beside), mode, a.beside)
         if a.callers:
             for mode in ("graph", "offline"):
                 out += callers_report(callers_rankings(a.files, mode), mode, a.worst)

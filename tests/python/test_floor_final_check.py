@@ -221,3 +221,22 @@ def test_a_ranking_by_the_callers_set_alone_is_weighed_where_a_vendor_subject_ra
     assert lines[2].endswith("kept candidate 8 (0.917 on the caller's set), 12.55 us; candidate 1 (0.905 there) ran "
                              "11.80 us")
     assert check.main(["--callers", str(path)]) == 0
+
+
+def test_the_floors_rows_are_set_beside_another_subjects_on_the_same_rows(check, tmp_path):
+    path = tmp_path / "run.csv"
+    path.write_text(
+        HEADER
+        + row("1,2,3", "lt_auto_graph", "graph", 10.0, "candidate 1 of 9 timed in graph mode", 1.0)
+        + row("1,2,3", "rlgemm", "graph", 10.5, floor(2, "0.9/0.9/0.9"), 0.95)
+        + row("4,5,6", "lt_auto_graph", "graph", 10.0, "candidate 0 of 9 timed in graph mode", 0.96)
+        + row("4,5,6", "rlgemm", "graph", 9.6, floor(0, "1/1/1"), 1.0)
+        # a kernel served: not the floor's row
+        + row("7,8,9", "lt_auto_graph", "graph", 10.0, "candidate 0 of 9 timed in graph mode", 0.9)
+        + row("7,8,9", "rlgemm", "graph", 9.0, "predicted sm80/16x64x128 (measured on first use: CUDA graphs: sm80)",
+              1.1))
+    pairs = check.floor_beside([str(path)], "graph", "lt_auto_graph")
+    assert sorted(pairs) == [(0.95, 1.0), (1.0, 0.96)]
+    assert check.beside_report(pairs, "graph", "lt_auto_graph") == [
+        f"graph: 2 rows the floor served; the floor {(0.95 * 1.0) ** 0.5:.4f} of the best vendor call (1 below 0.97), "
+        f"lt_auto_graph beside it {(1.0 * 0.96) ** 0.5:.4f} (1 below 0.97)"]
