@@ -146,9 +146,9 @@ def margin_report(obs, margins):
                  ">3% behind | over every class: turned back | geometric mean | >3% behind")
 
     def under(margin, only_class):
-        kept = [o[3] if (only_class and not full_clusters(o[4])) or o[5] < 1 - margin else 1.0 for o in floor]
-        back = [o for o, k in zip(floor, kept) if k == 1.0 and o[3] != 1.0]
-        return back, kept
+        turned = [(not only_class or full_clusters(o[4])) and o[5] >= 1 - margin for o in floor]
+        back = [o for o, t in zip(floor, turned) if t]
+        return back, [1.0 if t else o[3] for o, t in zip(floor, turned)]
 
     for m in [0.0] + list(margins):
         back, kept = under(m, True)

@@ -1084,8 +1084,11 @@ struct Handle::Impl {
       r->choice = choice;
       r->description = choice.describe();
       plan_cublaslt(*r, stream, caller);
-      // A row that chose cuBLASLt over its tune's kernels: the untuned route's kernels are checked against it.
-      if (const auto untuned = untuned_route(problem, std::nullopt); !untuned.empty() && !capturing(stream)) {
+      // A row that chose cuBLASLt over its tune's kernels: the untuned route's kernels are checked against it
+      // (where anything can be timed: not during a capture).
+      const auto untuned = capturing(stream) ? std::vector<std::pair<Design, std::string>>{}
+                                             : untuned_route(problem, std::nullopt);
+      if (!untuned.empty()) {
         const dispatch::Choice first{Path::kPredicted, untuned.front().first, std::nullopt, std::nullopt};
         r = verified(problem, first, untuned.front().second, stream, caller,
                      {std::next(untuned.begin()), untuned.end()}, Path::kPredicted, std::move(r));
